@@ -1,0 +1,204 @@
+"""The ONE table mapping N5 ``compression`` objects to Zarr v3 bytes->bytes codecs.
+
+Both directions (reading attributes.json, writing it from zarr.json) go through
+:data:`COMPRESSIONS`. Each row also names a fast ``decompress`` used by the ``n5_default``
+codec when it knows the decoded size (avoids copies; reads zstd frames without a content
+size, which numcodecs' Zstd refuses).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zstandard
+
+from napari_n5zarr.n5 import lz4block
+from napari_n5zarr.n5.errors import N5FormatError
+
+JSONDict = dict[str, Any]
+
+_SHUFFLE_NAMES = ("noshuffle", "shuffle", "bitshuffle")
+_BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
+
+
+def _int(params: JSONDict, key: str, default: int) -> int:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise N5FormatError(f"N5 compression parameter {key!r} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _gzip_level(params: JSONDict) -> int:
+    level = _int(params, "level", -1)
+    if level == -1:  # java.util.zip default; zarr's gzip codec rejects -1
+        return 6
+    if not 0 <= level <= 9:
+        raise N5FormatError(f"gzip level must be -1..9, got {level}")
+    return level
+
+
+def _gzip_decompress(data: memoryview, size: int) -> bytes:
+    # wbits 47 = auto-detect gzip or zlib header; tolerant of writers that mix them up.
+    return zlib.decompress(data, 47, size)
+
+
+_ZSTD = zstandard.ZstdDecompressor()
+
+
+def _zstd_decompress(data: memoryview, size: int) -> bytes:
+    # max_output_size makes frames without a content size (older tensorstore) decodable.
+    return _ZSTD.decompress(data, max_output_size=max(size, 1))
+
+
+def _blosc_to_zarr(p: JSONDict) -> JSONDict:
+    cname = p.get("cname", "blosclz")
+    if cname not in _BLOSC_CNAMES:
+        raise N5FormatError(f"unknown blosc cname {cname!r}")
+    shuffle = _int(p, "shuffle", 0)
+    if shuffle not in (0, 1, 2):
+        raise N5FormatError(f"blosc shuffle must be 0, 1 or 2, got {shuffle}")
+    return {
+        "cname": cname,
+        "clevel": _int(p, "clevel", 6),
+        "shuffle": _SHUFFLE_NAMES[shuffle],
+        "blocksize": _int(p, "blocksize", 0),
+    }
+
+
+def _blosc_to_n5(c: JSONDict) -> JSONDict:
+    # No "nthreads": tensorstore rejects unknown keys, and n5-java builds BloscCompression
+    # with its no-argument constructor (nthreads = 1) before applying the keys present.
+    shuffle = c.get("shuffle", "noshuffle")
+    return {
+        "cname": c.get("cname", "blosclz"),
+        "clevel": int(c.get("clevel", 6)),
+        "shuffle": _SHUFFLE_NAMES.index(shuffle) if isinstance(shuffle, str) else int(shuffle),
+        "blocksize": int(c.get("blocksize", 0)),
+    }
+
+
+@dataclass(frozen=True)
+class Compression:
+    """One row: an N5 compression type and its Zarr v3 codec."""
+
+    n5_type: str
+    zarr_name: str | None
+    """Zarr v3 codec name; None for raw (no bytes->bytes codec)."""
+    to_zarr: Callable[[JSONDict], JSONDict]
+    """N5 parameters -> zarr codec configuration."""
+    to_n5: Callable[[JSONDict], JSONDict]
+    """zarr codec configuration -> N5 parameters (without "type")."""
+    matches_n5: Callable[[JSONDict], bool] = lambda p: True
+    """Tells this row from another with the same N5 type (gzip vs gzip+useZlib)."""
+    decompress: Callable[[memoryview, int], bytes] | None = None
+    """Optional fast decompression given the decoded size."""
+
+
+COMPRESSIONS: tuple[Compression, ...] = (
+    Compression("raw", None, lambda p: {}, lambda c: {}),
+    Compression(
+        "gzip",
+        "gzip",
+        lambda p: {"level": _gzip_level(p)},
+        lambda c: {"level": int(c.get("level", 6)), "useZlib": False},
+        matches_n5=lambda p: not p.get("useZlib", False),
+        decompress=_gzip_decompress,
+    ),
+    Compression(
+        "gzip",
+        "numcodecs.zlib",
+        lambda p: {"level": _gzip_level(p)},
+        lambda c: {"level": int(c.get("level", 6)), "useZlib": True},
+        matches_n5=lambda p: bool(p.get("useZlib", False)),
+        decompress=_gzip_decompress,
+    ),
+    Compression(
+        "bzip2",
+        "numcodecs.bz2",
+        lambda p: {"level": min(max(_int(p, "blockSize", 9), 1), 9)},
+        lambda c: {"blockSize": int(c.get("level", 9))},
+    ),
+    Compression(
+        "xz",
+        "numcodecs.lzma",
+        lambda p: {"preset": _int(p, "preset", 6), "format": 1, "check": -1},
+        lambda c: {"preset": int(c.get("preset") if c.get("preset") is not None else 6)},
+    ),
+    Compression(
+        "lz4",
+        lz4block.CODEC_NAME,
+        lambda p: {"blockSize": _int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE)},
+        lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
+    ),
+    Compression("blosc", "blosc", _blosc_to_zarr, _blosc_to_n5),
+    Compression(
+        "zstd",
+        "zstd",
+        lambda p: {"level": _int(p, "level", 3), "checksum": False},
+        lambda c: {"level": int(c.get("level", 0))},
+        decompress=_zstd_decompress,
+    ),
+)
+
+N5_TYPES = tuple(dict.fromkeys(c.n5_type for c in COMPRESSIONS))
+"""Every N5 compression type this library reads and writes."""
+
+
+def _row_for_n5(params: JSONDict) -> Compression:
+    n5_type = params.get("type")
+    for row in COMPRESSIONS:
+        if row.n5_type == n5_type and row.matches_n5(params):
+            return row
+    raise N5FormatError(
+        f"unsupported N5 compression {n5_type!r} (supported: {', '.join(N5_TYPES)})"
+    )
+
+
+def row_for_zarr_name(name: str | None) -> Compression | None:
+    """The row whose zarr codec is ``name`` (None -> raw), or None if N5 cannot express it."""
+    for row in COMPRESSIONS:
+        if row.zarr_name == name:
+            return row
+    return None
+
+
+def normalize_n5(attributes: JSONDict) -> JSONDict:
+    """The ``compression`` object of a dataset's attributes, legacy ``compressionType`` too."""
+    compression = attributes.get("compression")
+    if compression is None:
+        legacy = attributes.get("compressionType", "raw")
+        return {"type": legacy}
+    if isinstance(compression, str):  # seen in hand-written files
+        return {"type": compression}
+    if not isinstance(compression, dict) or "type" not in compression:
+        raise N5FormatError(f"N5 'compression' must be an object with a 'type', got {compression!r}")
+    return compression
+
+
+def n5_to_zarr(compression: JSONDict) -> JSONDict | None:
+    """N5 compression object -> Zarr v3 codec JSON (None for raw). Unknown keys are ignored."""
+    row = _row_for_n5(compression)
+    if row.zarr_name is None:
+        return None
+    return {"name": row.zarr_name, "configuration": row.to_zarr(compression)}
+
+
+def zarr_to_n5(codec: JSONDict | None) -> JSONDict:
+    """Zarr v3 codec JSON (None for no codec) -> N5 compression object."""
+    name = None if codec is None else codec.get("name")
+    row = row_for_zarr_name(name)
+    if row is None:
+        raise N5FormatError(
+            f"zarr codec {name!r} has no N5 equivalent (N5 compressions: {', '.join(N5_TYPES)})"
+        )
+    config = {} if codec is None else dict(codec.get("configuration") or {})
+    return {"type": row.n5_type, **row.to_n5(config)}
+
+
+def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], bytes] | None:
+    """The table's fast decompression for a zarr codec name, if it has one."""
+    row = row_for_zarr_name(zarr_name)
+    return None if row is None else row.decompress

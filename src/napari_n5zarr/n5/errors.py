@@ -1,0 +1,23 @@
+"""Errors raised by the N5 format library."""
+
+from __future__ import annotations
+
+
+class N5FormatError(ValueError):
+    """Data or metadata that is not valid N5, or that this library cannot represent."""
+
+
+class N5MetadataError(N5FormatError, KeyError):
+    """An ``attributes.json`` that cannot be translated to Zarr v3 metadata.
+
+    It is also a ``KeyError`` on purpose: zarr-python skips a group member whose metadata
+    raises ``KeyError`` with a warning that carries this message, so one unreadable child
+    is reported without hiding its siblings.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class N5BlockError(N5FormatError):
+    """A block that cannot be decoded (unsupported mode, bad header, wrong size)."""

@@ -1,0 +1,111 @@
+"""path or URL -> zarr store -> N5 wrappers -> zarr node."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import zarr
+from zarr.abc.store import Store
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+from zarr.storage import FsspecStore, LocalStore, ZipStore
+
+from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
+
+AccessMode = Literal["r", "r+", "a", "w", "w-"]
+_URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "memory://")
+
+
+def ensure_codecs_registered() -> None:
+    """Register this package's codecs with zarr (also done by entry points) and pin
+    ``n5_default`` to ours if another package registers the same name."""
+    from zarr.registry import _codec_registries, register_codec
+
+    from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec
+    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME, LZ4BlockCodec
+
+    register_codec(CODEC_NAME, N5DefaultCodec)
+    register_codec(LZ4_NAME, LZ4BlockCodec)
+    registry = _codec_registries[CODEC_NAME]
+    registry.lazy_load()
+    if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
+        zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})
+
+
+def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", storage_options: dict[str, Any] | None = None) -> Store:
+    """The plain zarr store for a local path, ``file://``, ``.zip`` or fsspec URL."""
+    read_only = mode == "r"
+    target = os.fspath(path_or_url)
+    if target.startswith("file://"):
+        target = target[len("file://") :]
+    if target.startswith(_URL_SCHEMES):
+        return FsspecStore.from_url(target.rstrip("/"), storage_options=storage_options, read_only=read_only)
+    path = Path(target).expanduser()
+    if path.suffix.lower() == ".zip":
+        if read_only and not path.is_file():
+            raise FileNotFoundError(f"no such zip file: {path}")
+        return ZipStore(path, mode="r" if read_only else "a", read_only=read_only)
+    if read_only and not path.exists():
+        raise FileNotFoundError(f"no such N5/Zarr container: {path}")
+    if mode in ("r", "r+") and not path.is_dir():
+        raise FileNotFoundError(f"not a directory (an N5 container is a folder): {path}")
+    return LocalStore(path, read_only=read_only)
+
+
+def wrap(store: Store) -> ImplicitGroupStore:
+    """Both spec wrappers over ``store``: implicit groups over the N5 Default Store."""
+    return ImplicitGroupStore(N5DefaultStore(store))
+
+
+def node_metadata(store: Store, path: str = "") -> dict[str, Any] | None:
+    """The (translated) ``zarr.json`` document at ``path`` of a wrapped store, or None."""
+    key = f"{path.strip('/')}/{ZARR_JSON}" if path.strip("/") else ZARR_JSON
+    raw = sync(store.get(key, default_buffer_prototype()))
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw.to_bytes())
+    except ValueError as e:
+        raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
+
+
+def open(  # noqa: A001 (the public name is a contract)
+    path_or_url: str | os.PathLike[str],
+    mode: AccessMode = "r",
+    storage_options: dict[str, Any] | None = None,
+) -> zarr.Array | zarr.Group:
+    """Open an N5 container, group or dataset (or a Zarr node using ``n5_default``).
+
+    The store is rooted at ``path_or_url``; arrays keep N5 order (shape == N5
+    ``dimensions``). Local paths, ``file://``, ``.zip``, ``s3://``, ``http(s)://``.
+    Raises FileNotFoundError when nothing is there and N5FormatError for bad metadata.
+    """
+    if mode not in ("r", "r+", "a", "w", "w-"):
+        raise ValueError(f"mode must be one of 'r', 'r+', 'a', 'w', 'w-', got {mode!r}")
+    ensure_codecs_registered()
+    store = wrap(base_store(path_or_url, mode, storage_options))
+    if mode == "w":
+        return zarr.open_group(store=store, mode="w")
+    try:
+        doc = node_metadata(store)
+    except N5FormatError:
+        raise
+    except (OSError, builtins.KeyError) as e:
+        raise FileNotFoundError(f"cannot read {path_or_url}: {e}") from e
+    if doc is None:
+        if mode in ("a", "w-"):
+            return zarr.open_group(store=store, mode=mode)
+        raise FileNotFoundError(f"no N5 or Zarr node at {path_or_url}")
+    if mode == "w-":
+        raise FileExistsError(f"{path_or_url} already holds an N5/Zarr node")
+    zarr_mode = "r" if mode == "r" else "r+"
+    if doc.get("node_type") == "array":
+        return zarr.open_array(store=store, mode=zarr_mode)
+    if doc.get("node_type") == "group":
+        return zarr.open_group(store=store, mode=zarr_mode)
+    raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
