@@ -57,16 +57,18 @@ class N5DefaultStore(WrapperStore[Store]):
 
     Reads: ``zarr.json`` is translated from ``attributes.json`` (a real ``zarr.json`` is used
     only where no ``attributes.json`` exists). Writes of ``zarr.json`` store the matching
-    ``attributes.json`` as well. Blocks pass through; a block in varlength/object mode is
-    refused with its key.
+    ``attributes.json`` as well (``write_zarr_json=False`` stores N5 only: z5py 3 refuses
+    folders holding both). Blocks pass through; a block in varlength/object mode is refused
+    with its key.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, write_zarr_json: bool = True) -> None:
         super().__init__(store)
+        self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
 
     def _with_store(self, store: Store) -> N5DefaultStore:
-        return type(self)(store)
+        return type(self)(store, write_zarr_json=self.write_zarr_json)
 
     def __repr__(self) -> str:
         return f"N5DefaultStore({self._store!r})"
@@ -155,6 +157,8 @@ class N5DefaultStore(WrapperStore[Store]):
             n5 = await self._n5_document(prefix, value)
             await self._store.set(prefix + N5_JSON, default_buffer_prototype().buffer.from_bytes(n5))
             self._array_ndim.pop(prefix, None)
+            if not self.write_zarr_json:
+                return
         await self._store.set(key, value)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
