@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 if TYPE_CHECKING:
     import zarr
 
@@ -277,23 +279,23 @@ def neuroglancer(attrs: Attrs, ndim: int) -> Calibration | None:
     axes, units = _strings(attrs.get("axes")), _strings(attrs.get("units"))
     offset = _floats(attrs.get("offset"))
     base = n5viewer(attrs, ndim)
-    if base is None and axes is None and units is None and offset is None:
+    if base is None and not (axes or units or offset):
         return None
     cal = base or identity(ndim)
-    scale = list(cal.scale)
-    unit_list = list(cal.units)
-    if units is not None:
-        for i, u in enumerate(_fit(units, ndim, None)):
-            name, factor = _unit_and_factor(u)
-            unit_list[i] = name
-            scale[i] *= factor
-    convention = "neuroglancer" if (axes or units) else cal.convention
+    scale, unit_list = list(cal.scale), list(cal.units)
+    for i, u in enumerate(_fit(units or (), ndim, None) if units else ()):
+        unit_list[i], factor = _unit_and_factor(u)
+        scale[i] *= factor
+    if axes or units:
+        convention = "neuroglancer"
+    else:
+        convention = base.convention if base else "paintera"
     return Calibration(
         tuple(scale),
         _fit(offset, ndim, 0.0) if offset else cal.translate,
         tuple(unit_list),
         _unique_axes(axes, ndim) if axes else cal.axes,
-        convention if base or axes or units else "paintera",
+        convention,
     )
 
 
@@ -630,7 +632,10 @@ def bdv_setup(
 
 def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
     """Integer data marked as labels by its attributes or by a name with 'label'/'seg'."""
-    if not dtype or dtype.lstrip("<>|=")[:1] not in ("i", "u") and not dtype.startswith(("int", "uint")):
+    try:
+        if np.dtype(dtype).kind not in "iu":
+            return False
+    except TypeError:
         return False
     ome = attrs.get("ome")
     if "image-label" in attrs or (isinstance(ome, Mapping) and "image-label" in ome):
@@ -648,8 +653,14 @@ def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
 # ---------------------------------------------------------------------------
 
 
+def describe_error(path: str, exc: BaseException) -> str:
+    """``"path: reason"`` without repeating a path the message already starts with."""
+    msg = str(exc) or type(exc).__name__
+    return msg if path and msg.startswith(path) else f"{path or '/'}: {msg}"
+
+
 def _warn(path: str, exc: BaseException) -> None:
-    warnings.warn(f"skipped {path or '/'}: {exc}", SkippedNodeWarning, stacklevel=3)
+    warnings.warn(f"skipped {describe_error(path, exc)}", SkippedNodeWarning, stacklevel=3)
 
 
 def _natural_key(name: str) -> list[Any]:
@@ -664,32 +675,42 @@ def _info(array: zarr.Array) -> ArrayInfo:
     return ArrayInfo(dict(array.attrs), tuple(int(s) for s in array.shape), str(array.dtype))
 
 
-def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
-    """Readable children of ``group``; unreadable ones go to ``on_error``."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # stray files that are not nodes
-            return dict(group.members())
-    except Exception:  # one bad child: read the others one by one
-        pass
+def _list_dir(group: zarr.Group) -> list[str]:
     from zarr.core.sync import sync
 
-    async def _keys() -> list[str]:
+    async def keys() -> list[str]:
         return [k async for k in group.store.list_dir(group.path)]
 
+    return sync(keys())
+
+
+def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
+    """Readable children of ``group``; unreadable ones go to ``on_error``.
+
+    zarr's ``members()`` turns a child whose metadata raises ``KeyError`` into a
+    warning; such children are fetched again one by one to tell objects that are
+    simply not nodes (a plain ``KeyError``) from broken nodes (anything else).
+    """
     try:
-        keys = sync(_keys())
+        keys = _list_dir(group)
     except Exception as exc:
         on_error(where, exc)
         return {}
-    out = {}
+    out: dict[str, Any] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = dict(group.members())
+    except Exception:  # a child raised something else than KeyError: go one by one
+        out = {}
     for key in keys:
+        if key in out:
+            continue
         try:
             out[key] = group[key]
-        except KeyError:
-            continue
         except Exception as exc:
-            on_error(_join(where, key), exc)
+            if type(exc) is not KeyError:
+                on_error(_join(where, key), exc)
     return out
 
 
@@ -747,6 +768,7 @@ def detect(
     node: zarr.Array | zarr.Group,
     name: str | None = None,
     *,
+    inherited: Attrs | None = None,
     on_error: ErrorHandler | None = None,
     max_depth: int = 6,
 ) -> list[Multiscale]:
@@ -755,7 +777,8 @@ def detect(
     A group that is a pyramid gives one :class:`Multiscale`; a group of several
     pyramids/datasets one per pyramid/dataset (named by relative path); an array a
     single-scale one. ``name`` names a pyramid or array at ``node`` itself (default:
-    the node's basename). Reads metadata only. A child that cannot be read is passed
+    the node's basename). ``inherited`` holds attributes of ancestors outside the
+    node's store (N5 Viewer/neuroglancer defaults). Reads metadata only. A child that cannot be read is passed
     to ``on_error(path, exception)`` (default: a :class:`SkippedNodeWarning`) and its
     siblings are still described.
     """
@@ -763,7 +786,7 @@ def detect(
 
     on_error = on_error or _warn
     base = name if name is not None else (node.basename or "")
-    inherited = _ancestor_attrs(node)
+    inherited = {**_inherited(inherited), **_ancestor_attrs(node)}
     if isinstance(node, zarr.Array):
         info = _info(node)
         cal = calibrate(info.attrs, len(info.shape), name=node.basename or "", inherited=inherited)
@@ -813,7 +836,7 @@ def _detect_group(
         tgroups = {k: v for k, v in sub.items() if isinstance(v, zarr.Group)}
         ms = _bdv(setup, dict(setup.attrs), tgroups, _join(prefix, key), merged, on_error)
         if ms is not None:
-            found.append(_finish(replace(ms, channel_axis=None), _join(prefix, key), _join(prefix, key)))
+            found.append(_finish(ms, _join(prefix, key), _join(prefix, key)))
             used.add(key)
 
     if depth <= 0:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import lz4.block
 import zstandard
 
 from napari_n5zarr.n5 import lz4block
@@ -51,6 +52,19 @@ _ZSTD = zstandard.ZstdDecompressor()
 def _zstd_decompress(data: memoryview, size: int) -> bytes:
     # max_output_size makes frames without a content size (older tensorstore) decodable.
     return _ZSTD.decompress(data, max_output_size=max(size, 1))
+
+
+def _lz4_decompress(data: memoryview, size: int) -> bytes:
+    """n5-java's LZ4Block stream; also the bare LZ4 block z5py writes and numcodecs' framing
+    (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
+    if bytes(data[:8]) == lz4block.MAGIC:
+        return lz4block.decompress(data)
+    if len(data) >= 4 and int.from_bytes(data[:4], "little") == size:
+        try:
+            return lz4.block.decompress(data[4:], uncompressed_size=size)
+        except lz4.block.LZ4BlockError:
+            pass
+    return lz4.block.decompress(data, uncompressed_size=size)
 
 
 def _blosc_to_zarr(p: JSONDict) -> JSONDict:
@@ -130,8 +144,10 @@ COMPRESSIONS: tuple[Compression, ...] = (
     Compression(
         "lz4",
         lz4block.CODEC_NAME,
-        lambda p: {"blockSize": _int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE)},
+        # z5py writes blockSize 6 (a level, not a size); Java's default is 65536.
+        lambda p: {"blockSize": max(_int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE), 64)},
         lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
+        decompress=_lz4_decompress,
     ),
     Compression("blosc", "blosc", _blosc_to_zarr, _blosc_to_n5),
     Compression(

@@ -1,0 +1,122 @@
+"""Independent writers and readers: tensorstore's n5 driver and z5py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+import napari_n5zarr
+from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+ts = pytest.importorskip("tensorstore")
+z5py = pytest.importorskip("z5py")
+
+TS_COMPRESSIONS = {
+    "raw": {"type": "raw"},
+    "gzip": {"type": "gzip", "level": 5},
+    "gzip-zlib": {"type": "gzip", "level": 5, "useZlib": True},
+    "bzip2": {"type": "bzip2", "blockSize": 9},
+    "xz": {"type": "xz", "preset": 6},
+    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1},
+    "zstd": {"type": "zstd", "level": 3},
+}
+Z5_COMPRESSIONS = ["raw", "gzip", "bzip2", "xz", "blosc", "zstd"]
+DTYPES = ["uint8", "int16", "uint32", "int64", "float32", "float64"]
+
+
+def data_for(dtype: str, shape=(37, 21, 9)) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    return (rng.normal(size=shape) * 100).astype(dtype)
+
+
+def ts_n5(path: Path, **extra):
+    spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}, **extra}
+    return ts.open(spec).result()
+
+
+def write_ours(path: Path, data: np.ndarray, compression: dict, block=(8, 8, 4), *, dual: bool = True) -> None:
+    from zarr.storage import LocalStore
+
+    from napari_n5zarr.n5.stores import N5DefaultStore
+
+    doc = attributes_to_zarr({"dimensions": list(data.shape), "blockSize": list(block), "dataType": str(data.dtype), "compression": compression})
+    arr = zarr.create_array(
+        N5DefaultStore(LocalStore(path), write_zarr_json=dual), shape=data.shape, dtype=data.dtype, chunks=block,
+        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0,
+    )
+    arr[...] = data
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", TS_COMPRESSIONS)
+def test_tensorstore_writes_we_read(tmp_path: Path, name: str, dtype: str) -> None:
+    data = data_for(dtype)
+    t = ts_n5(
+        tmp_path / "t.n5",
+        create=True,
+        metadata={"dimensions": list(data.shape), "blockSize": [8, 8, 4], "dataType": dtype, "compression": TS_COMPRESSIONS[name]},
+    )
+    t[...] = data
+    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "t.n5")[...], data)
+
+
+@pytest.mark.parametrize("dual", [True, False], ids=["dual", "n5-only"])
+@pytest.mark.parametrize("name", TS_COMPRESSIONS)
+def test_we_write_tensorstore_reads(tmp_path: Path, name: str, dual: bool) -> None:
+    data = data_for("uint16")
+    write_ours(tmp_path / "o.n5", data, TS_COMPRESSIONS[name], dual=dual)
+    np.testing.assert_array_equal(ts_n5(tmp_path / "o.n5").read().result(), data)
+
+
+def test_tensorstore_reads_our_truncated_blocks(tmp_path: Path) -> None:
+    from test_roundtrip import write_n5  # same folder
+    from zarr.storage import LocalStore
+
+    data = data_for("float32", (19, 10, 3))
+    write_n5(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
+    np.testing.assert_array_equal(ts_n5(tmp_path / "c/d").read().result(), data)
+
+
+@pytest.mark.parametrize("name", Z5_COMPRESSIONS)
+def test_z5py_writes_we_read(tmp_path: Path, name: str) -> None:
+    data = data_for("int32")  # z5py is C order: its array is the transpose of ours
+    f = z5py.File(str(tmp_path / "z.n5"), "w")
+    ds = f.create_dataset("d", shape=data.T.shape, chunks=(3, 5, 7), dtype="int32", compression=name)
+    ds[:] = data.T
+    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "z.n5" / "d")[...], data)
+
+
+def test_z5py_lz4_bare_block_reads(tmp_path: Path) -> None:
+    """z5py's lz4 is a bare LZ4 block, not lz4-java framing: still read."""
+    data = data_for("uint16")
+    f = z5py.File(str(tmp_path / "z.n5"), "w")
+    f.create_dataset("d", data=data.T, chunks=(3, 5, 7), compression="lz4")
+    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "z.n5" / "d")[...], data)
+
+
+@pytest.mark.parametrize("name", Z5_COMPRESSIONS)
+def test_we_write_z5py_reads(tmp_path: Path, name: str) -> None:
+    data = data_for("float64")
+    comp = dict(TS_COMPRESSIONS[name])
+    (tmp_path / "c.n5").mkdir()
+    (tmp_path / "c.n5/attributes.json").write_text('{"n5": "4.0.0"}')
+    write_ours(tmp_path / "c.n5/d", data, comp, dual=False)
+    np.testing.assert_array_equal(z5py.File(str(tmp_path / "c.n5"), "r")["d"][:], data.T)
+
+
+def test_z5py_refuses_dual_folders_so_we_offer_n5_only(tmp_path: Path) -> None:
+    """Documents a z5py 3 limitation the README mentions."""
+    data = data_for("uint8")
+    (tmp_path / "c.n5").mkdir()
+    (tmp_path / "c.n5/attributes.json").write_text('{"n5": "4.0.0"}')
+    write_ours(tmp_path / "c.n5/d", data, {"type": "raw"}, dual=True)
+    with pytest.raises(RuntimeError, match="not both supported"):
+        z5py.File(str(tmp_path / "c.n5"), "r")["d"]
+    shutil.copytree(tmp_path / "c.n5", tmp_path / "copy.n5", ignore=shutil.ignore_patterns("zarr.json"))
+    np.testing.assert_array_equal(z5py.File(str(tmp_path / "copy.n5"), "r")["d"][:], data.T)

@@ -1,0 +1,117 @@
+"""Round trips through every compression, dtype, boundary style and dimensionality."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.storage import LocalStore, MemoryStore
+
+import napari_n5zarr
+from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.header import parse_header
+from napari_n5zarr.n5.metadata import attributes_to_zarr
+from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
+
+COMPRESSIONS = {
+    "raw": {"type": "raw"},
+    "gzip": {"type": "gzip", "level": -1},
+    "gzip-zlib": {"type": "gzip", "level": 4, "useZlib": True},
+    "bzip2": {"type": "bzip2", "blockSize": 9},
+    "xz": {"type": "xz", "preset": 6},
+    "lz4": {"type": "lz4", "blockSize": 65536},
+    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
+    "zstd": {"type": "zstd", "level": 3},
+}
+DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
+
+
+def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    if info is None:
+        return rng.normal(size=shape).astype(dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
+    """Write ``data`` (N5 order) as an N5 dataset; boundary blocks padded, truncated or mixed."""
+    attrs = {"dimensions": list(data.shape), "blockSize": list(block), "dataType": str(data.dtype), "compression": compression}
+    doc = attributes_to_zarr(attrs)
+    n5 = N5DefaultStore(store)
+    arr = zarr.create_array(
+        n5, name=path, shape=data.shape, dtype=data.dtype, chunks=block,
+        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0,
+    )
+    codec: N5DefaultCodec = arr.metadata.codecs[0]
+    grid = [math.ceil(s / b) for s, b in zip(data.shape, block)]
+    for n, pos in enumerate(itertools.product(*map(range, grid))):
+        region = tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape))
+        piece = data[region]
+        edge = piece.shape != tuple(block)
+        if edge and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
+            padded = np.zeros(block, dtype=data.dtype)
+            padded[tuple(slice(0, s) for s in piece.shape)] = piece
+            piece = padded
+        key = f"{path}/" + "/".join(map(str, pos))
+        zarr.core.sync.sync(store.set(key, zarr.core.buffer.cpu.Buffer.from_bytes(codec.encode_block(piece))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", COMPRESSIONS)
+def test_every_compression_and_dtype(tmp_path: Path, name: str, dtype: str) -> None:
+    data = sample((13, 7, 5), dtype)
+    write_n5(LocalStore(tmp_path), "d", data, (4, 4, 3), COMPRESSIONS[name], "truncate")
+    arr = napari_n5zarr.open(tmp_path / "d")
+    out = arr[...]
+    assert out.dtype == data.dtype
+    np.testing.assert_array_equal(out, data)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("boundary", ["pad", "truncate", "mixed"])
+@pytest.mark.parametrize("name", COMPRESSIONS)
+def test_boundaries_and_dimensionality(name: str, boundary: str, ndim: int) -> None:
+    shape = (11, 6, 5, 3, 2)[:ndim]
+    block = (4, 4, 2, 2, 1)[:ndim]
+    data = sample(shape, "uint16", seed=ndim)
+    store = MemoryStore()
+    write_n5(store, "d", data, block, COMPRESSIONS[name], boundary)
+    arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
+    np.testing.assert_array_equal(arr[...], data)
+    # a region crossing block boundaries
+    sel = tuple(slice(1, s - 1) if s > 2 else slice(None) for s in shape)
+    np.testing.assert_array_equal(arr[sel], data[sel])
+
+
+def test_truncated_blocks_really_are_truncated(tmp_path: Path) -> None:
+    data = sample((10, 7), "int32")
+    write_n5(LocalStore(tmp_path), "d", data, (4, 4), {"type": "raw"}, "truncate")
+    assert parse_header((tmp_path / "d/2/1").read_bytes()).shape == (2, 3)
+    write_n5(LocalStore(tmp_path), "p", data, (4, 4), {"type": "raw"}, "pad")
+    assert parse_header((tmp_path / "p/2/1").read_bytes()).shape == (4, 4)
+
+
+@pytest.mark.parametrize("name", COMPRESSIONS)
+def test_zarr_write_path_round_trip(tmp_path: Path, name: str) -> None:
+    """Writing through zarr (padded blocks) and reading back through open()."""
+    data = sample((9, 6, 4), "float32")
+    root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
+    doc = attributes_to_zarr({"dimensions": [9, 6, 4], "blockSize": [4, 4, 4], "dataType": "float32", "compression": COMPRESSIONS[name]})
+    arr = root.create_array(
+        "a", shape=data.shape, dtype=data.dtype, chunks=(4, 4, 4),
+        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0, attributes={"note": [1, 2]},
+    )
+    arr[...] = data
+    arr[2:5, 1:3, 0] = -1.0  # partial update of existing blocks
+    data[2:5, 1:3, 0] = -1.0
+    back = napari_n5zarr.open(tmp_path / "c.n5")["a"]
+    np.testing.assert_array_equal(back[...], data)
+    assert back.attrs["note"] == [1, 2]
+    assert (tmp_path / "c.n5/a/attributes.json").exists() and (tmp_path / "c.n5/a/zarr.json").exists()
