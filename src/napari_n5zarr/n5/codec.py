@@ -27,7 +27,7 @@ from zarr.core.metadata.v3 import parse_codecs
 
 from napari_n5zarr.n5.compression import fast_decompressor
 from napari_n5zarr.n5.errors import N5BlockError
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, encode_header, parse_header
+from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, BlockHeader, encode_header, parse_header
 
 if TYPE_CHECKING:
     from typing import Self
@@ -134,16 +134,7 @@ class N5DefaultCodec(ArrayBytesCodec):
     def decode_block(self, data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None = None) -> np.ndarray:
         """Decode one N5 block at its own (header) shape; N5 order, native byte order."""
         raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
-        header = parse_header(raw)
-        if header.mode != MODE_DEFAULT:
-            raise N5BlockError(
-                f"N5 block in {MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
-                "only default-mode (0) blocks hold array data"
-            )
-        if ndim is not None and len(header.shape) != ndim:
-            raise N5BlockError(f"N5 block header has {len(header.shape)} dimensions, the array has {ndim}")
-        if any(s == 0 for s in header.shape):
-            raise N5BlockError(f"N5 block header shape {list(header.shape)} has a zero extent")
+        header = _validated_header(raw, ndim)
         return self._payload_to_array(raw[header.size :], header.shape, np.dtype(dtype))
 
     def _payload_to_array(self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -173,20 +164,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         dtype = chunk_spec.dtype.to_native_dtype()
         chunk_shape = chunk_spec.shape
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
-        header = parse_header(raw)
-        if header.mode != MODE_DEFAULT:
-            raise N5BlockError(
-                f"N5 block in {MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
-                "only default-mode (0) blocks hold array data"
-            )
-        if len(header.shape) != len(chunk_shape):
-            raise N5BlockError(
-                f"N5 block header has {len(header.shape)} dimensions, the array has {len(chunk_shape)}"
-            )
-        if any(h == 0 or h > MAX_HEADER_GROWTH * c for h, c in zip(header.shape, chunk_shape, strict=True)):
-            raise N5BlockError(
-                f"N5 block header shape {list(header.shape)} is not plausible for block size {list(chunk_shape)}"
-            )
+        header = _validated_header(raw, len(chunk_shape), chunk_shape)
         block = self._payload_to_array(raw[header.size :], header.shape, dtype)
         # One pass: byte swap + transpose (+ crop) into a native C-order chunk.
         if header.shape == tuple(chunk_shape):
@@ -233,6 +211,25 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
+
+
+def _validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None) -> BlockHeader:
+    """Parse a block header and refuse what cannot be array data, before any allocation."""
+    header = parse_header(raw)
+    if header.mode != MODE_DEFAULT:
+        raise N5BlockError(
+            f"N5 block in {MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
+            "only default-mode (0) blocks hold array data"
+        )
+    if ndim is not None and len(header.shape) != ndim:
+        raise N5BlockError(f"N5 block header has {len(header.shape)} dimensions, the array has {ndim}")
+    if any(s == 0 for s in header.shape):
+        raise N5BlockError(f"N5 block header shape {list(header.shape)} has a zero extent")
+    if chunk_shape is not None and any(h > MAX_HEADER_GROWTH * c for h, c in zip(header.shape, chunk_shape, strict=True)):
+        raise N5BlockError(
+            f"N5 block header shape {list(header.shape)} is not plausible for block size {list(chunk_shape)}"
+        )
+    return header
 
 
 def _needs_typesize(codec: Any) -> bool:
