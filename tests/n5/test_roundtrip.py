@@ -115,3 +115,18 @@ def test_zarr_write_path_round_trip(tmp_path: Path, name: str) -> None:
     np.testing.assert_array_equal(back[...], data)
     assert back.attrs["note"] == [1, 2]
     assert (tmp_path / "c.n5/a/attributes.json").exists() and (tmp_path / "c.n5/a/zarr.json").exists()
+
+
+@pytest.mark.parametrize("name", ["zstd", "gzip", "gzip-zlib", "lz4", "blosc"])
+def test_many_blocks_decoded_concurrently(name: str) -> None:
+    """Decoding runs in threads: shared decompressor state must not corrupt anything."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = sample((64, 64, 32), "uint16", seed=3)
+    store = MemoryStore()
+    write_n5(store, "d", data, (16, 16, 8), COMPRESSIONS[name], "truncate")
+    arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: arr[...], range(8)))
+    for out in results:
+        np.testing.assert_array_equal(out, data)

@@ -25,7 +25,7 @@ from zarr.core.dtype import parse_data_type
 from zarr.core.common import JSON, parse_named_configuration
 from zarr.core.metadata.v3 import parse_codecs
 
-from napari_n5zarr.n5.compression import fast_decompressor
+from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.errors import N5BlockError
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, BlockHeader, encode_header, parse_header
 
@@ -130,6 +130,11 @@ class N5DefaultCodec(ArrayBytesCodec):
         comp = self.compressor
         return None if comp is None else fast_decompressor(_name(comp))
 
+    @cached_property
+    def _fast_compress(self) -> Any:
+        comp = self.compressor
+        return None if comp is None else fast_compressor(comp.to_dict())
+
     # -- decode ----------------------------------------------------------------------
     def decode_block(self, data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None = None) -> np.ndarray:
         """Decode one N5 block at its own (header) shape; N5 order, native byte order."""
@@ -200,6 +205,8 @@ class N5DefaultCodec(ArrayBytesCodec):
             out[len(header) :].view(be).reshape(array.shape[::-1])[...] = array.T
             return out.tobytes()
         payload = np.ascontiguousarray(array.T, dtype=be)
+        if self._fast_compress is not None:
+            return header + self._fast_compress(payload.reshape(-1).view(np.uint8).data)
         spec = _bytes_spec(payload.nbytes, itemsize)
         comp = comp.evolve_from_array_spec(spec) if _needs_typesize(comp) else comp
         packed = comp._encode_sync(CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8)), spec)
