@@ -141,3 +141,15 @@ def test_read_only_open_does_not_write(tmp_path: Path) -> None:
     with pytest.raises(Exception):
         root["raw"][0, 0] = 1
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_one_unreadable_child_never_hides_its_siblings(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    shutil.copytree(CORPUS / "tensorstore/tensorstore/driver/n5/testdata/raw", root / "good")
+    (root / "bad").mkdir()
+    (root / "bad/attributes.json").write_text('{"dimensions": [2], "blockSize": [2], "dataType": "object"}')
+    (root / "attributes.json").write_text('{"n5": "4.0.0"}')
+    group = napari_n5zarr.open(root)
+    with pytest.warns(UserWarning, match="bad: N5 dataType 'object' is not supported"):
+        members = dict(group.members())
+    assert list(members) == ["good"]
