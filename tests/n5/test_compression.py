@@ -1,0 +1,75 @@
+"""The one N5 <-> zarr compression table, both directions."""
+
+from __future__ import annotations
+
+import pytest
+
+from napari_n5zarr.n5.compression import COMPRESSIONS, N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
+from napari_n5zarr.n5.errors import N5FormatError
+
+JAVA_DEFAULTS = [
+    {"type": "raw"},
+    {"type": "gzip", "level": 6, "useZlib": False},
+    {"type": "gzip", "level": 3, "useZlib": True},
+    {"type": "bzip2", "blockSize": 9},
+    {"type": "xz", "preset": 6},
+    {"type": "lz4", "blockSize": 65536},
+    {"type": "blosc", "cname": "blosclz", "clevel": 6, "shuffle": 0, "blocksize": 0},
+    {"type": "zstd", "level": 3},
+]
+
+
+@pytest.mark.parametrize("n5", JAVA_DEFAULTS, ids=lambda c: c["type"] + ("-zlib" if c.get("useZlib") else ""))
+def test_every_row_round_trips(n5: dict) -> None:
+    assert zarr_to_n5(n5_to_zarr(n5)) == n5
+
+
+def test_table_covers_every_n5_compression() -> None:
+    assert set(N5_TYPES) == {"raw", "gzip", "bzip2", "xz", "lz4", "blosc", "zstd"}
+    zarr_names = [row.zarr_name for row in COMPRESSIONS]
+    assert len(zarr_names) == len(set(zarr_names)), "each zarr codec maps back to one N5 row"
+
+
+def test_java_gzip_default_level_maps_to_zlib_default() -> None:
+    assert n5_to_zarr({"type": "gzip", "level": -1}) == {"name": "gzip", "configuration": {"level": 6}}
+    assert n5_to_zarr({"type": "gzip"}) == {"name": "gzip", "configuration": {"level": 6}}
+
+
+def test_unknown_keys_ignored_on_read() -> None:
+    z5py_blosc = {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0, "nthreads": 1}
+    zarr2_gzip = {"type": "gzip", "level": 1, "useZlib": False, "id": "gzip"}
+    assert n5_to_zarr(z5py_blosc) == {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0},
+    }
+    assert n5_to_zarr(zarr2_gzip) == {"name": "gzip", "configuration": {"level": 1}}
+
+
+def test_blosc_written_without_nthreads() -> None:
+    assert "nthreads" not in zarr_to_n5({"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 2, "blocksize": 0}})
+
+
+def test_legacy_compression_type() -> None:
+    assert normalize_n5({"compressionType": "gzip"}) == {"type": "gzip"}
+    assert normalize_n5({}) == {"type": "raw"}
+    assert n5_to_zarr(normalize_n5({"compressionType": "bzip2"})) == {"name": "numcodecs.bz2", "configuration": {"level": 9}}
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"type": "jpeg"}, "unsupported N5 compression 'jpeg'"),
+        ({"type": "blosc", "cname": "nope"}, "cname"),
+        ({"type": "blosc", "shuffle": 7}, "shuffle"),
+        ({"type": "gzip", "level": 12}, "level"),
+        ({"type": "xz", "preset": "max"}, "integer"),
+    ],
+)
+def test_bad_compression_objects(bad: dict, match: str) -> None:
+    with pytest.raises(N5FormatError, match=match):
+        n5_to_zarr(bad)
+
+
+def test_zarr_codec_without_n5_equivalent() -> None:
+    with pytest.raises(N5FormatError, match="no N5 equivalent"):
+        zarr_to_n5({"name": "numcodecs.lz4", "configuration": {}})
