@@ -46,3 +46,19 @@ def test_import_does_not_pull_qt_or_napari() -> None:
     code = "import sys, napari_n5zarr; napari_n5zarr.open; print(sorted(m for m in sys.modules if m.split('.')[0] in ('napari', 'qtpy', 'PyQt5', 'PyQt6', 'PySide2', 'PySide6')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_open_zarr_only_folder_using_n5_default(tmp_path: Path) -> None:
+    """A Zarr v3 folder (zarr.json, no attributes.json) whose codec is n5_default opens too."""
+    src = CORPUS / "zarrs_n5/data/uneven_chunk_truncated.n5"
+    dst = tmp_path / "z"
+    dst.mkdir()
+    for f in src.rglob("*"):
+        if f.is_file() and f.name != "attributes.json":
+            (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (dst / f.relative_to(src)).write_bytes(f.read_bytes())
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+    (dst / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text()))))
+    arr = napari_n5zarr.open(dst)
+    np.testing.assert_array_equal(arr[...], np.load(CORPUS / "zarrs_n5/data/raw.npy"))
