@@ -51,6 +51,7 @@ def test_root_dataset_keeps_version_in_same_file() -> None:
         ({"chunk_key_encoding": {"name": "default"}}, "v2"),
         ({"codecs": [{"name": "bytes"}]}, "n5_default"),
         ({"attributes": {"dataType": "x"}}, "reserved"),
+        ({"attributes": {"compression": {"type": "raw"}}}, "reserved"),
         ({"node_type": "thing"}, "node_type"),
         ({"zarr_format": 2}, "Zarr v3"),
     ],
@@ -64,3 +65,16 @@ def test_unrepresentable_zarr_metadata(change: dict, match: str) -> None:
 def test_attributes_must_be_an_object() -> None:
     with pytest.raises(N5MetadataError, match="JSON object"):
         attributes_to_zarr([1, 2])
+
+
+def test_groups_may_hold_some_reserved_keys_like_bigdataviewer_setups() -> None:
+    setup = {"dataType": "uint16", "downsamplingFactors": [[1, 1, 1], [2, 2, 1]]}
+    doc = attributes_to_zarr(setup)
+    assert doc == {"zarr_format": 3, "node_type": "group", "attributes": setup}
+    assert zarr_to_attributes(doc) == setup
+    assert attributes_to_zarr({"dimensions": [3]})["node_type"] == "group"
+
+
+def test_group_that_would_read_as_a_dataset_is_refused() -> None:
+    with pytest.raises(N5MetadataError, match="would read a dataset"):
+        zarr_to_attributes({"zarr_format": 3, "node_type": "group", "attributes": {"dimensions": [2], "dataType": "uint8"}})

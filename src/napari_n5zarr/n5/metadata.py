@@ -22,8 +22,13 @@ GROUP_DOC: JSONDict = {"zarr_format": 3, "node_type": "group", "attributes": {}}
 
 
 def is_dataset(attributes: JSONDict) -> bool:
-    """True if the attributes describe an N5 dataset (array)."""
-    return "dimensions" in attributes or "dataType" in attributes or "blockSize" in attributes
+    """True if the attributes describe an N5 dataset (array).
+
+    As in n5-java, a node is a dataset when it has ``dimensions`` and ``dataType``; other
+    nodes are groups, whatever else they hold (BigDataViewer setup groups carry a
+    ``dataType`` of their own).
+    """
+    return "dimensions" in attributes and "dataType" in attributes
 
 
 def user_attributes(attributes: JSONDict) -> JSONDict:
@@ -66,7 +71,8 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
         raise N5MetadataError(f"{path}: attributes.json must hold a JSON object, got {type(attributes).__name__}")
     _check_not_sharded(attributes, path)
     if not is_dataset(attributes):
-        return {"zarr_format": 3, "node_type": "group", "attributes": user_attributes(attributes)}
+        group_attrs = {k: v for k, v in attributes.items() if k != VERSION_KEY}
+        return {"zarr_format": 3, "node_type": "group", "attributes": group_attrs}
     missing = [k for k in ("dimensions", "dataType", "blockSize") if k not in attributes]
     if missing:
         raise N5MetadataError(f"{path}: N5 dataset attributes lack {missing}")
@@ -108,8 +114,11 @@ def zarr_to_attributes(doc: Any, existing: JSONDict | None = None, *, root: bool
     if not isinstance(doc, dict) or doc.get("zarr_format") != 3:
         raise N5MetadataError(f"{path}: only Zarr v3 metadata can be stored as N5")
     attrs = dict(doc.get("attributes") or {})
+    is_group = doc.get("node_type") == "group"
+    if is_group and is_dataset(attrs):
+        raise N5MetadataError(f"{path}: a group cannot hold both 'dimensions' and 'dataType' (N5 would read a dataset)")
     clash = sorted(RESERVED_KEYS.intersection(attrs))
-    if clash:
+    if clash and not is_group:
         raise N5MetadataError(f"{path}: attributes {clash} are reserved by N5 and cannot be user attributes")
     out: JSONDict = {}
     version = (existing or {}).get(VERSION_KEY) or attrs.pop(VERSION_KEY, None)
