@@ -33,13 +33,16 @@ ErrorHandler = Callable[[str, BaseException], None]
 
 __all__ = [
     "ArrayInfo",
+    "BdvSetup",
     "Calibration",
     "Multiscale",
     "SkippedNodeWarning",
     "bdv_setup",
+    "bdv_xml",
     "calibrate",
     "cosem",
     "cosem_pyramid",
+    "describe_error",
     "detect",
     "downsampling_factors",
     "imagej",
@@ -49,6 +52,7 @@ __all__ = [
     "neuroglancer",
     "ngff_pyramid",
     "normalize_unit",
+    "with_bdv_setup",
 ]
 
 DEFAULT_AXES = ("x", "y", "z", "t", "c")
@@ -283,13 +287,11 @@ def neuroglancer(attrs: Attrs, ndim: int) -> Calibration | None:
         return None
     cal = base or identity(ndim)
     scale, unit_list = list(cal.scale), list(cal.units)
-    for i, u in enumerate(_fit(units or (), ndim, None) if units else ()):
-        unit_list[i], factor = _unit_and_factor(u)
-        scale[i] *= factor
-    if axes or units:
-        convention = "neuroglancer"
-    else:
-        convention = base.convention if base else "paintera"
+    if units:
+        for i, u in enumerate(_fit(units, ndim, None)):
+            unit_list[i], factor = _unit_and_factor(u)
+            scale[i] *= factor
+    convention = "neuroglancer" if axes or units else (base.convention if base else "paintera")
     return Calibration(
         tuple(scale),
         _fit(offset, ndim, 0.0) if offset else cal.translate,
@@ -425,13 +427,12 @@ def _assemble(
     if not paths:
         return None
     ndim = len(infos[0].shape)
+    if channel_axis is None and cals[0].axes.count("c") == 1:
+        channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
     base = cals[0]
     downsampling = tuple(
-        tuple(
-            (s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)
-        )
-        for i in keep
+        tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
     )
     return Multiscale(
         name="",
@@ -594,14 +595,10 @@ def bdv_setup(
     level shapes become a trailing ``t`` axis (``time_paths``); otherwise only the first
     time point is described. Resolution comes from the time point's ``resolution``
     (written for Paintera) or inherited N5 Viewer keys."""
-    tps = sorted(
-        ((int(m.group(1)), n) for n in timepoints if (m := _TIMEPOINT.match(n))),
-    )
-    if not tps:
-        return None
+    names = sorted((n for n in timepoints if _TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :]))
     factors = setup_attrs.get("downsamplingFactors")
     pyramids = []
-    for _, tp in tps:
+    for tp in names:
         tp_attrs, arrays = timepoints[tp]
         group = {"scales": factors} if isinstance(factors, list) else {}
         group.update(_inherited(tp_attrs))
@@ -613,9 +610,7 @@ def bdv_setup(
     first_tp, first = pyramids[0]
     paths = tuple(f"{first_tp}/{p}" for p in first.paths)
     ms = replace(first, paths=paths, convention="bdv", attrs=dict(setup_attrs))
-    same = [
-        (tp, p) for tp, p in pyramids if p.shapes == first.shapes and p.paths == first.paths
-    ]
+    same = [(tp, p) for tp, p in pyramids if p.shapes == first.shapes and p.paths == first.paths]
     if len(same) > 1:
         ms = replace(
             ms,
@@ -623,11 +618,60 @@ def bdv_setup(
             scale=ms.scale + (1.0,),
             translate=ms.translate + (0.0,),
             units=ms.units + (None,),
-            axes=ms.axes + ("t",) if "t" not in ms.axes else ms.axes + ("time",),
+            axes=ms.axes + (("time",) if "t" in ms.axes else ("t",)),
             downsampling=tuple(f + (1.0,) for f in ms.downsampling),
             shapes=tuple(s + (len(same),) for s in ms.shapes),
         )
     return ms
+
+
+class BdvSetup(NamedTuple):
+    """What a BigDataViewer XML says about one setup (sizes in x, y, z order)."""
+
+    name: str | None
+    voxel_size: tuple[float, ...] | None
+    unit: str | None
+
+
+def bdv_xml(text: str) -> tuple[str | None, dict[int, BdvSetup]]:
+    """(N5 path, setups) from a BigDataViewer/BigStitcher SpimData XML with a ``bdv.n5``
+    image loader; ``(None, {})`` for other XML. The N5 path is as written (relative to
+    the XML's folder when ``type="relative"``)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None, {}
+    loader = root.find("SequenceDescription/ImageLoader")
+    if root.tag != "SpimData" or loader is None or loader.get("format") != "bdv.n5":
+        return None, {}
+    n5 = loader.findtext("n5")
+    setups: dict[int, BdvSetup] = {}
+    for vs in root.iterfind("SequenceDescription/ViewSetups/ViewSetup"):
+        try:
+            setup_id = int(vs.findtext("id", ""))
+        except ValueError:
+            continue
+        size = vs.findtext("voxelSize/size")
+        try:
+            voxel = tuple(float(v) for v in size.split()) if size else None
+        except ValueError:
+            voxel = None
+        unit = (vs.findtext("voxelSize/unit") or "").strip() or None
+        setups[setup_id] = BdvSetup(vs.findtext("name"), voxel, unit)
+    return (n5.strip() if n5 else None), setups
+
+
+def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
+    """A BigDataViewer pyramid calibrated with its XML setup's voxel size and unit."""
+    if not setup.voxel_size:
+        return ms
+    n = min(len(setup.voxel_size), 3, ms.ndim)
+    scale = tuple(setup.voxel_size[:n]) + ms.scale[n:]
+    units = (setup.unit,) * n + ms.units[n:]
+    translate = (0.0,) * n + ms.translate[n:]  # BigDataViewer puts full-resolution pixel centres at 0
+    return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
 
 
 def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
@@ -689,13 +733,16 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
 
     zarr's ``members()`` turns a child whose metadata raises ``KeyError`` into a
     warning; such children are fetched again one by one to tell objects that are
-    simply not nodes (a plain ``KeyError``) from broken nodes (anything else).
+    simply not nodes (a plain ``KeyError``) from broken nodes (anything else). Stores
+    that cannot list (plain HTTP) are probed for pyramid levels ``s0, s1, ...``.
     """
     try:
         keys = _list_dir(group)
     except Exception as exc:
-        on_error(where, exc)
-        return {}
+        found = _probe_levels(group)
+        if not found:
+            on_error(where, exc)
+        return found
     out: dict[str, Any] = {}
     try:
         with warnings.catch_warnings():
@@ -711,6 +758,17 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
         except Exception as exc:
             if type(exc) is not KeyError:
                 on_error(_join(where, key), exc)
+    return out or _probe_levels(group)
+
+
+def _probe_levels(group: zarr.Group, limit: int = 32) -> dict[str, Any]:
+    """Datasets ``s0, s1, ...`` fetched by name, up to the first missing one."""
+    out: dict[str, Any] = {}
+    for k in range(limit):
+        try:
+            out[f"s{k}"] = group[f"s{k}"]
+        except Exception:
+            break
     return out
 
 

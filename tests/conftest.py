@@ -1,0 +1,86 @@
+"""Shared test fixtures (generic: paths to test data, a private napari config)."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# napari reads its settings at import: keep tests away from the user's config.
+if "NAPARI_CONFIG" not in os.environ:
+    _config_dir = tempfile.mkdtemp(prefix="napari-cfg-")
+    atexit.register(shutil.rmtree, _config_dir, ignore_errors=True)
+    os.environ["NAPARI_CONFIG"] = os.path.join(_config_dir, "settings.yaml")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """``tests/data``."""
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """``tests/data/corpus``: real N5 written by other software (same layout as the shared corpus)."""
+    path = DATA / "corpus"
+    if not path.is_dir():
+        pytest.skip("tests/data/corpus is missing")
+    return path
+
+
+@pytest.fixture(scope="session")
+def conventions_dir() -> Path:
+    """``tests/data/conventions``: metadata-only examples of each metadata convention."""
+    return DATA / "conventions"
+
+
+@pytest.fixture
+def read_json():
+    """Load a JSON file."""
+
+    def load(path: str | os.PathLike[str]) -> dict:
+        return json.loads(Path(path).read_text())
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def write_n5():
+    """``write_n5(group, name, data, chunks=..., attributes=..., compression=...)``: an N5
+    dataset (data in N5 order) written through the library's ``n5_default`` codec."""
+    import zarr  # noqa: F401
+
+    from napari_n5zarr.n5.codec import N5DefaultCodec
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+    def write(group, name, data, *, chunks, attributes=None, compression=None):
+        doc = attributes_to_zarr(
+            {
+                "dimensions": list(data.shape),
+                "blockSize": list(chunks),
+                "dataType": str(data.dtype),
+                "compression": compression or {"type": "gzip", "level": -1},
+            }
+        )
+        array = group.create_array(
+            name,
+            shape=data.shape,
+            dtype=data.dtype,
+            chunks=tuple(chunks),
+            serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
+            compressors=None,
+            chunk_key_encoding={"name": "v2", "separator": "/"},
+            fill_value=0,
+            attributes=attributes or {},
+        )
+        array[...] = data
+        return array
+
+    return write
