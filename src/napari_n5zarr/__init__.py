@@ -6,7 +6,9 @@ Qt or napari (and stays cheap).
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -38,3 +40,17 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'napari_n5zarr' has no attribute {name!r}")
+
+
+class _Package(ModuleType):
+    """Keeps ``open``/``export`` the functions: importing the submodules of the same name
+    (``napari_n5zarr.open``, ``napari_n5zarr.export``) would otherwise rebind them to the
+    modules (the import system sets the package attribute)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,0 +1,93 @@
+"""npe2 writers (File > Save Layers..., ``.n5``): image / labels layers -> :func:`export`.
+
+A multiscale layer's levels are written as they are; other layers get a pyramid.
+napari's data is (..., z, y, x); scale, translate, units and axis labels come from the
+layer. RGB(A) layers keep their colour axis as a last (non-spatial) axis ``c``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from napari_n5zarr.export import export
+
+LayerData = tuple[Any, dict[str, Any], str]
+
+
+def layer_export_kwargs(data: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """:func:`export` keywords (data, scale, translate, units, axis_labels) for a layer."""
+    levels = list(data) if meta.get("multiscale") else None
+    first = levels[0] if levels else data
+    scale = list(meta.get("scale") or [1.0] * first.ndim)
+    translate = list(meta.get("translate") or [0.0] * len(scale))
+    units = [str(u) for u in meta["units"]] if meta.get("units") is not None else None
+    labels = list(meta["axis_labels"]) if meta.get("axis_labels") is not None else None
+    extra = first.ndim - len(scale)
+    if extra > 0:  # rgb(a): the colour axis is not a layer dimension
+        scale += [1.0] * extra
+        translate += [0.0] * extra
+        units = units + ["pixel"] * extra if units is not None else None
+        labels = (labels or [f"-{i}" for i in range(len(scale) - extra, 0, -1)]) + ["c"] * extra
+    _warn_transforms(meta)
+    return {
+        "data": levels if levels else data,
+        "scale": scale,
+        "translate": translate,
+        "units": units,
+        "axis_labels": labels,
+    }
+
+
+def _warn_transforms(meta: dict[str, Any]) -> None:
+    lost = []
+    for key in ("affine", "rotate"):
+        matrix = np.asarray(meta[key], dtype=float) if meta.get(key) is not None else None
+        if matrix is not None and matrix.ndim == 2 and not np.allclose(matrix, np.eye(len(matrix))):
+            lost.append(key)
+    if meta.get("shear") is not None and np.any(np.asarray(meta["shear"], dtype=float) != 0):
+        lost.append("shear")
+    if lost:
+        warnings.warn(f"N5 metadata holds scale and translate only; the layer's {', '.join(lost)} is not saved", stacklevel=3)
+
+
+def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **kwargs: Any) -> str:
+    """Export one layer's data + metadata (the writers' and the export widget's core)."""
+    return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, **kwargs)
+
+
+def write_image(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
+    """npe2 single-layer writer for image layers."""
+    return [export_layer(path, data, meta, labels=False)]
+
+
+def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
+    """npe2 single-layer writer for labels layers."""
+    return [export_layer(path, data, meta, labels=True)]
+
+
+def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
+    """npe2 multi-layer writer: each layer becomes a pyramid group named after it."""
+    names = _unique_names([meta.get("name") or layer_type for _, meta, layer_type in layer_data])
+    written = []
+    for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
+        export_layer(path, data, meta, labels=layer_type == "labels", path=name)
+        written.append(f"{path.rstrip('/')}/{name}")
+    return written
+
+
+def _unique_names(names: list[str], clean: Callable[[str], str] | None = None) -> list[str]:
+    """Folder-safe, unique group names."""
+    clean = clean or (lambda n: re.sub(r"[^\w.-]+", "_", n).strip("._") or "layer")
+    out: list[str] = []
+    for name in map(clean, names):
+        candidate, i = name, 1
+        while candidate in out:
+            i += 1
+            candidate = f"{name}_{i}"
+        out.append(candidate)
+    return out

@@ -1,0 +1,453 @@
+"""``n5zarr``: tree | info | convert | add-zarr-metadata | view.
+
+Imports napari only for ``view``; the other commands need zarr, dask and this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import zarr
+    from zarr.abc.store import Store
+
+    from napari_n5zarr.spatial import Multiscale
+
+
+def _print(*args: Any) -> None:
+    print(*args, flush=True)  # noqa: T201
+
+
+def _error(message: str) -> int:
+    print(f"n5zarr: error: {message}", file=sys.stderr, flush=True)  # noqa: T201
+    return 2
+
+
+# -- tree -----------------------------------------------------------------------------
+
+
+def _describe_array(array: zarr.Array) -> str:
+    from napari_n5zarr.n5.metadata import zarr_to_attributes
+
+    try:
+        n5 = zarr_to_attributes(array.metadata.to_dict())
+        comp = dict(n5["compression"])
+        kind = comp.pop("type")
+        params = ", ".join(f"{k}={v}" for k, v in comp.items())
+        compression = f"{kind}({params})" if params else kind
+        blocks = n5["blockSize"]
+    except Exception:  # a plain Zarr array without n5_default
+        compression, blocks = "zarr codecs", list(array.chunks)
+    return f"{array.dtype} {list(array.shape)} blocks {blocks} {compression}"
+
+
+def _has_zarr_json(store: Store, path: str) -> bool:
+    from napari_n5zarr.blocks import store_get
+
+    return store_get(store, f"{path}/zarr.json" if path else "zarr.json") is not None
+
+
+def _tree(group: zarr.Group, store: Store, path: str, indent: str, out: list[str]) -> None:
+    import zarr
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        members = sorted(group.members(), key=lambda m: m[0])
+    for w in caught:
+        out.append(f"{indent}! {w.message}")
+    for i, (name, node) in enumerate(members):
+        last = i == len(members) - 1
+        child = f"{path}/{name}" if path else name
+        dual = "" if _has_zarr_json(store, child) else "  (N5 only)"
+        branch = "└── " if last else "├── "
+        if isinstance(node, zarr.Array):
+            out.append(f"{indent}{branch}{name}  {_describe_array(node)}{dual}")
+        else:
+            out.append(f"{indent}{branch}{name}/{dual}")
+            _tree(node, store, child, indent + ("    " if last else "│   "), out)
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    """Print the hierarchy: arrays with dtype, N5 dimensions, block size, compression."""
+    import zarr
+
+    from napari_n5zarr.open import base_store
+    from napari_n5zarr.open import open as open_node
+
+    node = open_node(args.path)
+    store = base_store(args.path, "r")
+    dual = "" if _has_zarr_json(store, "") else "  (N5 only)"
+    if isinstance(node, zarr.Array):
+        _print(f"{args.path}  {_describe_array(node)}{dual}")
+        return 0
+    lines = [f"{args.path}/{dual}"]
+    _tree(node, store, "", "", lines)
+    _print("\n".join(lines))
+    return 0
+
+
+# -- info -----------------------------------------------------------------------------
+
+
+def _multiscales(node: zarr.Array | zarr.Group, problems: list[str]) -> list[Multiscale]:
+    from napari_n5zarr import spatial
+
+    return spatial.detect(node, on_error=lambda path, exc: problems.append(f"{path or '/'}: {exc}"))
+
+
+def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
+    return " ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(names, values, strict=True))
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe the images/labels pyramids: levels, scale, translate, units."""
+    from napari_n5zarr.blocks import store_get
+    from napari_n5zarr.export import INCOMPLETE_MARKER
+    from napari_n5zarr.open import base_store
+    from napari_n5zarr.open import open as open_node
+
+    if store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None:
+        _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
+    node = open_node(args.path)
+    problems: list[str] = []
+    found = _multiscales(node, problems)
+    for ms in found:
+        kind = "labels" if ms.is_labels else "image"
+        _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {ms.convention}")
+        _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
+        _print(f"  translate  {_axis_text(ms.axes, ms.translate)}")
+        _print(f"  units      {_axis_text(ms.axes, [u or '-' for u in ms.units])}")
+        for path, shape, factors in zip(ms.paths, ms.shapes, ms.downsampling, strict=True):
+            shape_text = " x ".join(str(s) for s in shape)
+            _print(f"  {path or '.':<10} {shape_text:<24} factors {[round(f, 3) for f in factors]}")
+    for problem in problems:
+        _print(f"! {problem}")
+    if not found:
+        _print(f"{args.path}: no image or labels arrays found")
+    return 1 if problems else 0
+
+
+# -- convert --------------------------------------------------------------------------
+
+
+def _n5_order(array: zarr.Array) -> bool:
+    """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
+    codecs = getattr(array.metadata, "codecs", ())
+    return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
+
+
+def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Any]:
+    """Dask arrays of every level, napari order (BigDataViewer time points stacked as t).
+
+    The Multiscale's per-axis lists are the reverse of napari's order either way."""
+    import dask.array as da
+
+    def level(path: str) -> da.Array:
+        array = node if path == "" else node[path]
+        data = da.from_zarr(array)
+        return data.T if _n5_order(array) else data
+
+    if ms.time_paths:
+        per_time = [[level(p) for p in paths] for paths in ms.time_paths]
+        return [da.stack([t[k] for t in per_time], axis=0) for k in range(len(ms.paths))]
+    return [level(p) for p in ms.paths]
+
+
+def _local_path(text: str) -> str | None:
+    if "://" in text and not text.startswith("file://"):
+        return None
+    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
+
+
+def _overlap(src: str, dest: str) -> bool:
+    a, b = _local_path(src), _local_path(dest)
+    if a is None or b is None:
+        return src.rstrip("/") == dest.rstrip("/")
+    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+
+
+def _progress_printer(label: str) -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        print(f"\r{label}: {done}/{total} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
+
+    return report
+
+
+def _scheduler(value: str | None) -> tuple[Any, Any]:
+    """(scheduler for dask, client to close): a named scheduler or a distributed address."""
+    if value is None or value in ("threads", "threading", "sync", "synchronous", "single-threaded", "processes"):
+        return value, None
+    try:
+        from distributed import Client
+    except ModuleNotFoundError:
+        raise ValueError("--scheduler ADDRESS needs dask.distributed: pip install 'napari-n5zarr[distributed]'") from None
+    client = Client(value)
+    return client, client
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
+    from napari_n5zarr.export import export
+    from napari_n5zarr.open import open as open_node
+
+    if _overlap(args.src, args.dest):
+        return _error("SRC and DEST overlap; convert into a separate folder")
+    node = open_node(args.src)
+    problems: list[str] = []
+    found = _multiscales(node, problems)
+    for problem in problems:
+        _print(f"! skipped {problem}")
+    if not found:
+        return _error(f"{args.src}: no image or labels arrays to convert")
+    chunks = [int(c) for c in args.chunks.split(",")] if args.chunks else None
+    chunks_arg = chunks[0] if chunks and len(chunks) == 1 else chunks
+    names = [ms.name or "" for ms in found] if len(found) > 1 else [""]
+    scheduler, client = _scheduler(args.scheduler)
+    try:
+        for ms, name in zip(found, names, strict=True):
+            levels = _levels(node, ms)
+            keep = args.levels is None and len(levels) > 1
+            source_blocks = tuple(levels[0].chunksize)  # the source's blocks, napari order
+            order = slice(None, None, -1)  # N5 order -> napari order
+            export(
+                levels if keep else levels[0],
+                args.dest,
+                path=name.replace("/", "_") if name else "",
+                scale=list(ms.scale[order]),
+                translate=list(ms.translate[order]),
+                units=[u or "pixel" for u in ms.units[order]],
+                axis_labels=list(ms.axes[order]),
+                compression=args.compression,
+                chunks=chunks_arg if chunks_arg is not None else source_blocks,
+                levels=_levels_arg(args.levels),
+                boundary=args.boundary,
+                overwrite=args.overwrite,
+                labels=ms.is_labels,
+                zarr_json=not args.n5_only,
+                progress=_progress_printer(name or "export"),
+                scheduler=scheduler,
+            )
+            target = f"{args.dest.rstrip('/')}/{name}" if name else args.dest
+            _print(f"wrote {target} ({'labels' if ms.is_labels else 'image'}, from {ms.convention})")
+    finally:
+        if client is not None:
+            client.close()
+    return 1 if problems else 0
+
+
+def _levels_arg(value: str | None) -> Any:
+    if value is None or value == "auto":
+        return "auto"
+    return int(value)
+
+
+# -- add-zarr-metadata ----------------------------------------------------------------
+
+
+def _list_dir(store: Store, prefix: str) -> list[str]:
+    from zarr.core.sync import sync
+
+    async def names() -> list[str]:
+        return [k async for k in store.list_dir(prefix)]
+
+    return sorted(sync(names()))
+
+
+def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
+    """Mode of the first block found (None if the dataset has no blocks)."""
+    from napari_n5zarr.blocks import store_get
+    from napari_n5zarr.n5.header import parse_header
+
+    path = prefix.rstrip("/")
+    for _ in range(ndim):
+        entries = [e for e in _list_dir(store, path) if e.isdigit()]
+        if not entries:
+            return None
+        path = f"{path}/{entries[0]}" if path else entries[0]
+    raw = store_get(store, path)
+    return None if raw is None else parse_header(raw).mode
+
+
+class _Report:
+    def __init__(self, dry_run: bool) -> None:
+        self.dry_run = dry_run
+        self.written = self.unchanged = 0
+        self.refused: list[str] = []
+
+    def write(self, store: Store, prefix: str, doc: dict[str, Any]) -> None:
+        from napari_n5zarr.blocks import store_get, store_set
+
+        key = f"{prefix}zarr.json"
+        text = json.dumps(doc, indent=2)
+        existing = store_get(store, key)
+        if existing is not None and _same_json(existing, doc):
+            self.unchanged += 1
+            return
+        verb = "would write" if self.dry_run else ("updated" if existing is not None else "wrote")
+        if not self.dry_run:
+            store_set(store, key, text.encode())
+        self.written += 1
+        _print(f"{verb} {key}")
+
+    def refuse(self, where: str, reason: str) -> None:
+        self.refused.append(where)
+        _print(f"cannot express {where or '/'}: {reason}")
+
+
+def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
+    try:
+        return json.loads(raw) == doc
+    except ValueError:
+        return False
+
+
+def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) -> bool:
+    """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
+    from napari_n5zarr.blocks import store_get
+    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.n5.header import MODE_NAMES
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
+
+    where = prefix.rstrip("/")
+    raw = store_get(store, f"{prefix}attributes.json")
+    attrs: Any = None
+    if raw is not None:
+        try:
+            attrs = json.loads(raw)
+        except ValueError as e:
+            report.refuse(where, f"attributes.json is not valid JSON ({e})")
+            return True
+    if isinstance(attrs, dict) and is_dataset(attrs):
+        try:
+            doc = attributes_to_zarr(attrs, path=where or "/")
+        except N5FormatError as e:
+            report.refuse(where, str(e))
+            return True
+        mode = _first_block_mode(store, prefix, len(doc["shape"]))
+        if mode not in (None, 0):
+            report.refuse(where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
+            return True
+        report.write(store, prefix, doc)
+        return True
+    holds_n5 = raw is not None
+    if depth < 64:
+        for name in _list_dir(store, where):
+            if name in ("attributes.json", "zarr.json") or name.startswith("."):
+                continue
+            holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
+    if holds_n5:
+        if attrs is not None and not isinstance(attrs, dict):
+            report.refuse(where, "attributes.json does not hold a JSON object")
+        else:
+            try:
+                doc = attributes_to_zarr(attrs, path=where or "/") if attrs is not None else dict(GROUP_DOC)
+            except N5FormatError as e:
+                report.refuse(where, str(e))
+                return True
+            report.write(store, prefix, doc)
+    return holds_n5
+
+
+def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
+    """Write zarr.json beside every attributes.json (and for implicit groups); blocks and
+    attributes.json are never touched."""
+    from napari_n5zarr.open import base_store
+
+    store = base_store(args.path, "r" if args.dry_run else "r+")
+    report = _Report(args.dry_run)
+    if not _add_metadata(store, "", report):
+        return _error(f"{args.path}: no N5 attributes.json found")
+    verb = "would write" if args.dry_run else "wrote"
+    _print(
+        f"{verb} {report.written} zarr.json, {report.unchanged} already up to date, "
+        f"{len(report.refused)} node(s) cannot be expressed in Zarr v3"
+    )
+    if not args.dry_run and report.written:
+        _print("note: z5py 3 refuses folders holding both attributes.json and zarr.json")
+    return 1 if report.refused else 0
+
+
+# -- view -----------------------------------------------------------------------------
+
+
+LAUNCHERS = ("napari_n5zarr._napari.launch", "napari_n5zarr._napari.viewer_launch")
+"""Modules providing ``view(path)`` (the brief's name first, then the one in the tree)."""
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Open PATH (default: the sample) in napari with this plugin's reader."""
+    from importlib import import_module
+
+    for name in LAUNCHERS:
+        try:
+            launcher = import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name not in (name, "napari"):
+                raise
+            continue
+        launcher.view(args.path)
+        return 0
+    return _error(f"'n5zarr view' needs napari and one of {', '.join(LAUNCHERS)}")
+
+
+# -- main -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from napari_n5zarr.n5.compression import N5_TYPES
+
+    parser = argparse.ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("tree", help="print the hierarchy with dtype, dimensions (N5 order), blocks, compression")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_tree)
+
+    p = sub.add_parser("info", help="describe the image/labels pyramids (levels, scale, translate, units)")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
+    p.add_argument("src")
+    p.add_argument("dest")
+    p.add_argument("--compression", default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
+    p.add_argument("--levels", default=None, help="'auto' (until one block) or a number; default: the source's levels")
+    p.add_argument("--chunks", default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
+    p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
+    p.add_argument("--scheduler", default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
+    p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="report what would be written")
+    p.set_defaults(func=cmd_add_zarr_metadata)
+
+    p = sub.add_parser("view", help="open PATH in napari")
+    p.add_argument("path", nargs="?", default=None)
+    p.set_defaults(func=cmd_view)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``n5zarr`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        return _error(str(e))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""numpy / dask array -> N5 Viewer pyramid that is N5 and Zarr v3 at once.
+
+Layout (per-axis lists in N5 order, the reverse of napari's):
+
+* root group: ``pixelResolution`` {unit, dimensions}, ``axes``, ``units``, ``resolution``
+  (N5 Viewer, neuroglancer), ``offset`` (physical translate, as Paintera) when non-zero,
+  ``image-label`` {} for labels; the root ``attributes.json`` carries ``"n5": "4.0.0"``.
+* ``s0 .. sN`` datasets: ``downsamplingFactors`` (relative to s0), ``pixelResolution`` (of s0
+  pixels, N5 Viewer), ``axes``/``units``/``resolution`` (of this level's pixels, tensorstore).
+* attributes.json and zarr.json (``n5_default`` codec) at every node.
+
+Safety: an existing destination is refused unless ``overwrite=True`` (and then only if it
+is an N5/Zarr node). Blocks are written first, then each dataset's metadata, the root
+group last; until then a marker file ``.n5zarr-incomplete`` sits in the root. An
+interrupted export therefore never looks complete; a failed or cancelled one is removed.
+Memory stays bounded (one block per task per thread): level k+1 is computed from the
+blocks of level k just written (or in memory when the input is a numpy array).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import dask.array as da
+import numpy as np
+
+from napari_n5zarr import pyramid
+from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, store_get, store_set
+from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
+from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
+from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.n5.metadata import attributes_to_zarr
+from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+__all__ = ["INCOMPLETE_MARKER", "ExportCancelled", "default_chunks", "export", "parse_compression"]
+
+INCOMPLETE_MARKER = ".n5zarr-incomplete"
+"""Written first, removed last: its presence means the export never finished."""
+
+LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
+"""Which N5 compression parameter ``"name:N"`` sets."""
+
+UNIT_SYMBOLS = {
+    "micrometer": "um", "micron": "um", "µm": "um", "μm": "um",
+    "nanometer": "nm", "millimeter": "mm", "centimeter": "cm", "meter": "m", "picometer": "pm",
+    "second": "s", "millisecond": "ms", "microsecond": "us", "nanosecond": "ns",
+    "pixel": "", "px": "", "none": "",
+}  # fmt: skip
+"""napari (pint) unit names -> the SI symbols neuroglancer and tensorstore parse."""
+
+ArrayLike = Any
+LevelsArg = int | Literal["auto"]
+
+
+def parse_compression(compression: str | dict[str, Any] | None) -> dict[str, Any]:
+    """An N5 compression object from ``"gzip"``, ``"zstd:5"``, a JSON string or a dict."""
+    if compression is None:
+        params: dict[str, Any] = {"type": "raw"}
+    elif isinstance(compression, dict):
+        params = dict(compression)
+    elif isinstance(compression, str) and compression.lstrip().startswith("{"):
+        params = json.loads(compression)
+    elif isinstance(compression, str):
+        name, _, level = compression.strip().partition(":")
+        params = {"type": name.lower()}
+        if level:
+            if name.lower() not in LEVEL_PARAMETER:
+                raise ValueError(f"compression {name!r} takes no level")
+            params[LEVEL_PARAMETER[name.lower()]] = int(level)
+    else:
+        raise TypeError(f"compression must be a string or a dict, got {type(compression).__name__}")
+    params = normalize_n5({"compression": params})
+    if params.get("type") not in N5_TYPES:
+        raise N5FormatError(f"unknown N5 compression {params.get('type')!r} (choose from {', '.join(N5_TYPES)})")
+    # Normalised through the one table: defaults made explicit, invalid values refused.
+    return zarr_to_n5(n5_to_zarr(params))
+
+
+def _n5_dtype(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.dtype("uint8")
+    if dtype == np.float16:
+        return np.dtype("float32")
+    if dtype.newbyteorder("=").name not in N5_DTYPES:
+        raise TypeError(f"N5 cannot store {dtype}; it stores {', '.join(N5_DTYPES)}")
+    return dtype.newbyteorder("=")
+
+
+def default_chunks(shape: Sequence[int], spatial: Sequence[int]) -> tuple[int, ...]:
+    """Blocks of 64^3 (3D), 256^2 (2D) or 4096 (1D) on spatial axes, 1 on the others."""
+    edge = {1: 4096, 2: 256}.get(len(spatial), 64)
+    return tuple(min(edge, n) if i in spatial else 1 for i, n in enumerate(shape))
+
+
+def _chunks(chunks: int | Sequence[int] | None, shape: Sequence[int], spatial: Sequence[int]) -> tuple[int, ...]:
+    if chunks is None:
+        block = default_chunks(shape, spatial)
+    elif isinstance(chunks, int | np.integer):
+        block = tuple(int(chunks) if i in spatial else 1 for i in range(len(shape)))
+    else:
+        block = tuple(int(c) if c not in (None, -1) else n for c, n in zip(chunks, shape, strict=True))
+        if len(block) != len(shape):
+            raise ValueError(f"chunks {chunks} do not match {len(shape)} dimensions")
+    if any(b < 1 for b in block):
+        raise ValueError(f"block sizes must be >= 1, got {block}")
+    return tuple(max(1, min(b, n)) for b, n in zip(block, shape, strict=True))
+
+
+def _per_axis(value: Any, ndim: int, default: Any, name: str) -> list[Any]:
+    if value is None:
+        return [default] * ndim
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray):
+        return [value] * ndim
+    values = list(value)
+    if len(values) != ndim:
+        raise ValueError(f"{name} has {len(values)} entries for {ndim} dimensions")
+    return values
+
+
+def _is_default_label(label: Any) -> bool:
+    """napari's placeholders ('-1', 'axis -1', '0') are no axis names."""
+    text = str(label).strip().lower().removeprefix("axis").strip()
+    return not text or text.lstrip("-").isdigit()
+
+
+def _axis_names(axis_labels: Sequence[str] | None, ndim: int) -> list[str]:
+    """Unique axis names in napari order. Placeholders are named from the last axis
+    backwards: x, y, z, t, c, d5, ... (skipping names already given)."""
+    given = _per_axis(list(axis_labels), ndim, None, "axis_labels") if axis_labels is not None else [None] * ndim
+    names = [None if a is None or _is_default_label(a) else str(a) for a in given]
+    used = set(filter(None, names))
+    spare = (d for d in ["x", "y", "z", "t", "c", *(f"d{i}" for i in range(5, 2 * ndim + 5))] if d not in used)
+    for i in reversed(range(ndim)):
+        if names[i] is None:
+            names[i] = next(spare)
+    if len(set(names)) != ndim:
+        raise ValueError(f"axis labels must be unique, got {names}")
+    return names  # type: ignore[return-value]
+
+
+def _unit_symbol(unit: Any) -> str:
+    if unit is None:
+        return ""
+    text = str(unit).strip()
+    return UNIT_SYMBOLS.get(text.lower(), text)
+
+
+def _metadata(
+    ndim: int,
+    scale: Sequence[float],
+    translate: Sequence[float],
+    units: Sequence[str],
+    axes: Sequence[str],
+    factors: Sequence[Sequence[int]],
+    labels: bool,
+    attributes: dict[str, Any] | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(group attributes, per-level attributes); inputs in napari order, output N5 order."""
+    scale_n5 = [float(s) for s in reversed(scale)]
+    units_n5 = [_unit_symbol(u) for u in reversed(units)]
+    axes_n5 = list(reversed(axes))
+    unit = next((u for u in units_n5 if u), "pixel")
+    pixel_resolution = {"unit": unit, "dimensions": scale_n5}
+    group: dict[str, Any] = dict(attributes or {})
+    group.update(pixelResolution=pixel_resolution, axes=axes_n5, units=units_n5, resolution=scale_n5)
+    if any(float(t) != 0 for t in translate):
+        group["offset"] = [float(t) for t in reversed(translate)]
+    if labels:
+        group.setdefault("image-label", {})
+    levels = []
+    for f in factors:
+        f_n5 = [int(x) for x in reversed(f)]
+        levels.append(
+            {
+                "downsamplingFactors": f_n5,
+                "pixelResolution": pixel_resolution,
+                "axes": axes_n5,
+                "units": units_n5,
+                "resolution": [s * x for s, x in zip(scale_n5, f_n5, strict=True)],
+            }
+        )
+    return group, levels
+
+
+def _is_local_scheduler(scheduler: Any) -> bool:
+    """True for dask's threaded / synchronous schedulers (progress and cancel work there)."""
+    import dask.local
+    import dask.threaded
+    from dask.base import get_scheduler
+
+    if scheduler is None and dask.config.get("scheduler", None) is None and "distributed" not in sys.modules:
+        return True  # dask's default; get_scheduler would import distributed (~1 s)
+    chosen = get_scheduler(scheduler=scheduler)
+    return chosen is None or chosen in (dask.threaded.get, dask.local.get_sync)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}{key}"
+
+
+def _node_state(store: Store, prefix: str) -> tuple[bool, bool]:
+    """(holds anything, looks like an N5/Zarr node or an unfinished export)."""
+    from zarr.core.sync import sync
+
+    empty = sync(store.is_empty(prefix))
+    known = any(
+        store_get(store, _join(prefix, name)) is not None for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER)
+    )
+    return not empty, known
+
+
+def _remove(store: Store, prefix: str) -> None:
+    from zarr.core.sync import sync
+
+    if prefix:
+        sync(store.delete_dir(prefix.rstrip("/")))
+    else:
+        sync(store.clear())
+
+
+def _publish(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
+    """Write zarr.json through :class:`N5DefaultStore` (which writes attributes.json too)."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    buf = default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
+    sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(_join(prefix, ZARR_JSON), buf))
+
+
+def _check_cancel(cancel: Callable[[], bool] | None) -> None:
+    if cancel is not None and cancel():
+        raise ExportCancelled("export cancelled")
+
+
+def _as_cancel(cancel: Any) -> Callable[[], bool] | None:
+    if cancel is None:
+        return None
+    if hasattr(cancel, "is_set"):
+        return cancel.is_set
+    if callable(cancel):
+        return cancel
+    raise TypeError("cancel must be a threading.Event or a callable returning bool")
+
+
+def export(
+    data: ArrayLike | Sequence[ArrayLike],
+    dest: str | os.PathLike[str],
+    *,
+    scale: Sequence[float] | None = None,
+    translate: Sequence[float] | None = None,
+    units: str | Sequence[str | None] | None = None,
+    axis_labels: Sequence[str] | None = None,
+    compression: str | dict[str, Any] | None = "gzip",
+    chunks: int | Sequence[int] | None = None,
+    levels: LevelsArg = "auto",
+    boundary: Boundary = "truncate",
+    overwrite: bool = False,
+    progress: Callable[[int, int], Any] | None = None,
+    labels: bool = False,
+    downsample: pyramid.Method | None = None,
+    path: str = "",
+    attributes: dict[str, Any] | None = None,
+    zarr_json: bool = True,
+    write_empty_blocks: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    scheduler: Any = None,
+    cancel: Any = None,
+) -> str:
+    """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once; return ``dest``.
+
+    ``data``: numpy or dask array in napari order (..., z, y, x), or a list of levels
+    (finest first, written as they are; ``levels`` is then ignored). ``scale``,
+    ``translate``, ``units``, ``axis_labels``, ``chunks``: napari order (``chunks`` may be
+    one int for every spatial axis). ``compression``: an N5 type (``"gzip"``, ``"zstd"``,
+    ...; ``"zstd:5"`` sets the level) or an N5 compression dict. ``levels``: ``"auto"``
+    (2x steps until a level fits one block) or the number of levels. ``boundary``:
+    ``"truncate"`` (edge blocks clipped, like n5-java) or ``"pad"`` (full blocks, like
+    tensorstore). ``labels``: mode downsampling and an ``image-label`` marker
+    (``downsample`` overrides: ``"mean"``, ``"mode"``, ``"nearest"``). ``path``: write the
+    pyramid at this group inside the container ``dest``. ``zarr_json=False`` writes N5
+    only (z5py 3 refuses folders holding both). ``progress(done, total)`` counts blocks;
+    ``cancel`` (a ``threading.Event`` or a callable) stops at the next block and removes
+    the partial output (raising :class:`ExportCancelled`). ``scheduler`` is passed to
+    dask (a distributed ``Client`` also works; there progress is per level and cancel
+    is checked between levels).
+    """
+    from zarr.core.sync import sync
+
+    from napari_n5zarr.open import base_store, ensure_codecs_registered
+
+    ensure_codecs_registered()
+    if boundary not in ("truncate", "pad"):
+        raise ValueError(f"boundary must be 'truncate' or 'pad', got {boundary!r}")
+    cancel_fn = _as_cancel(cancel)
+    given_levels = isinstance(data, list | tuple)
+    sources = list(data) if given_levels else [data]
+    if not sources:
+        raise ValueError("no data to export")
+    first = sources[0]
+    ndim = first.ndim
+    if ndim == 0 or any(s == 0 for s in first.shape):
+        raise ValueError(f"cannot export an empty array of shape {first.shape}")
+    dtype = _n5_dtype(first.dtype)
+    comp = parse_compression(compression)
+    scale_l = [float(s) for s in _per_axis(scale, ndim, 1.0, "scale")]
+    translate_l = [float(t) for t in _per_axis(translate, ndim, 0.0, "translate")]
+    units_l = [None if u is None else str(u) for u in _per_axis(units, ndim, None, "units")]
+    axes = _axis_names(axis_labels, ndim)
+    spatial = pyramid.spatial_axes(ndim, axes)
+    block = _chunks(chunks, first.shape, spatial)
+    method: pyramid.Method = downsample or ("mode" if labels else "mean")
+
+    steps, shapes, factors = _levels(sources if given_levels else None, first.shape, block, spatial, scale_l, levels)
+    blocks = [tuple(min(b, n) for b, n in zip(block, s, strict=True)) for s in shapes]
+    group_attrs, level_attrs = _metadata(ndim, scale_l, translate_l, units_l, axes, factors, labels, attributes)
+
+    store = base_store(dest, "a", storage_options)
+    prefix = f"{path.strip('/')}/" if path.strip("/") else ""
+    try:
+        _prepare(store, prefix, overwrite, f"{os.fspath(dest)}{'/' + path.strip('/') if prefix else ''}")
+        local = _is_local_scheduler(scheduler)
+        total = sum(math.prod(math.ceil(n / b) for n, b in zip(s, bl, strict=True)) for s, bl in zip(shapes, blocks, strict=True))
+        counter = Progress(total, progress)
+        docs, targets = [], []
+        for k, (shape, bl, attrs) in enumerate(zip(shapes, blocks, level_attrs, strict=True)):
+            n5 = {"dimensions": list(shape[::-1]), "blockSize": list(bl[::-1]), "dataType": dtype.name, "compression": comp}
+            docs.append(attributes_to_zarr({**n5, **attrs}, path=f"s{k}"))
+            codec = N5DefaultCodec.from_dict(docs[-1]["codecs"][0])
+            targets.append(
+                N5Blocks(
+                    store, f"{prefix}s{k}/", shape, bl, dtype, codec, boundary, write_empty_blocks,
+                    progress=counter if local else None, cancel=cancel_fn if local else None,
+                )
+            )  # fmt: skip
+        marker = _join(prefix, INCOMPLETE_MARKER) if store.supports_deletes else None
+        if marker:
+            store_set(store, marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
+        try:
+            in_memory = not given_levels and isinstance(first, np.ndarray)
+            numpy_levels = pyramid.numpy_pyramid(np.asarray(first, dtype=dtype), steps, method) if in_memory else None
+            for k, target in enumerate(targets):
+                _check_cancel(cancel_fn)
+                if numpy_levels is not None:
+                    level = da.from_array(numpy_levels[k], chunks=target.block)
+                elif given_levels or k == 0:
+                    level = _as_dask(sources[k], target.block).astype(dtype).rechunk(target.block)
+                else:
+                    level = _next_level(targets[k - 1], target, steps[k - 1], method)
+                da.store(level, target, lock=False, scheduler=scheduler)
+                if not local:
+                    counter.add(target.nblocks)
+            # Publish: datasets, then the pyramid group, then groups above it; the marker last.
+            for k, doc in enumerate(docs):
+                _publish(store, f"{prefix}s{k}/", doc, zarr_json)
+            _publish(store, prefix, {"zarr_format": 3, "node_type": "group", "attributes": group_attrs}, zarr_json)
+            if prefix:
+                _publish_parents(store, prefix, zarr_json)
+            if marker:
+                sync(store.delete(marker))
+        except BaseException:
+            if store.supports_deletes:
+                _remove(store, prefix)
+            raise
+    finally:
+        store.close()
+    return os.fspath(dest)
+
+
+def _levels(
+    given: list[ArrayLike] | None,
+    shape: Sequence[int],
+    block: Sequence[int],
+    spatial: Sequence[int],
+    scale: Sequence[float],
+    levels: LevelsArg,
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """(per-step factors, level shapes, factors relative to level 0), napari order."""
+    if given is not None:
+        shapes = [tuple(int(s) for s in a.shape) for a in given]
+        if any(len(s) != len(shape) for s in shapes):
+            raise ValueError("all levels must have the same number of dimensions")
+        return [], shapes, [tuple(pyramid.level_factor(a, b) for a, b in zip(shapes[0], s, strict=True)) for s in shapes]
+    steps = pyramid.plan(shape, block, spatial, scale, levels)
+    shapes = [tuple(int(s) for s in shape)]
+    for step in steps:
+        shapes.append(tuple(math.ceil(s / f) for s, f in zip(shapes[-1], step, strict=True)))
+    return steps, shapes, pyramid.absolute_factors(steps, len(shape))
+
+
+def _prepare(store: Store, prefix: str, overwrite: bool, where: str) -> None:
+    """Refuse an existing node unless ``overwrite``; then only replace an N5/Zarr node."""
+    exists, known = _node_state(store, prefix)
+    if not exists:
+        return
+    if not overwrite:
+        raise FileExistsError(f"{where} already exists (pass overwrite=True to replace it)")
+    if not known:
+        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node")
+    if not store.supports_deletes:
+        raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+    _remove(store, prefix)
+
+
+def _as_dask(data: ArrayLike, block: tuple[int, ...]) -> da.Array:
+    return data if isinstance(data, da.Array) else da.from_array(data, chunks=block)
+
+
+def _next_level(prev: N5Blocks, target: N5Blocks, step: Sequence[int], method: pyramid.Method) -> da.Array:
+    """Level k+1 from the blocks of level k just written: one read of 2x the block per
+    output block, so memory stays at a few blocks per thread whatever the data size."""
+    read = tuple(min(b * f, n) for b, f, n in zip(target.block, step, prev.shape, strict=True))
+    level = pyramid.downsample(da.from_array(prev, chunks=read, asarray=False), step, method)
+    return level.rechunk(target.block)  # a no-op: downsample already gives the block grid
+
+
+def _publish_parents(store: Store, prefix: str, zarr_json: bool) -> None:
+    """Group metadata for the container root and groups above ``prefix`` that have none."""
+    parts = prefix.strip("/").split("/")[:-1]
+    for i in range(len(parts), -1, -1):
+        parent = "".join(f"{p}/" for p in parts[:i])
+        if all(store_get(store, _join(parent, name)) is None for name in (N5_JSON, ZARR_JSON)):
+            _publish(store, parent, {"zarr_format": 3, "node_type": "group", "attributes": {}}, zarr_json)

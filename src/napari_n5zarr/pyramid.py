@@ -1,0 +1,141 @@
+"""Pyramid planning and 2x downsampling (numpy blocks, lazily over dask).
+
+Everything here is in napari's order (..., z, y, x). A level's pixel centre sits at
+``0.5 * (f - 1)`` source pixels (the N5 Viewer convention): a 2x window is averaged
+(images) or voted (labels) into one pixel. Odd extents keep their last pixel (output
+extent ``ceil(n / 2)``): the last window is replicated, so its mean is the mean of the
+pixels that exist.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import dask.array as da
+import numpy as np
+
+Method = Literal["mean", "mode", "nearest"]
+SPATIAL_NAMES = ("x", "y", "z")
+ANISOTROPY = 1.5
+"""An axis is downsampled only while its pixel is at most this many times the finest one."""
+
+
+def spatial_axes(ndim: int, axis_labels: Sequence[str] | None = None) -> tuple[int, ...]:
+    """Axes to downsample: those labelled x, y or z, else the last (up to) three."""
+    if axis_labels is not None:
+        named = tuple(i for i, a in enumerate(axis_labels) if str(a).strip().lower() in SPATIAL_NAMES)
+        if named:
+            return named
+    return tuple(range(max(0, ndim - 3), ndim))
+
+
+def plan(
+    shape: Sequence[int],
+    block: Sequence[int],
+    spatial: Sequence[int],
+    scale: Sequence[float] | None = None,
+    levels: int | Literal["auto"] = "auto",
+) -> list[tuple[int, ...]]:
+    """Per-step factors (1 or 2 per axis) from each level to the next.
+
+    ``"auto"`` stops when a level fits one block (on the spatial axes); an integer asks for that many levels in
+    all (fewer if nothing is left to downsample). Anisotropic data: an axis whose pixel is
+    more than :data:`ANISOTROPY` times the finest is left alone until the others catch up.
+    """
+    if levels != "auto" and (not isinstance(levels, int) or levels < 1):
+        raise ValueError(f"levels must be 'auto' or an integer >= 1, got {levels!r}")
+    cur = [int(s) for s in shape]
+    spacing = [abs(float(s)) or 1.0 for s in (scale if scale is not None else [1.0] * len(cur))]
+    steps: list[tuple[int, ...]] = []
+    while True:
+        if levels == "auto":
+            if all(cur[i] <= block[i] for i in spatial):
+                break
+        elif len(steps) + 1 >= levels:
+            break
+        candidates = [i for i in spatial if cur[i] > 1]
+        if not candidates:
+            break
+        finest = min(spacing[i] for i in candidates)
+        step = tuple(2 if i in candidates and spacing[i] <= ANISOTROPY * finest else 1 for i in range(len(cur)))
+        steps.append(step)
+        cur = [math.ceil(s / f) for s, f in zip(cur, step, strict=True)]
+        spacing = [s * f for s, f in zip(spacing, step, strict=True)]
+    return steps
+
+
+def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method = "mean") -> np.ndarray:
+    """Reduce ``block`` by ``factors`` (each 1 or 2); output extent ``ceil(n / f)``."""
+    if all(f == 1 for f in factors):
+        return block
+    if method == "nearest":
+        return block[tuple(slice(None, None, f) for f in factors)]
+    pad = [(0, (-n) % f) for n, f in zip(block.shape, factors, strict=True)]
+    if any(p for _, p in pad):
+        block = np.pad(block, pad, mode="edge")
+    # The 2^k pixels of every window, as strided views of the block (no copies).
+    offsets = itertools.product(*(range(f) for f in factors))
+    views = [block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))] for off in offsets]
+    if method == "mean":
+        wide = np.float64 if block.dtype.kind == "f" or block.dtype.itemsize > 4 else np.int64
+        total = np.zeros(views[0].shape, dtype=wide)
+        for v in views:
+            total += v
+        mean = total / len(views)
+        if block.dtype.kind in "iu":
+            return np.rint(mean).astype(block.dtype)
+        return mean.astype(block.dtype)
+    if method == "mode":
+        return _mode(np.stack(views, axis=-1))
+    raise ValueError(f"unknown downsampling method {method!r} (mean, mode, nearest)")
+
+
+def _mode(windows: np.ndarray) -> np.ndarray:
+    """Most frequent value along the last axis; ties go to the first in window order."""
+    w = windows.shape[-1]
+    counts = np.zeros(windows.shape, dtype=np.uint8)
+    for j in range(w):
+        counts[..., j] = (windows == windows[..., j : j + 1]).sum(axis=-1)
+    best = counts.argmax(axis=-1)
+    return np.take_along_axis(windows, best[..., None], axis=-1)[..., 0]
+
+
+def downsample(array: da.Array, factors: Sequence[int], method: Method = "mean") -> da.Array:
+    """Lazily downsample a dask array. Every chunk but the last along a reduced axis
+    must have an even extent (so each output pixel comes from one chunk)."""
+    factors = tuple(int(f) for f in factors)
+    for axis, (chunks, f) in enumerate(zip(array.chunks, factors, strict=True)):
+        if f > 1 and any(c % f for c in chunks[:-1]):
+            raise ValueError(f"axis {axis}: chunks {chunks} are not multiples of {f}")
+    out_chunks = tuple(
+        tuple(math.ceil(c / f) for c in chunks) for chunks, f in zip(array.chunks, factors, strict=True)
+    )
+    return array.map_blocks(downsample_block, factors, method, chunks=out_chunks, dtype=array.dtype)
+
+
+def level_factor(n0: int, n: int) -> int:
+    """The factor that took an extent from ``n0`` to ``n`` (a power of two if one fits)."""
+    ratio = n0 / n
+    for f in (2 ** round(math.log2(ratio)), round(ratio)):
+        if f >= 1 and n in (n0 // f, -(-n0 // f)):
+            return f
+    return max(1, round(ratio))
+
+
+def numpy_pyramid(array: np.ndarray, steps: Sequence[Sequence[int]], method: Method = "mean") -> list[np.ndarray]:
+    """All levels of an in-memory array (each level from the previous one)."""
+    levels = [array]
+    for step in steps:
+        levels.append(downsample_block(levels[-1], step, method))
+    return levels
+
+
+def absolute_factors(steps: Sequence[Sequence[int]], ndim: int) -> list[tuple[int, ...]]:
+    """Factors of every level relative to level 0 (level 0 first)."""
+    out = [(1,) * ndim]
+    for step in steps:
+        out.append(tuple(a * b for a, b in zip(out[-1], step, strict=True)))
+    return out

@@ -1,0 +1,274 @@
+"""``n5zarr`` tree | info | convert | add-zarr-metadata | view."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import napari_n5zarr
+from napari_n5zarr import export
+from napari_n5zarr.cli import main
+
+pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
+
+
+def snapshot(path: Path, skip: str = "zarr.json") -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file() and p.name != skip}
+
+
+def tensorstore_read(path: Path) -> np.ndarray:
+    import tensorstore as ts
+
+    return ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}).result().read().result()
+
+
+def zarr_read_subprocess(paths: list[Path], out: Path) -> list[np.ndarray]:
+    """Plain zarr-python (no import of napari_n5zarr in the script)."""
+    names = [str(p) for p in paths]
+    script = f"import numpy as np, zarr; np.savez({str(out)!r}, *[zarr.open_array(p, mode='r')[...] for p in {names!r}])"
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=60)
+    with np.load(out) as npz:
+        return [npz[f"arr_{i}"] for i in range(len(paths))]
+
+
+@pytest.fixture
+def pyramid(tmp_path) -> tuple[Path, np.ndarray]:
+    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
+    dest = tmp_path / "pyr.n5"
+    export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer", translate=(1.0, 2.0, 3.0))
+    return dest, a
+
+
+# -- tree / info --------------------------------------------------------------------------
+
+
+def test_tree(pyramid, capsys):
+    dest, _ = pyramid
+    assert main(["tree", str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "├── s0  uint8 [30, 20, 9] blocks [8, 8, 8] gzip(level=6, useZlib=False)" in out
+    assert "N5 only" not in out
+
+
+def test_tree_marks_n5_only_nodes(corpus_dir, capsys):
+    assert main(["tree", str(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-2.5.1.n5")]) == 0
+    out = capsys.readouterr().out
+    assert "raw  uint8 [7, 5] blocks [5, 4] raw  (N5 only)" in out
+
+
+def test_info(pyramid, capsys):
+    dest, _ = pyramid
+    assert main(["info", str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "image uint8, 3 level(s)" in out
+    assert "scale      x=1 y=1 z=3" in out
+    assert "translate  x=3 y=2 z=1" in out
+    assert "s1         15 x 10 x 9" in out  # z (3 um) waits until x and y reach 2 um
+    assert "s2         8 x 5 x 5" in out
+
+
+def test_commands_do_not_import_napari(pyramid, tmp_path):
+    dest, _ = pyramid
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from napari_n5zarr.cli import main
+        for argv in (["tree", {str(dest)!r}], ["info", {str(dest)!r}], ["convert", {str(dest)!r}, {str(tmp_path / "c.n5")!r}]):
+            assert main(argv) == 0, argv
+        print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"napari", "qtpy", "PyQt6", "magicgui"}}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# -- convert -------------------------------------------------------------------------------
+
+
+def test_convert_keeps_levels_and_metadata(pyramid, tmp_path, capsys):
+    src, a = pyramid
+    dest = tmp_path / "out.n5"
+    assert main(["convert", str(src), str(dest), "--compression", "zstd:3"]) == 0
+    for k in range(3):
+        np.testing.assert_array_equal(tensorstore_read(dest / f"s{k}"), tensorstore_read(src / f"s{k}"))
+        assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {"type": "zstd", "level": 3}
+    attrs = json.loads((dest / "attributes.json").read_text())
+    assert attrs["resolution"] == [1.0, 1.0, 3.0] and attrs["offset"] == [3.0, 2.0, 1.0] and attrs["units"] == ["um"] * 3
+    assert json.loads((dest / "s2/attributes.json").read_text())["blockSize"] == [8, 5, 5]  # the source's blocks
+
+
+def test_convert_rebuilds_levels_and_chunks(pyramid, tmp_path):
+    src, a = pyramid
+    dest = tmp_path / "out.n5"
+    assert main(["convert", str(src), str(dest), "--levels", "3", "--chunks", "4,16,16", "--boundary", "pad"]) == 0
+    assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 4]
+    assert sorted(p.name for p in dest.iterdir() if p.is_dir()) == ["s0", "s1", "s2"]
+    np.testing.assert_array_equal(tensorstore_read(dest / "s0"), a.T)
+    # padded: every block of s0 holds the full 16x16x4 header
+    raw = (dest / "s0/1/1/2").read_bytes()
+    assert struct.unpack(">HH3I", raw[:16]) == (0, 3, 16, 16, 4)
+
+
+def test_convert_container_with_several_datasets(corpus_dir, tmp_path, capsys):
+    src = corpus_dir / "tensorstore/tensorstore/driver/n5/testdata"
+    dest = tmp_path / "ts.n5"
+    assert main(["convert", str(src), str(dest), "--levels", "1"]) == 0
+    expected = np.load(corpus_dir / "expected_derived/tensorstore_testdata.npy")
+    for name in ("raw", "gzip", "bzip2", "xz", "blosc"):
+        np.testing.assert_array_equal(tensorstore_read(dest / name / "s0"), expected.T)
+    assert json.loads((dest / "attributes.json").read_text()) == {"n5": "4.0.0"}
+
+
+def test_convert_plain_zarr_source(tmp_path):
+    import zarr
+
+    a = (np.arange(6 * 10 * 14).reshape(6, 10, 14) % 200).astype("int16")
+    src = zarr.create_array(tmp_path / "plain.zarr", shape=a.shape, chunks=(3, 5, 7), dtype=a.dtype)  # C order
+    src[...] = a
+    dest = tmp_path / "from_zarr.n5"
+    assert main(["convert", str(tmp_path / "plain.zarr"), str(dest), "--levels", "1"]) == 0
+    np.testing.assert_array_equal(tensorstore_read(dest / "s0"), a.T)
+    assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [7, 5, 3]
+    assert json.loads((dest / "attributes.json").read_text())["axes"] == ["x", "y", "z"]
+
+
+def test_convert_refuses_existing_and_overlapping(pyramid, tmp_path, capsys):
+    src, _ = pyramid
+    before = snapshot(src, skip="")
+    assert main(["convert", str(src), str(src)]) == 2
+    assert main(["convert", str(src), str(src / "inner.n5")]) == 2
+    other = tmp_path / "other.n5"
+    export(np.ones((4, 4), "uint8"), other)
+    assert main(["convert", str(src), str(other)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert snapshot(src, skip="") == before
+    assert main(["convert", str(src), str(other), "--overwrite"]) == 0
+
+
+def test_convert_on_a_distributed_cluster(pyramid, tmp_path):
+    from distributed import LocalCluster
+
+    src, a = pyramid
+    local, remote = tmp_path / "local.n5", tmp_path / "cluster.n5"
+    assert main(["convert", str(src), str(local), "--levels", "auto", "--chunks", "4"]) == 0
+    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+        argv = ["convert", str(src), str(remote), "--levels", "auto", "--chunks", "4", "--scheduler", cluster.scheduler_address]
+        assert main(argv) == 0
+    assert snapshot(remote, skip="") == snapshot(local, skip="")
+    np.testing.assert_array_equal(napari_n5zarr.open(remote)["s0"][...], a.T)
+
+
+# -- add-zarr-metadata ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("writer", ["n5-java", "pyn5", "z5py", "zarr"])
+def test_add_zarr_metadata_to_foreign_containers(corpus_dir, tmp_path, writer, capsys):
+    src = corpus_dir / f"zarr_implementations/data/{writer}.n5"
+    dest = shutil.copytree(src, tmp_path / f"{writer}.n5")
+    before = snapshot(dest)
+    assert main(["add-zarr-metadata", str(dest)]) == 0
+    assert snapshot(dest) == before  # attributes.json and blocks untouched
+    names = sorted(p.name for p in dest.iterdir() if p.is_dir())
+    assert all((dest / n / "zarr.json").is_file() for n in names) and (dest / "zarr.json").is_file()
+    expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+    for name, got in zip(names, zarr_read_subprocess([dest / n for n in names], tmp_path / "z.npz"), strict=True):
+        np.testing.assert_array_equal(got, expected.T, err_msg=name)
+    capsys.readouterr()
+    assert main(["add-zarr-metadata", str(dest)]) == 0  # idempotent
+    assert "wrote 0 zarr.json" in capsys.readouterr().out
+
+
+def test_add_zarr_metadata_reports_what_cannot_be_expressed(tmp_path, capsys):
+    root = tmp_path / "mixed.n5"
+    export(np.arange(12, dtype="uint16").reshape(3, 4), root / "good", levels=1, zarr_json=False)
+    (root / "group" / "good2").mkdir(parents=True)  # implicit group 'group' (no attributes.json)
+    export(np.ones((2, 2), "int32"), root / "group" / "good2", levels=1, zarr_json=False)
+
+    def dataset(name: str, **attrs) -> Path:
+        path = root / name
+        path.mkdir(parents=True)
+        base = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "raw"}}
+        (path / "attributes.json").write_text(json.dumps({**base, **attrs}))
+        return path
+
+    dataset("objects", dataType="object")
+    dataset("snappy", compression={"type": "snappy"})
+    dataset("sharded", shardSize=[8])
+    var = dataset("varlength")
+    (var / "0").write_bytes(struct.pack(">HHII", 1, 1, 4, 4) + bytes(4))
+    (root / "attributes.json").write_text('{"n5": "2.5.1"}')
+    before = snapshot(root)
+
+    assert main(["add-zarr-metadata", str(root)]) == 1
+    out = capsys.readouterr().out
+    for name in ("objects", "snappy", "sharded", "varlength"):
+        assert f"cannot express {name}:" in out
+        assert not (root / name / "zarr.json").exists()
+    assert "varlength mode" in out and "snappy" in out
+    assert "4 node(s) cannot be expressed" in out
+    assert snapshot(root) == before
+    [good, good2] = zarr_read_subprocess([root / "good" / "s0", root / "group" / "good2" / "s0"], tmp_path / "z.npz")
+    np.testing.assert_array_equal(good, np.arange(12).reshape(3, 4).T)
+    assert json.loads((root / "group" / "zarr.json").read_text())["node_type"] == "group"
+    assert json.loads((root / "zarr.json").read_text()) == {"zarr_format": 3, "node_type": "group", "attributes": {}}
+
+
+def test_add_zarr_metadata_dry_run(corpus_dir, tmp_path, capsys):
+    dest = shutil.copytree(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-1.5.0.n5", tmp_path / "old.n5")
+    assert main(["add-zarr-metadata", "--dry-run", str(dest)]) == 0
+    assert not list(dest.rglob("zarr.json"))
+    assert "would write raw/zarr.json" in capsys.readouterr().out
+    assert main(["add-zarr-metadata", str(dest)]) == 0
+    [got] = zarr_read_subprocess([dest / "raw"], tmp_path / "z.npz")
+    np.testing.assert_array_equal(got, np.load(corpus_dir / "expected_derived/saalfeldlab-n5_backward_raw.npy").T)
+
+
+def test_add_zarr_metadata_without_n5(tmp_path, capsys):
+    assert main(["add-zarr-metadata", str(tmp_path)]) == 2
+    assert "no N5 attributes.json" in capsys.readouterr().err
+
+
+# -- view -----------------------------------------------------------------------------------
+
+
+def test_view_calls_the_launcher(monkeypatch, pyramid):
+    from importlib import import_module
+
+    from napari_n5zarr.cli import LAUNCHERS
+
+    launchers = []
+    for name in LAUNCHERS:
+        try:
+            launchers.append(import_module(name))
+        except ModuleNotFoundError:
+            continue
+    if not launchers:
+        pytest.skip("no napari launcher module yet")
+    seen = []
+    monkeypatch.setattr(launchers[0], "view", lambda path: seen.append(path))
+    assert main(["view", str(pyramid[0])]) == 0
+    assert seen == [str(pyramid[0])]
+
+
+def test_view_without_launcher(monkeypatch, capsys):
+    from napari_n5zarr.cli import LAUNCHERS
+
+    for name in LAUNCHERS:
+        monkeypatch.setitem(sys.modules, name, None)
+    assert main(["view"]) == 2
+    assert "napari_n5zarr._napari.launch" in capsys.readouterr().err
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).with_name("n5zarr")
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    for command in ("tree", "info", "convert", "add-zarr-metadata", "view"):
+        assert command in out.stdout

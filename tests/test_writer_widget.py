@@ -1,0 +1,221 @@
+"""The npe2 writers (File > Save Layers...) and the export dock widget, in a real viewer."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import napari_n5zarr
+from napari_n5zarr._napari.reader import read_path
+from napari_n5zarr._napari.writer import layer_export_kwargs, write_image
+
+pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
+
+
+def attrs(path: Path) -> dict:
+    return json.loads((path / "attributes.json").read_text())
+
+
+def volume(shape=(10, 24, 40), dtype="uint16") -> np.ndarray:
+    return (np.arange(np.prod(shape)).reshape(shape) % 1009).astype(dtype)
+
+
+# -- writer functions (no viewer needed) ---------------------------------------------------
+
+
+def test_rgb_layer_keeps_its_colour_axis(tmp_path):
+    from napari.layers import Image
+
+    rgb = np.random.default_rng(0).integers(0, 255, (300, 400, 3), dtype=np.uint8)
+    layer = Image(rgb, rgb=True, scale=(2.0, 0.5))
+    kwargs = layer_export_kwargs(*layer.as_layer_data_tuple()[:2])
+    assert kwargs["scale"] == [2.0, 0.5, 1.0] and kwargs["axis_labels"][-1] == "c"
+    [written] = write_image(str(tmp_path / "rgb.n5"), *layer.as_layer_data_tuple()[:2])
+    root = attrs(Path(written))
+    assert root["axes"] == ["c", "x", "y"] and root["resolution"] == [1.0, 0.5, 2.0]
+    # colours are never averaged; y (2.0) is coarser than x (0.5), so x is halved first
+    assert attrs(Path(written) / "s1")["downsamplingFactors"] == [1, 2, 1]
+    np.testing.assert_array_equal(napari_n5zarr.open(written)["s0"][...], rgb.T)
+
+
+def test_affine_is_reported_as_lost(tmp_path):
+    from napari.layers import Image
+
+    layer = Image(volume((4, 4)), rotate=30)
+    with pytest.warns(UserWarning, match="rotate"):
+        write_image(str(tmp_path / "r.n5"), *layer.as_layer_data_tuple()[:2])
+
+
+# -- File > Save Layers... -----------------------------------------------------------------
+
+
+@pytest.mark.napari
+def test_save_image_layer(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    data = volume()
+    viewer.add_image(
+        data, name="raw", scale=(3.0, 0.5, 0.5), translate=(10.0, 0.0, -4.0), units=("micrometer",) * 3,
+        axis_labels=("z", "y", "x"),
+    )  # fmt: skip
+    [written] = viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
+    assert Path(written) == tmp_path / "raw.n5"
+    root = attrs(tmp_path / "raw.n5")
+    assert root["resolution"] == [0.5, 0.5, 3.0] and root["offset"] == [-4.0, 0.0, 10.0] and root["units"] == ["um"] * 3
+    [(layer_data, kwargs, kind)] = read_path(tmp_path / "raw.n5")
+    assert kind == "image" and not kwargs.get("multiscale")  # one level: fits a 64^3 block
+    np.testing.assert_array_equal(np.asarray(layer_data), data)
+    assert kwargs["scale"] == pytest.approx((3.0, 0.5, 0.5))
+    assert kwargs["translate"] == pytest.approx((10.0, 0.0, -4.0))
+    assert tuple(kwargs["axis_labels"]) == ("z", "y", "x")
+
+
+@pytest.mark.napari
+def test_save_labels_layer(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    seg = np.zeros((8, 64, 64), dtype=np.int32)
+    seg[:, 10:40, 10:30] = 7
+    seg[2:5, 30:60, 20:50] = 300
+    viewer.add_labels(seg, name="cells")
+    viewer.layers.save(str(tmp_path / "cells.n5"), plugin="napari-n5zarr")
+    assert attrs(tmp_path / "cells.n5")["image-label"] == {}
+    root = napari_n5zarr.open(tmp_path / "cells.n5")
+    for name in root.array_keys():
+        assert set(np.unique(root[name][...])) <= {0, 7, 300}
+    [(_, _, kind)] = read_path(tmp_path / "cells.n5")
+    assert kind == "labels"
+
+
+@pytest.mark.napari
+def test_save_multiscale_layer_as_is(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    base = volume((16, 64, 64))
+    levels = [da.from_array(base, chunks=16), base[::2, ::2, ::2] + 1, base[::4, ::4, ::4] + 2]  # not our pyramid
+    viewer.add_image(levels, multiscale=True, name="pyr", scale=(2.0, 1.0, 1.0))
+    viewer.layers.save(str(tmp_path / "pyr.n5"), plugin="napari-n5zarr")
+    root = napari_n5zarr.open(tmp_path / "pyr.n5")
+    assert sorted(root.array_keys()) == ["s0", "s1", "s2"]
+    for k, level in enumerate(levels):
+        np.testing.assert_array_equal(root[f"s{k}"][...], np.asarray(level).T)
+    assert attrs(tmp_path / "pyr.n5" / "s2")["downsamplingFactors"] == [4, 4, 4]
+
+
+@pytest.mark.napari
+def test_save_several_layers_into_one_container(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.add_image(volume(), name="raw data")
+    viewer.add_labels(np.ones((10, 24, 40), np.uint8), name="seg")
+    viewer.layers.selection = set(viewer.layers)
+    written = viewer.layers.save(str(tmp_path / "both.n5"), selected=True, plugin="napari-n5zarr")
+    assert sorted(Path(p).name for p in written) == ["raw_data", "seg"]
+    assert attrs(tmp_path / "both.n5") == {"n5": "4.0.0"}
+    assert attrs(tmp_path / "both.n5" / "seg")["image-label"] == {}
+    names = sorted(ms.name for ms in napari_n5zarr.spatial.detect(napari_n5zarr.open(tmp_path / "both.n5")))
+    assert names == ["raw_data", "seg"]
+
+
+@pytest.mark.napari
+def test_save_refuses_an_existing_destination(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.add_image(volume(), name="raw")
+    viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
+    before = (tmp_path / "raw.n5" / "s0" / "0" / "0" / "0").read_bytes()
+    with pytest.raises(FileExistsError):
+        viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
+    assert (tmp_path / "raw.n5" / "s0" / "0" / "0" / "0").read_bytes() == before
+
+
+# -- the dock widget -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def widget(make_napari_viewer):
+    viewer = make_napari_viewer()
+    dock, w = viewer.window.add_plugin_dock_widget("napari-n5zarr", "Export as N5 + Zarr v3")
+    return viewer, w
+
+
+def slow_volume(delay: float = 0.02) -> da.Array:
+    def slow(block):
+        time.sleep(delay)
+        return block + 1
+
+    return da.zeros((32, 128, 128), dtype="uint16", chunks=16).map_blocks(slow, dtype="uint16")
+
+
+@pytest.mark.napari
+def test_widget_exports_in_a_worker(widget, qtbot, tmp_path):
+    viewer, w = widget
+    viewer.add_image(volume(), name="raw", scale=(2.0, 1.0, 1.0))
+    seg = viewer.add_labels(np.ones((10, 24, 40), np.uint8), name="seg")
+    assert [name for name, _ in w._layer_choices()] == ["raw", "seg"]
+    assert Path(w.destination.value).name == "raw.n5"
+    w.layer.value = seg
+    assert Path(w.destination.value).name == "seg.n5"  # follows the layer until the user types one
+    w.destination.value = tmp_path / "seg.n5"
+    w.compression.value = "zstd"
+    w.block_size.value = 8
+    w.levels.value = 2
+    worker = w.start()
+    assert worker is not None and not w.export_button.enabled and w.cancel_button.enabled
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    assert w.status.value == f"saved {tmp_path / 'seg.n5'}"
+    assert w.export_button.enabled and not w.cancel_button.enabled
+    assert attrs(tmp_path / "seg.n5" / "s0")["compression"] == {"type": "zstd", "level": 3}
+    assert attrs(tmp_path / "seg.n5" / "s0")["blockSize"] == [8, 8, 8]
+    assert sorted(p.name for p in (tmp_path / "seg.n5").iterdir() if p.is_dir()) == ["s0", "s1"]
+    assert attrs(tmp_path / "seg.n5")["image-label"] == {}
+
+
+@pytest.mark.napari
+def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
+    from qtpy.QtCore import QTimer
+
+    viewer, w = widget
+    viewer.add_image(slow_volume(), name="slow")
+    w.destination.value = tmp_path / "slow.n5"
+    w.block_size.value = 16
+    t0 = time.perf_counter()
+    w.start()
+    assert time.perf_counter() - t0 < 1.0  # returns at once: the export runs in a worker
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.start(20)
+    qtbot.waitUntil(lambda: any((tmp_path / "slow.n5").rglob("*/0/0/*")), timeout=20000)
+    qtbot.wait(200)
+    timer.stop()
+    from napari.utils import progress
+
+    [bar] = [p for p in progress._all_instances if p.desc == "Exporting slow"]
+    qtbot.waitUntil(lambda: bar.n > 0, timeout=5000)
+    assert bar.total == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3
+    assert w.worker is not None  # still exporting while the event loop ran
+    assert len(ticks) >= 5 and max(np.diff(ticks)) < 0.5
+    w.cancel_button.clicked.emit()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    assert w.status.value == "cancelled"
+    assert not (tmp_path / "slow.n5").exists() or not any((tmp_path / "slow.n5").iterdir())
+
+
+@pytest.mark.napari
+def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
+    from napari.utils.notifications import notification_manager
+
+    viewer, w = widget
+    viewer.add_image(volume(), name="raw")
+    (tmp_path / "taken.n5").mkdir()
+    (tmp_path / "taken.n5" / "notes.txt").write_text("keep")
+    w.destination.value = tmp_path / "taken.n5"
+    w.overwrite.value = True
+    errors = []
+    monkeypatch.setattr(notification_manager, "receive_error", lambda *exc: errors.append(exc[1]))
+    w.start()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    assert w.status.value.startswith("failed: refusing to overwrite")
+    assert len(errors) == 1 and isinstance(errors[0], FileExistsError)
+    assert (tmp_path / "taken.n5" / "notes.txt").read_text() == "keep"
