@@ -177,28 +177,30 @@ def test_spatial_metadata_in_n5_order_and_round_trip(tmp_path):
         units=("micrometer", "micrometer", "nanometer"), axis_labels=("z", "y", "x"),
     )  # fmt: skip
     root = attrs(dest)
-    assert root["pixelResolution"] == {"unit": "nm", "dimensions": [0.25, 0.5, 4.0]}
-    assert root["resolution"] == [0.25, 0.5, 4.0]
-    assert root["units"] == ["nm", "um", "um"]
+    # mixed units (um, um, nm) are written in the finest one: pixelResolution has one unit
+    assert root["pixelResolution"] == {"unit": "nm", "dimensions": [0.25, 500.0, 4000.0]}
+    assert root["resolution"] == [0.25, 500.0, 4000.0]
+    assert root["units"] == ["nm", "nm", "nm"]
     assert root["axes"] == ["x", "y", "z"]
-    assert root["offset"] == [3.5, -2.0, 100.0]
+    assert root["offset"] == [3.5, -2000.0, 100000.0]
     # anisotropic: z (4) is coarser than x (0.25) and y (0.5): only x, then x and y, halve first
     assert [attrs(dest / f"s{k}")["downsamplingFactors"] for k in range(3)] == [[1, 1, 1], [2, 1, 1], [4, 2, 1]]
-    assert attrs(dest / "s2")["resolution"] == [1.0, 1.0, 4.0]
+    assert attrs(dest / "s2")["resolution"] == [1.0, 1000.0, 4000.0]
 
     import tensorstore as ts
 
     t = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / "s2")}}).result()
     assert t.domain.labels == ("x", "y", "z")
-    assert [u.multiplier for u in t.dimension_units] == [1.0, 1.0, 4.0]
-    assert [u.base_unit for u in t.dimension_units] == ["nm", "um", "um"]
+    assert [u.multiplier for u in t.dimension_units] == [1.0, 1000.0, 4000.0]
+    assert [u.base_unit for u in t.dimension_units] == ["nm", "nm", "nm"]
 
     [(levels, kwargs, kind)] = read_path(dest)
     assert kind == "image" and kwargs["multiscale"] and len(levels) == 3
-    assert kwargs["scale"] == pytest.approx(scale)
-    assert kwargs["translate"] == pytest.approx(translate)
+    # the same physical calibration, in nanometers throughout
+    assert kwargs["scale"] == pytest.approx((4000.0, 500.0, 0.25))
+    assert kwargs["translate"] == pytest.approx((100000.0, -2000.0, 3.5))
     assert tuple(kwargs["axis_labels"]) == ("z", "y", "x")
-    assert tuple(kwargs["units"]) == ("micrometer", "micrometer", "nanometer")
+    assert tuple(kwargs["units"]) == ("nanometer",) * 3
 
 
 def test_default_labels_and_units(tmp_path):

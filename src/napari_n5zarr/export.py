@@ -57,6 +57,9 @@ UNIT_SYMBOLS = {
 }  # fmt: skip
 """napari (pint) unit names -> the SI symbols neuroglancer and tensorstore parse."""
 
+LENGTH_EXPONENT = {"pm": -12, "nm": -9, "um": -6, "mm": -3, "cm": -2, "m": 0}
+"""Length units (as powers of ten of a meter) that can share one ``pixelResolution`` unit."""
+
 ArrayLike = Any
 LevelsArg = int | Literal["auto"]
 
@@ -155,6 +158,23 @@ def _unit_symbol(unit: Any) -> str:
     return UNIT_SYMBOLS.get(text.lower(), text)
 
 
+def _common_length_unit(
+    scale: list[float], translate: list[float], units: list[str]
+) -> tuple[list[float], list[float], list[str]]:
+    """Express mixed length units (e.g. nm and um) in the finest one: N5 Viewer's
+    ``pixelResolution`` has a single unit that readers apply to every axis."""
+    present = {u for u in units if u}
+    if len(present) < 2 or not present <= LENGTH_EXPONENT.keys():
+        return scale, translate, units
+    target = min(present, key=LENGTH_EXPONENT.__getitem__)
+    factors = [10 ** (LENGTH_EXPONENT[u] - LENGTH_EXPONENT[target]) if u else 1 for u in units]
+    return (
+        [s * f for s, f in zip(scale, factors, strict=True)],
+        [t * f for t, f in zip(translate, factors, strict=True)],
+        [target if u else u for u in units],
+    )
+
+
 def _metadata(
     ndim: int,
     scale: Sequence[float],
@@ -166,15 +186,18 @@ def _metadata(
     attributes: dict[str, Any] | None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(group attributes, per-level attributes); inputs in napari order, output N5 order."""
-    scale_n5 = [float(s) for s in reversed(scale)]
-    units_n5 = [_unit_symbol(u) for u in reversed(units)]
+    scale_n5, translate_n5, units_n5 = _common_length_unit(
+        [float(s) for s in reversed(scale)],
+        [float(t) for t in reversed(translate)],
+        [_unit_symbol(u) for u in reversed(units)],
+    )
     axes_n5 = list(reversed(axes))
     unit = next((u for u in units_n5 if u), "pixel")
     pixel_resolution = {"unit": unit, "dimensions": scale_n5}
     group: dict[str, Any] = dict(attributes or {})
     group.update(pixelResolution=pixel_resolution, axes=axes_n5, units=units_n5, resolution=scale_n5)
-    if any(float(t) != 0 for t in translate):
-        group["offset"] = [float(t) for t in reversed(translate)]
+    if any(t != 0 for t in translate_n5):
+        group["offset"] = translate_n5
     if labels:
         group.setdefault("image-label", {})
     levels = []
