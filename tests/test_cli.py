@@ -240,31 +240,33 @@ def test_add_zarr_metadata_without_n5(tmp_path, capsys):
 
 
 def test_view_calls_the_launcher(monkeypatch, pyramid):
-    from importlib import import_module
+    from napari_n5zarr._napari import viewer_launch
 
-    from napari_n5zarr.cli import LAUNCHERS
-
-    launchers = []
-    for name in LAUNCHERS:
-        try:
-            launchers.append(import_module(name))
-        except ModuleNotFoundError:
-            continue
-    if not launchers:
-        pytest.skip("no napari launcher module yet")
     seen = []
-    monkeypatch.setattr(launchers[0], "view", lambda path: seen.append(path))
+    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None: seen.append((path, screenshot)))
     assert main(["view", str(pyramid[0])]) == 0
-    assert seen == [str(pyramid[0])]
+    assert seen == [(str(pyramid[0]), None)]
 
 
-def test_view_without_launcher(monkeypatch, capsys):
-    from napari_n5zarr.cli import LAUNCHERS
-
-    for name in LAUNCHERS:
-        monkeypatch.setitem(sys.modules, name, None)
+def test_view_without_napari(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "napari", None)  # as if napari were not installed
     assert main(["view"]) == 2
-    assert "napari_n5zarr._napari.launch" in capsys.readouterr().err
+    assert "needs napari" in capsys.readouterr().err
+
+
+def test_view_command_headless_screenshot(tmp_path, pyramid):
+    """The real console script, in its own process, on Xvfb (DISPLAY from pytest-xvfb)."""
+    import os
+
+    from PIL import Image
+
+    exe = Path(sys.executable).with_name("n5zarr")
+    env = {**os.environ, "NAPARI_N5ZARR_CACHE": str(tmp_path / "cache")}
+    for target, png in ((None, tmp_path / "sample.png"), (str(pyramid[0]), tmp_path / "data.png")):
+        cmd = [str(exe), "view", *([target] if target else []), "--screenshot", str(png)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
+        pixels = np.asarray(Image.open(png).convert("L"))
+        assert pixels.shape[0] > 200 and pixels.std() > 5
 
 
 def test_console_script_is_installed():

@@ -380,24 +380,17 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
 # -- view -----------------------------------------------------------------------------
 
 
-LAUNCHERS = ("napari_n5zarr._napari.launch", "napari_n5zarr._napari.viewer_launch")
-"""Modules providing ``view(path)`` (the brief's name first, then the one in the tree)."""
-
-
 def cmd_view(args: argparse.Namespace) -> int:
-    """Open PATH (default: the sample) in napari with this plugin's reader."""
-    from importlib import import_module
+    """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
+    from napari_n5zarr._napari.viewer_launch import view
 
-    for name in LAUNCHERS:
-        try:
-            launcher = import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name not in (name, "napari"):
-                raise
-            continue
-        launcher.view(args.path)
-        return 0
-    return _error(f"'n5zarr view' needs napari and one of {', '.join(LAUNCHERS)}")
+    try:
+        view(args.path, screenshot=args.screenshot)
+    except ModuleNotFoundError as e:
+        if e.name not in ("napari", "qtpy"):
+            raise
+        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'")
+    return 0
 
 
 # -- main -----------------------------------------------------------------------------
@@ -434,8 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 
-    p = sub.add_parser("view", help="open PATH in napari")
+    p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
     p.add_argument("path", nargs="?", default=None)
+    p.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of the viewer to PNG and exit")
     p.set_defaults(func=cmd_view)
     return parser
 

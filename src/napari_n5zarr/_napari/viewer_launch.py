@@ -21,12 +21,39 @@ def add_to_viewer(viewer: napari.Viewer, path: str | None = None) -> list:
     return layers
 
 
-def view(path: str | None = None, *, block: bool = True) -> napari.Viewer:
-    """Open napari on ``path`` (default: the sample) and run its event loop if ``block``."""
+def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
+    """Dock this plugin's widgets: the N5 browser (showing ``path``) and the exporter."""
+    from napari_n5zarr._napari.browser import BrowserWidget
+    from napari_n5zarr._napari.export_widget import ExportWidget
+
+    browser = BrowserWidget(viewer)
+    if path:
+        browser.location.setText(str(path))
+        browser.load()
+    exporter = ExportWidget(viewer)
+    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+    viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right")
+    return [browser, exporter]
+
+
+def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None) -> napari.Viewer:
+    """Open napari on ``path`` (default: the sample) with this plugin's widgets docked.
+
+    Runs the event loop if ``block``; with ``screenshot``, saves the window to that PNG
+    and closes instead (headless checks, documentation).
+    """
     import napari
 
-    viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}")
-    add_to_viewer(viewer, path)
+    from napari_n5zarr._napari.sample import make_sample
+
+    location = str(path or make_sample())
+    viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
+    add_to_viewer(viewer, location)
+    add_widgets(viewer, location)
+    if screenshot is not None:
+        viewer.screenshot(screenshot, canvas_only=False)
+        viewer.close()
+        return viewer
     if block:
         napari.run()
     return viewer
