@@ -374,7 +374,7 @@ def export(
             for k, target in enumerate(targets):
                 _check_cancel(cancel_fn)
                 if numpy_levels is not None:
-                    level = da.from_array(numpy_levels[k], chunks=target.block)
+                    level = da.from_array(_NoCopy(numpy_levels[k]), chunks=target.block)
                 elif given_levels or k == 0:
                     level = _as_dask(sources[k], target.block).astype(dtype).rechunk(target.block)
                 else:
@@ -434,8 +434,22 @@ def _prepare(store: Store, prefix: str, overwrite: bool, where: str) -> None:
     _remove(store, prefix)
 
 
+class _NoCopy:
+    """A numpy array handed to ``da.from_array`` without the full copy dask makes of
+    array-likes (it doubled memory and a third of the export time for in-memory layers)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._array[key]
+
+
 def _as_dask(data: ArrayLike, block: tuple[int, ...]) -> da.Array:
-    return data if isinstance(data, da.Array) else da.from_array(data, chunks=block)
+    if isinstance(data, da.Array):
+        return data
+    return da.from_array(_NoCopy(data) if isinstance(data, np.ndarray) else data, chunks=block)
 
 
 def _next_level(prev: N5Blocks, target: N5Blocks, step: Sequence[int], method: pyramid.Method) -> da.Array:
