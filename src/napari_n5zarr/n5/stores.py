@@ -52,7 +52,26 @@ def _parse_json(raw: Buffer, key: str) -> Any:
         raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
 
 
-class N5DefaultStore(WrapperStore[Store]):
+class _ReadsThroughGet(WrapperStore[Store]):
+    """zarr's WrapperStore sends these reads straight to the inner store, past our ``get``:
+    route them through it (zarr's generic ``Store`` implementations do exactly that)."""
+
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
+        return [await self.get(k, prototype, r) for k, r in key_ranges]
+
+    async def _get_many(
+        self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
+    ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
+        async for item in Store._get_many(self, requests):
+            yield item
+
+    def get_ranges(self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any) -> AsyncIterator[Any]:
+        return Store.get_ranges(self, key, byte_ranges, **kwargs)
+
+
+class N5DefaultStore(_ReadsThroughGet):
     """Wrap a zarr store holding N5 so that zarr-python 3 reads and writes it as Zarr v3.
 
     Reads: ``zarr.json`` is translated from ``attributes.json`` (a real ``zarr.json`` is used
@@ -120,20 +139,6 @@ class N5DefaultStore(WrapperStore[Store]):
         if raw is None:
             return self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
         return _json_buffer(self._translate(prefix, raw), proto)
-
-    async def get_partial_values(
-        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
-    ) -> list[Buffer | None]:
-        return [await self.get(k, prototype, r) for k, r in key_ranges]
-
-    async def _get_many(
-        self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
-    ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
-        async for item in Store._get_many(self, requests):
-            yield item
-
-    def get_ranges(self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any) -> AsyncIterator[Any]:
-        return Store.get_ranges(self, key, byte_ranges, **kwargs)
 
     async def exists(self, key: str) -> bool:
         prefix = _meta_prefix(key)
@@ -207,7 +212,7 @@ class N5DefaultStore(WrapperStore[Store]):
         return self._renamed(self._store.list_dir(prefix))
 
 
-class ImplicitGroupStore(WrapperStore[Store]):
+class ImplicitGroupStore(_ReadsThroughGet):
     """Answer ``{"zarr_format": 3, "node_type": "group"}`` for metadata-less prefixes.
 
     Only for prefixes that really exist (hold at least one key) and do not lie inside an
@@ -249,20 +254,6 @@ class ImplicitGroupStore(WrapperStore[Store]):
 
             return sync(self.get(key, prototype or default_buffer_prototype(), byte_range))
         return self._store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]
-
-    async def get_partial_values(
-        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
-    ) -> list[Buffer | None]:
-        return [await self.get(k, prototype, r) for k, r in key_ranges]
-
-    async def _get_many(
-        self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
-    ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
-        async for item in Store._get_many(self, requests):
-            yield item
-
-    def get_ranges(self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any) -> AsyncIterator[Any]:
-        return Store.get_ranges(self, key, byte_ranges, **kwargs)
 
     async def exists(self, key: str) -> bool:
         if await self._store.exists(key):
