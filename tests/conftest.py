@@ -84,3 +84,24 @@ def write_n5():
         return array
 
     return write
+
+
+@pytest.fixture(scope="session")
+def s3_bucket() -> dict:
+    """A real S3 endpoint (moto's server on 127.0.0.1) with bucket ``n5-data`` holding
+    ``java.n5`` (the corpus n5-java container); yields s3fs storage options."""
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=endpoint, **creds)
+    s3.create_bucket(Bucket="n5-data")
+    java = DATA / "corpus/zarr_implementations/data/n5-java.n5"
+    for f in java.rglob("*"):
+        if f.is_file():
+            s3.put_object(Bucket="n5-data", Key="java.n5/" + f.relative_to(java).as_posix(), Body=f.read_bytes())
+    yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
+    server.stop()

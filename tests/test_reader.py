@@ -646,3 +646,18 @@ def test_http_container_without_listings(container, write_n5):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_s3_url_opens_in_a_viewer(make_napari_viewer, s3_bucket, monkeypatch, corpus_dir):
+    """The reader on a real S3 endpoint; credentials and endpoint come from fsspec's config,
+    as users set them (FSSPEC_S3_* environment variables or ~/.config/fsspec)."""
+    import fsspec.config
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", dict(s3_bucket))
+    url = "s3://n5-data/java.n5/lz4"
+    assert get_reader(url) is not None
+    viewer = make_napari_viewer()
+    layers = viewer.open(url, plugin="napari-n5zarr")
+    expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+    assert len(layers) == 1
+    np.testing.assert_array_equal(np.asarray(layers[0].data), expected)

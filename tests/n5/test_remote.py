@@ -30,24 +30,6 @@ def http_root() -> Iterator[str]:
     server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def s3_bucket() -> Iterator[dict]:
-    moto_server = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
-    s3 = boto3.client("s3", endpoint_url=endpoint, **creds)
-    s3.create_bucket(Bucket="n5-data")
-    for f in JAVA.rglob("*"):
-        if f.is_file():
-            s3.put_object(Bucket="n5-data", Key="java.n5/" + f.relative_to(JAVA).as_posix(), Body=f.read_bytes())
-    yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
-    server.stop()
-
-
 def test_http_dataset(http_root: str) -> None:
     arr = napari_n5zarr.open(f"{http_root}/zarr_implementations/data/n5-java.n5/lz4")
     np.testing.assert_array_equal(arr[...], EXPECTED)
