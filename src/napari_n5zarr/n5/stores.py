@@ -227,9 +227,12 @@ class ImplicitGroupStore(_ReadsThroughGet):
 
     async def _is_implicit_group(self, prefix: str) -> bool:
         has_children = False
-        async for _ in self._store.list_dir(prefix.rstrip("/")):
-            has_children = True
-            break
+        try:
+            async for _ in self._store.list_dir(prefix.rstrip("/")):
+                has_children = True
+                break
+        except FileNotFoundError:  # some fsspec backends raise for a missing prefix
+            return False
         if not has_children:
             return False
         parts = prefix.rstrip("/").split("/") if prefix else []
