@@ -23,7 +23,7 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr import export
-from napari_n5zarr.export import INCOMPLETE_MARKER, ExportCancelled, parse_compression
+from napari_n5zarr.exporter import INCOMPLETE_MARKER, ExportCancelled, parse_compression
 from napari_n5zarr.pyramid import plan
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")  # plain zarr listing a dual group

@@ -77,8 +77,8 @@ def cmd_tree(args: argparse.Namespace) -> int:
     """Print the hierarchy: arrays with dtype, N5 dimensions, block size, compression."""
     import zarr
 
-    from napari_n5zarr.open import base_store
-    from napari_n5zarr.open import open as open_node
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.access import open as open_node
 
     node = open_node(args.path)
     store = base_store(args.path, "r")
@@ -108,9 +108,9 @@ def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     """Describe the images/labels pyramids: levels, scale, translate, units."""
     from napari_n5zarr.blocks import store_get
-    from napari_n5zarr.export import INCOMPLETE_MARKER
-    from napari_n5zarr.open import base_store
-    from napari_n5zarr.open import open as open_node
+    from napari_n5zarr.exporter import INCOMPLETE_MARKER
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.access import open as open_node
 
     if store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
@@ -197,8 +197,8 @@ def _scheduler(value: str | None) -> tuple[Any, Any]:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
-    from napari_n5zarr.export import export
-    from napari_n5zarr.open import open as open_node
+    from napari_n5zarr.exporter import export
+    from napari_n5zarr.access import open as open_node
 
     if _overlap(args.src, args.dest):
         return _error("SRC and DEST overlap; convert into a separate folder")
@@ -361,7 +361,7 @@ def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) ->
 def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
     """Write zarr.json beside every attributes.json (and for implicit groups); blocks and
     attributes.json are never touched."""
-    from napari_n5zarr.open import base_store
+    from napari_n5zarr.access import base_store
 
     store = base_store(args.path, "r" if args.dry_run else "r+")
     report = _Report(args.dry_run)

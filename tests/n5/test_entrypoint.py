@@ -62,3 +62,11 @@ def test_open_zarr_only_folder_using_n5_default(tmp_path: Path) -> None:
     (dst / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text()))))
     arr = napari_n5zarr.open(dst)
     np.testing.assert_array_equal(arr[...], np.load(CORPUS / "zarrs_n5/data/raw.npy"))
+
+
+def test_public_functions_stay_functions_after_submodule_imports() -> None:
+    code = (
+        "import napari_n5zarr.access, napari_n5zarr.exporter, napari_n5zarr as p;"
+        "assert callable(p.open) and callable(p.export) and p.open.__name__ == 'open' and p.export.__name__ == 'export'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -91,7 +91,7 @@ def _is_n5_url(url: str) -> bool:
     try:  # one metadata request
         from zarr.core.sync import sync
 
-        from napari_n5zarr.open import base_store
+        from napari_n5zarr.access import base_store
 
         return bool(sync(base_store(url.rstrip("/")).exists("attributes.json")))
     except Exception:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.export import export
+from napari_n5zarr.exporter import export
 
 LayerData = tuple[Any, dict[str, Any], str]
 

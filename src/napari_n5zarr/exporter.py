@@ -319,7 +319,7 @@ def export(
     """
     from zarr.core.sync import sync
 
-    from napari_n5zarr.open import base_store, ensure_codecs_registered
+    from napari_n5zarr.access import base_store, ensure_codecs_registered
 
     ensure_codecs_registered()
     if boundary not in ("truncate", "pad"):
