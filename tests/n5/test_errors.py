@@ -150,3 +150,12 @@ def test_unrepresentable_zarr_metadata_refused_on_write(tmp_path: Path) -> None:
     # (zarr applies the update key by key: "dimensions" alone was a legal group attribute)
     assert "dataType" not in json.loads((tmp_path / "c.n5/attributes.json").read_text())
     assert isinstance(napari_n5zarr.open(tmp_path / "c.n5"), zarr.Group)
+
+
+def test_encode_block_refuses_non_n5_dtypes() -> None:
+    from napari_n5zarr.n5.codec import N5DefaultCodec, default_chain
+
+    codec = N5DefaultCodec(codecs=default_chain(1, "uint8"))
+    for dtype in ("bool", "complex64", "float16", "<U2"):
+        with pytest.raises(N5BlockError, match="data type"):
+            codec.encode_block(np.zeros(3, dtype=dtype))

@@ -194,6 +194,8 @@ class N5DefaultCodec(ArrayBytesCodec):
         chunk shape) cannot produce.
         """
         array = np.asarray(array)
+        if array.dtype.name not in N5_DTYPES:
+            raise N5BlockError(f"N5 cannot store data type {array.dtype} (N5 has {', '.join(N5_DTYPES)})")
         header = encode_header(array.shape)
         itemsize = array.dtype.itemsize
         be = array.dtype.newbyteorder(">") if itemsize > 1 else array.dtype
