@@ -55,31 +55,13 @@ def read_json():
 def write_n5():
     """``write_n5(group, name, data, chunks=..., attributes=..., compression=...)``: an N5
     dataset (data in N5 order) written through the library's ``n5_default`` codec."""
-    import zarr  # noqa: F401
-
-    from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr import create_dataset
 
     def write(group, name, data, *, chunks, attributes=None, compression=None):
-        doc = attributes_to_zarr(
-            {
-                "dimensions": list(data.shape),
-                "blockSize": list(chunks),
-                "dataType": str(data.dtype),
-                "compression": compression or {"type": "gzip", "level": -1},
-            }
-        )
-        array = group.create_array(
-            name,
-            shape=data.shape,
-            dtype=data.dtype,
-            chunks=tuple(chunks),
-            serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
-            compressors=None,
-            chunk_key_encoding={"name": "v2", "separator": "/"},
-            fill_value=0,
-            attributes=attributes or {},
-        )
+        array = create_dataset(
+            group, name, shape=data.shape, dtype=data.dtype, chunks=chunks,
+            compression=compression or {"type": "gzip", "level": -1}, attributes=attributes,
+        )  # fmt: skip
         array[...] = data
         return array
 

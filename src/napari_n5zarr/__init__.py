@@ -18,6 +18,7 @@ _LAZY = {
     "ImplicitGroupStore": "napari_n5zarr.n5.stores",
     "N5FormatError": "napari_n5zarr.n5.errors",
     "open": "napari_n5zarr.access",
+    "create_dataset": "napari_n5zarr.access",
     "export": "napari_n5zarr.exporter",
 }
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
     from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
-    from napari_n5zarr.access import open
+    from napari_n5zarr.access import create_dataset, open
 
 
 def __getattr__(name: str) -> Any:

@@ -109,3 +109,43 @@ def open(  # noqa: A001 (the public name is a contract)
     if doc.get("node_type") == "group":
         return zarr.open_group(store=store, mode=zarr_mode)
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
+
+
+def create_dataset(
+    parent: zarr.Group,
+    name: str,
+    *,
+    shape: tuple[int, ...] | list[int],
+    dtype: Any,
+    chunks: tuple[int, ...] | list[int],
+    compression: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None,
+    overwrite: bool = False,
+) -> zarr.Array:
+    """Create an N5 dataset (N5 order) in a group opened with :func:`open`.
+
+    ``compression`` is an N5 compression object (default ``{"type": "raw"}``). The array
+    uses the ``n5_default`` codec; through the N5 Default Store it gets an attributes.json
+    and a zarr.json. Writes through zarr pad boundary blocks (use ``export`` or
+    ``N5DefaultCodec.encode_block`` for truncated ones).
+    """
+    import numpy as np
+
+    from napari_n5zarr.n5.codec import N5DefaultCodec
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+    n5 = {"dimensions": list(shape), "blockSize": list(chunks), "dataType": np.dtype(dtype).name,
+          "compression": compression or {"type": "raw"}}
+    doc = attributes_to_zarr(n5, path=name)
+    return parent.create_array(
+        name,
+        shape=tuple(shape),
+        dtype=np.dtype(dtype),
+        chunks=tuple(chunks),
+        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
+        compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+        fill_value=0,
+        attributes=attributes or {},
+        overwrite=overwrite,
+    )

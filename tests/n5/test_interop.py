@@ -10,8 +10,6 @@ import pytest
 import zarr
 
 import napari_n5zarr
-from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.metadata import attributes_to_zarr
 
 ts = pytest.importorskip("tensorstore")
 z5py = pytest.importorskip("z5py")
@@ -40,16 +38,13 @@ def ts_n5(path: Path, **extra):
 
 
 def write_ours(path: Path, data: np.ndarray, compression: dict, block=(8, 8, 4), *, dual: bool = True) -> None:
+    """Write ``data`` as the N5 dataset ``path`` (its parent becomes the container)."""
     from zarr.storage import LocalStore
 
     from napari_n5zarr.n5.stores import N5DefaultStore
 
-    doc = attributes_to_zarr({"dimensions": list(data.shape), "blockSize": list(block), "dataType": str(data.dtype), "compression": compression})
-    arr = zarr.create_array(
-        N5DefaultStore(LocalStore(path), write_zarr_json=dual), shape=data.shape, dtype=data.dtype, chunks=block,
-        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
-        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0,
-    )
+    parent = zarr.open_group(N5DefaultStore(LocalStore(path.parent), write_zarr_json=dual), mode="a")
+    arr = napari_n5zarr.create_dataset(parent, path.name, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     arr[...] = data
 
 
@@ -104,8 +99,6 @@ def test_z5py_lz4_bare_block_reads(tmp_path: Path) -> None:
 def test_we_write_z5py_reads(tmp_path: Path, name: str) -> None:
     data = data_for("float64")
     comp = dict(TS_COMPRESSIONS[name])
-    (tmp_path / "c.n5").mkdir()
-    (tmp_path / "c.n5/attributes.json").write_text('{"n5": "4.0.0"}')
     write_ours(tmp_path / "c.n5/d", data, comp, dual=False)
     np.testing.assert_array_equal(z5py.File(str(tmp_path / "c.n5"), "r")["d"][:], data.T)
 
@@ -113,8 +106,6 @@ def test_we_write_z5py_reads(tmp_path: Path, name: str) -> None:
 def test_z5py_refuses_dual_folders_so_we_offer_n5_only(tmp_path: Path) -> None:
     """Documents a z5py 3 limitation the README mentions."""
     data = data_for("uint8")
-    (tmp_path / "c.n5").mkdir()
-    (tmp_path / "c.n5/attributes.json").write_text('{"n5": "4.0.0"}')
     write_ours(tmp_path / "c.n5/d", data, {"type": "raw"}, dual=True)
     with pytest.raises(RuntimeError, match="not both supported"):
         z5py.File(str(tmp_path / "c.n5"), "r")["d"]

@@ -55,14 +55,9 @@ def test_s3_container_and_dataset(s3_bucket: dict) -> None:
 
 
 def test_s3_write_then_read(s3_bucket: dict) -> None:
-    from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
-
     root = napari_n5zarr.open("s3://n5-data/new.n5", mode="w", storage_options=s3_bucket)
-    doc = attributes_to_zarr({"dimensions": [10, 6], "blockSize": [4, 4], "dataType": "int16", "compression": {"type": "zstd", "level": 1}})
     data = np.arange(60, dtype="int16").reshape(10, 6)
-    arr = root.create_array("d", shape=data.shape, dtype=data.dtype, chunks=(4, 4), serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
-                            compressors=None, chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0)
+    arr = napari_n5zarr.create_dataset(root, "d", shape=data.shape, dtype=data.dtype, chunks=(4, 4), compression={"type": "zstd", "level": 1})
     arr[...] = data
     np.testing.assert_array_equal(napari_n5zarr.open("s3://n5-data/new.n5/d", storage_options=s3_bucket)[...], data)
     s3fs = pytest.importorskip("s3fs")

@@ -14,7 +14,6 @@ from zarr.storage import LocalStore, MemoryStore
 import napari_n5zarr
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.header import parse_header
-from napari_n5zarr.n5.metadata import attributes_to_zarr
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 
 COMPRESSIONS = {
@@ -40,14 +39,8 @@ def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
 
 def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
     """Write ``data`` (N5 order) as an N5 dataset; boundary blocks padded, truncated or mixed."""
-    attrs = {"dimensions": list(data.shape), "blockSize": list(block), "dataType": str(data.dtype), "compression": compression}
-    doc = attributes_to_zarr(attrs)
-    n5 = N5DefaultStore(store)
-    arr = zarr.create_array(
-        n5, name=path, shape=data.shape, dtype=data.dtype, chunks=block,
-        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
-        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0,
-    )
+    group = zarr.open_group(N5DefaultStore(store), mode="a")
+    arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     codec: N5DefaultCodec = arr.metadata.codecs[0]
     grid = [math.ceil(s / b) for s, b in zip(data.shape, block)]
     for n, pos in enumerate(itertools.product(*map(range, grid))):
@@ -102,11 +95,8 @@ def test_zarr_write_path_round_trip(tmp_path: Path, name: str) -> None:
     """Writing through zarr (padded blocks) and reading back through open()."""
     data = sample((9, 6, 4), "float32")
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    doc = attributes_to_zarr({"dimensions": [9, 6, 4], "blockSize": [4, 4, 4], "dataType": "float32", "compression": COMPRESSIONS[name]})
-    arr = root.create_array(
-        "a", shape=data.shape, dtype=data.dtype, chunks=(4, 4, 4),
-        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]), compressors=None,
-        chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0, attributes={"note": [1, 2]},
+    arr = napari_n5zarr.create_dataset(
+        root, "a", shape=data.shape, dtype=data.dtype, chunks=(4, 4, 4), compression=COMPRESSIONS[name], attributes={"note": [1, 2]}
     )
     arr[...] = data
     arr[2:5, 1:3, 0] = -1.0  # partial update of existing blocks
