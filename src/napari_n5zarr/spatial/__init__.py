@@ -1,0 +1,56 @@
+"""Metadata conventions -> :class:`Multiscale` descriptions.
+
+Every per-axis tuple in this module is in **N5 order** (index 0 = fastest axis = x),
+the order of the zarr array shape the library presents (shape == N5 ``dimensions``).
+Viewers that show C order (napari: ..., z, y, x) reverse them.
+
+One small pure function per convention turns attribute dicts into a
+:class:`Calibration` (scale, translate, units, axes); the pyramid functions turn a
+group's attributes plus its children's :class:`ArrayInfo` into a :class:`Multiscale`.
+:func:`detect` walks a zarr node (metadata only, never chunks) and applies them.
+
+Conventions: N5 Viewer (modern and old), neuroglancer / tensorstore, COSEM /
+OpenOrganelle, BigDataViewer, OME-NGFF 0.4 / 0.5, ImageJ (n5-ij). Downsampled levels
+follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels.
+"""
+
+from __future__ import annotations
+
+from napari_n5zarr.spatial.conventions import calibrate, cosem, downsampling_factors, imagej, n5viewer, neuroglancer
+from napari_n5zarr.spatial.detect import describe_error, detect
+from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, SkippedNodeWarning, normalize_unit, identity
+from napari_n5zarr.spatial.pyramids import (
+    BdvSetup,
+    bdv_setup,
+    bdv_xml,
+    cosem_pyramid,
+    is_labels,
+    n5viewer_pyramid,
+    ngff_pyramid,
+    with_bdv_setup,
+)
+
+__all__ = [
+    "ArrayInfo",
+    "BdvSetup",
+    "Calibration",
+    "Multiscale",
+    "SkippedNodeWarning",
+    "bdv_setup",
+    "bdv_xml",
+    "calibrate",
+    "cosem",
+    "cosem_pyramid",
+    "describe_error",
+    "detect",
+    "downsampling_factors",
+    "identity",
+    "imagej",
+    "is_labels",
+    "n5viewer",
+    "n5viewer_pyramid",
+    "neuroglancer",
+    "ngff_pyramid",
+    "normalize_unit",
+    "with_bdv_setup",
+]

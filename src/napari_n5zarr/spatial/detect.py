@@ -1,0 +1,255 @@
+"""Walk a zarr node (metadata only, never chunks) and describe its pyramids."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import zarr
+
+from napari_n5zarr.spatial.conventions import _inherited, calibrate
+from napari_n5zarr.spatial.model import _SETUP, _TIMEPOINT, ArrayInfo, Attrs, ErrorHandler, Multiscale, SkippedNodeWarning
+from napari_n5zarr.spatial.pyramids import _assemble, bdv_setup, cosem_pyramid, is_labels, n5viewer_pyramid, ngff_pyramid
+
+
+def describe_error(path: str, exc: BaseException) -> str:
+    """``"path: reason"`` without repeating a path the message already starts with."""
+    msg = str(exc) or type(exc).__name__
+    return msg if path and msg.startswith(path) else f"{path or '/'}: {msg}"
+
+
+def _warn(path: str, exc: BaseException) -> None:
+    warnings.warn(f"skipped {describe_error(path, exc)}", SkippedNodeWarning, stacklevel=3)
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def _info(array: zarr.Array) -> ArrayInfo:
+    return ArrayInfo(dict(array.attrs), tuple(int(s) for s in array.shape), str(array.dtype))
+
+
+def _list_dir(group: zarr.Group) -> list[str]:
+    from zarr.core.sync import sync
+
+    async def keys() -> list[str]:
+        return [k async for k in group.store.list_dir(group.path)]
+
+    return sync(keys())
+
+
+def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
+    """Readable children of ``group``; unreadable ones go to ``on_error``.
+
+    zarr's ``members()`` turns a child whose metadata raises ``KeyError`` into a
+    warning; such children are fetched again one by one to tell objects that are
+    simply not nodes (a plain ``KeyError``) from broken nodes (anything else). Stores
+    that cannot list (plain HTTP) are probed for pyramid levels ``s0, s1, ...``.
+    """
+    try:
+        keys = _list_dir(group)
+    except Exception as exc:
+        found = _probe_levels(group)
+        if not found:
+            on_error(where, exc)
+        return found
+    out: dict[str, Any] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = dict(group.members())
+    except Exception:  # a child raised something else than KeyError: go one by one
+        out = {}
+    for key in keys:
+        if key in out:
+            continue
+        try:
+            out[key] = group[key]
+        except Exception as exc:
+            if type(exc) is not KeyError:
+                on_error(_join(where, key), exc)
+    return out or _probe_levels(group)
+
+
+def _probe_levels(group: zarr.Group, limit: int = 32) -> dict[str, Any]:
+    """Datasets ``s0, s1, ...`` fetched by name, up to the first missing one."""
+    out: dict[str, Any] = {}
+    for k in range(limit):
+        try:
+            out[f"s{k}"] = group[f"s{k}"]
+        except Exception:
+            break
+    return out
+
+
+def _ancestor_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
+    """Inheritable attributes of the node's ancestors in its store (root first)."""
+    import zarr
+
+    parts = [p for p in node.path.split("/") if p]
+    merged: dict[str, Any] = {}
+    for i in range(len(parts)):
+        try:
+            parent = zarr.open_group(store=node.store, path="/".join(parts[:i]), mode="r")
+            merged.update(_inherited(parent.attrs))
+        except Exception:
+            continue
+    return merged
+
+
+def _lookup(group: zarr.Group, paths: Iterable[str], known: Mapping[str, Any]) -> dict[str, ArrayInfo]:
+    """ArrayInfo for the given relative paths that are arrays (nested paths allowed)."""
+    import zarr
+
+    out = {}
+    for p in paths:
+        try:
+            node = known[p] if p in known else group[p]
+        except Exception:
+            continue
+        if isinstance(node, zarr.Array):
+            out[p] = _info(node)
+    return out
+
+
+def _referenced_paths(attrs: Attrs) -> list[str]:
+    ome = attrs.get("ome")
+    root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
+    ms = root.get("multiscales")
+    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
+        return []
+    ds = ms[0].get("datasets")
+    return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
+
+
+def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
+    return replace(
+        ms,
+        name=name,
+        paths=tuple(_join(prefix, p) for p in ms.paths),
+        time_paths=tuple(tuple(_join(prefix, p) for p in t) for t in ms.time_paths),
+        is_labels=is_labels(name, ms.attrs, ms.dtype),
+    )
+
+
+def detect(
+    node: zarr.Array | zarr.Group,
+    name: str | None = None,
+    *,
+    inherited: Attrs | None = None,
+    on_error: ErrorHandler | None = None,
+    max_depth: int = 6,
+) -> list[Multiscale]:
+    """Every image/labels pyramid under ``node``; paths relative to ``node``.
+
+    A group that is a pyramid gives one :class:`Multiscale`; a group of several
+    pyramids/datasets one per pyramid/dataset (named by relative path); an array a
+    single-scale one. ``name`` names a pyramid or array at ``node`` itself (default:
+    the node's basename). ``inherited`` holds attributes of ancestors outside the
+    node's store (N5 Viewer/neuroglancer defaults). Reads metadata only. A child that cannot be read is passed
+    to ``on_error(path, exception)`` (default: a :class:`SkippedNodeWarning`) and its
+    siblings are still described.
+    """
+    import zarr
+
+    on_error = on_error or _warn
+    base = name if name is not None else (node.basename or "")
+    inherited = {**_inherited(inherited), **_ancestor_attrs(node)}
+    if isinstance(node, zarr.Array):
+        info = _info(node)
+        cal = calibrate(info.attrs, len(info.shape), name=node.basename or "", inherited=inherited)
+        ms = _assemble([""], [info], [cal], cal.convention, info.attrs)
+        return [_finish(ms, base, "")] if ms else []
+    return _detect_group(node, base, "", inherited, on_error, max_depth)
+
+
+def _detect_group(
+    group: zarr.Group,
+    label: str,
+    prefix: str,
+    inherited: Attrs,
+    on_error: ErrorHandler,
+    depth: int,
+) -> list[Multiscale]:
+    import zarr
+
+    attrs = dict(group.attrs)
+    children = _children(group, prefix, on_error)
+    arrays = {k: _info(v) for k, v in children.items() if isinstance(v, zarr.Array)}
+    groups = {k: v for k, v in children.items() if isinstance(v, zarr.Group)}
+    merged = {**inherited, **_inherited(attrs)}
+    name = label or prefix
+    found: list[Multiscale] = []
+    used: set[str] = set()
+
+    referenced = _lookup(group, _referenced_paths(attrs), children)
+    pyramid = (
+        ngff_pyramid(attrs, referenced)
+        or cosem_pyramid(attrs, referenced)
+        or n5viewer_pyramid(attrs, arrays, inherited)
+    )
+    if pyramid is not None:
+        found.append(_finish(pyramid, name, prefix))
+        used.update(p.split("/", 1)[0] for p in pyramid.paths)
+
+    setups = sorted((k for k in groups if _SETUP.match(k)), key=_natural_key)
+    if any(_TIMEPOINT.match(k) for k in groups):  # opened at a BigDataViewer setup
+        ms = _bdv(group, attrs, groups, prefix, merged, on_error)
+        if ms is not None:
+            found.append(_finish(ms, name, prefix))
+            used.update(k for k in groups if _TIMEPOINT.match(k))
+    for key in setups:
+        setup = groups[key]
+        sub = _children(setup, _join(prefix, key), on_error)
+        tgroups = {k: v for k, v in sub.items() if isinstance(v, zarr.Group)}
+        ms = _bdv(setup, dict(setup.attrs), tgroups, _join(prefix, key), merged, on_error)
+        if ms is not None:
+            found.append(_finish(ms, _join(prefix, key), _join(prefix, key)))
+            used.add(key)
+
+    if depth <= 0:
+        return found
+    for key in sorted(set(children) - used, key=_natural_key):
+        path = _join(prefix, key)
+        child = children[key]
+        if isinstance(child, zarr.Array):
+            info = arrays[key]
+            cal = calibrate(info.attrs, len(info.shape), name=key, inherited=merged)
+            ms = _assemble([key], [info], [cal], cal.convention, info.attrs)
+            if ms is not None:
+                found.append(_finish(ms, path, prefix))
+        else:
+            try:
+                found.extend(_detect_group(child, "", path, merged, on_error, depth - 1))
+            except Exception as exc:
+                on_error(path, exc)
+    return found
+
+
+def _bdv(
+    setup: zarr.Group,
+    setup_attrs: Attrs,
+    tgroups: Mapping[str, Any],
+    prefix: str,
+    inherited: Attrs,
+    on_error: ErrorHandler,
+) -> Multiscale | None:
+    import zarr
+
+    timepoints = {}
+    for key in sorted((k for k in tgroups if _TIMEPOINT.match(k)), key=_natural_key):
+        tp = tgroups[key]
+        sub = _children(tp, _join(prefix, key), on_error)
+        arrays = {k: _info(v) for k, v in sub.items() if isinstance(v, zarr.Array)}
+        timepoints[key] = (dict(tp.attrs), arrays)
+    merged = {**inherited, **_inherited(setup_attrs)}
+    return bdv_setup(setup_attrs, timepoints, merged)

@@ -1,0 +1,305 @@
+"""Pyramids: a group's attributes plus its children's :class:`ArrayInfo` -> :class:`Multiscale`
+(N5 Viewer, COSEM ``multiscales``, OME-NGFF 0.4/0.5, BigDataViewer setups)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from napari_n5zarr.spatial.conventions import _inherited, calibrate, cosem, downsampling_factors
+from napari_n5zarr.spatial.model import (
+    _LABEL_NAME,
+    _LEVEL,
+    _TIMEPOINT,
+    ArrayInfo,
+    Attrs,
+    Calibration,
+    Multiscale,
+    _fit,
+    _floats,
+    _n5_order,
+    _unique_axes,
+    identity,
+)
+
+
+def _assemble(
+    paths: Sequence[str],
+    infos: Sequence[ArrayInfo],
+    cals: Sequence[Calibration],
+    convention: str,
+    attrs: Attrs,
+    channel_axis: int | None = None,
+) -> Multiscale | None:
+    """Level calibrations -> Multiscale (level 0 values + per-level factors)."""
+    if not paths:
+        return None
+    ndim = len(infos[0].shape)
+    if channel_axis is None and cals[0].axes.count("c") == 1:
+        channel_axis = cals[0].axes.index("c")
+    keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
+    base = cals[0]
+    downsampling = tuple(
+        tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
+    )
+    return Multiscale(
+        name="",
+        paths=tuple(paths[i] for i in keep),
+        scale=base.scale,
+        translate=base.translate,
+        units=base.units,
+        axes=base.axes,
+        downsampling=downsampling,
+        convention=convention,
+        shapes=tuple(tuple(infos[i].shape) for i in keep),
+        dtype=infos[0].dtype,
+        channel_axis=channel_axis,
+        attrs=dict(attrs),
+    )
+
+
+def level_names(names: Iterable[str]) -> list[str]:
+    """Names ``s0, s1, ...`` among ``names``, sorted by level number."""
+    found = [(int(m.group(1)), n) for n in names if (m := _LEVEL.match(n))]
+    return [n for _, n in sorted(found)]
+
+
+def n5viewer_pyramid(
+    group_attrs: Attrs, children: Mapping[str, ArrayInfo], inherited: Attrs | None = None
+) -> Multiscale | None:
+    """N5 Viewer (modern or old) / neuroglancer pyramid: a group with datasets ``s0, s1, ...``.
+
+    Level factors: the dataset's ``downsamplingFactors``, else the group's ``scales[N]``
+    (old N5 Viewer, neuroglancer), else 2^N. Resolution, units and axes: the dataset's
+    keys, else the group's, else ``inherited``. Per-dataset COSEM ``transform`` wins.
+    """
+    names = level_names(children)
+    if not names:
+        return None
+    scales = group_attrs.get("scales")
+    merged = {**_inherited(inherited), **group_attrs}
+    cals = []
+    for name in names:
+        info = children[name]
+        n = int(name[1:])
+        ndim = len(info.shape)
+        factors: tuple[float, ...] | None = None
+        if isinstance(scales, list) and n < len(scales) and _floats(scales[n]):
+            factors = _floats(scales[n])
+        if factors is None and downsampling_factors(info.attrs, ndim) is None:
+            factors = (2.0**n,) * min(ndim, 3) + (1.0,) * max(0, ndim - 3)
+        cals.append(calibrate(info.attrs, ndim, name=name, inherited=merged, factors=factors))
+    convention = cals[0].convention
+    if convention == "none":
+        convention = "n5viewer"
+    if convention == "n5viewer" and isinstance(scales, list):
+        convention = "n5viewer-old"
+    return _assemble(names, [children[n] for n in names], cals, convention, group_attrs)
+
+
+def cosem_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multiscale | None:
+    """COSEM group ``multiscales: [{datasets: [{path, transform}]}]`` (transform in C order).
+
+    A dataset entry without ``transform`` uses the dataset's own ``transform`` attribute.
+    """
+    ms = group_attrs.get("multiscales")
+    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
+        return None
+    datasets = ms[0].get("datasets")
+    if not isinstance(datasets, list) or not datasets:
+        return None
+    if any(isinstance(d, Mapping) and "coordinateTransformations" in d for d in datasets):
+        return None  # OME-NGFF
+    paths, infos, cals = [], [], []
+    for d in datasets:
+        path = d.get("path") if isinstance(d, Mapping) else None
+        if not isinstance(path, str) or path not in children:
+            continue
+        info = children[path]
+        attrs = {"transform": d["transform"]} if isinstance(d.get("transform"), Mapping) else info.attrs
+        cal = cosem(attrs, len(info.shape)) or identity(len(info.shape))
+        paths.append(path)
+        infos.append(info)
+        cals.append(cal)
+    return _assemble(paths, infos, cals, "cosem", group_attrs)
+
+
+def _ngff_multiscale(attrs: Attrs) -> tuple[Mapping[str, Any], Attrs] | None:
+    """(multiscale, attrs holding it): 0.5 keeps everything under ``"ome"``."""
+    ome = attrs.get("ome")
+    root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
+    ms = root.get("multiscales")
+    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
+        return None
+    datasets = ms[0].get("datasets")
+    if not isinstance(datasets, list) or not any(
+        isinstance(d, Mapping) and "coordinateTransformations" in d for d in datasets
+    ):
+        return None
+    return ms[0], root
+
+
+def _ngff_transform(transforms: Any, ndim: int) -> tuple[list[float], list[float]]:
+    """Compose a list of NGFF scale/translation transforms into (scale, translate)."""
+    scale, translate = [1.0] * ndim, [0.0] * ndim
+    for t in transforms if isinstance(transforms, list) else []:
+        if not isinstance(t, Mapping):
+            continue
+        if t.get("type") == "scale" and (s := _floats(t.get("scale"))):
+            s = _fit(s, ndim, 1.0)
+            scale = [a * b for a, b in zip(scale, s, strict=True)]
+            translate = [a * b for a, b in zip(translate, s, strict=True)]
+        elif t.get("type") == "translation" and (v := _floats(t.get("translation"))):
+            translate = [a + b for a, b in zip(translate, _fit(v, ndim, 0.0), strict=True)]
+    return scale, translate
+
+
+def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multiscale | None:
+    """OME-NGFF 0.4 (``multiscales``) or 0.5 (``ome.multiscales``): axes and
+    ``coordinateTransformations`` in C order (N5 order if the axis names say so)."""
+    found = _ngff_multiscale(group_attrs)
+    if found is None:
+        return None
+    ms, root = found
+    raw_axes = ms.get("axes") if isinstance(ms.get("axes"), list) else []
+    names = [a.get("name") if isinstance(a, Mapping) else a for a in raw_axes]
+    units = [a.get("unit") if isinstance(a, Mapping) else None for a in raw_axes]
+    types = [a.get("type") if isinstance(a, Mapping) else None for a in raw_axes]
+    reverse = _n5_order(names) is not True
+    paths, infos, cals = [], [], []
+    for d in ms["datasets"]:
+        path = d.get("path") if isinstance(d, Mapping) else None
+        if not isinstance(path, str) or path not in children:
+            continue
+        info = children[path]
+        ndim = len(info.shape)
+        scale, translate = _ngff_transform(
+            list(d.get("coordinateTransformations") or []) + list(ms.get("coordinateTransformations") or []), ndim
+        )
+        ax = list(_fit(names, ndim, None))
+        un = list(_fit(units, ndim, None))
+        if reverse:
+            scale, translate, ax, un = scale[::-1], translate[::-1], ax[::-1], un[::-1]
+        cals.append(Calibration(tuple(scale), tuple(translate), tuple(un), _unique_axes(ax, ndim), "ngff"))
+        paths.append(path)
+        infos.append(info)
+    if not cals:
+        return None
+    ty = list(_fit(types, len(infos[0].shape), None))
+    if reverse:
+        ty = ty[::-1]
+    channel_axis = ty.index("channel") if "channel" in ty else None
+    version = str(ms.get("version") or root.get("version") or "0.4")
+    return _assemble(paths, infos, cals, f"ngff-{version}", group_attrs, channel_axis)
+
+
+def bdv_setup(
+    setup_attrs: Attrs,
+    timepoints: Mapping[str, tuple[Attrs, Mapping[str, ArrayInfo]]],
+    inherited: Attrs | None = None,
+) -> Multiscale | None:
+    """One BigDataViewer setup: ``timepointN/sK`` datasets; setup ``downsamplingFactors``
+    [[1,1,1],[2,2,1],...] (else each level's own, else 2^K). Time points with identical
+    level shapes become a trailing ``t`` axis (``time_paths``); otherwise only the first
+    time point is described. Resolution comes from the time point's ``resolution``
+    (written for Paintera) or inherited N5 Viewer keys."""
+    names = sorted((n for n in timepoints if _TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :]))
+    factors = setup_attrs.get("downsamplingFactors")
+    pyramids = []
+    for tp in names:
+        tp_attrs, arrays = timepoints[tp]
+        group = {"scales": factors} if isinstance(factors, list) else {}
+        group.update(_inherited(tp_attrs))
+        ms = n5viewer_pyramid(group, arrays, inherited)
+        if ms is not None:
+            pyramids.append((tp, ms))
+    if not pyramids:
+        return None
+    first_tp, first = pyramids[0]
+    paths = tuple(f"{first_tp}/{p}" for p in first.paths)
+    ms = replace(first, paths=paths, convention="bdv", attrs=dict(setup_attrs))
+    same = [(tp, p) for tp, p in pyramids if p.shapes == first.shapes and p.paths == first.paths]
+    if len(same) > 1:
+        ms = replace(
+            ms,
+            time_paths=tuple(tuple(f"{tp}/{x}" for x in p.paths) for tp, p in same),
+            scale=ms.scale + (1.0,),
+            translate=ms.translate + (0.0,),
+            units=ms.units + (None,),
+            axes=ms.axes + (("time",) if "t" in ms.axes else ("t",)),
+            downsampling=tuple(f + (1.0,) for f in ms.downsampling),
+            shapes=tuple(s + (len(same),) for s in ms.shapes),
+        )
+    return ms
+
+
+class BdvSetup(NamedTuple):
+    """What a BigDataViewer XML says about one setup (sizes in x, y, z order)."""
+
+    name: str | None
+    voxel_size: tuple[float, ...] | None
+    unit: str | None
+
+
+def bdv_xml(text: str) -> tuple[str | None, dict[int, BdvSetup]]:
+    """(N5 path, setups) from a BigDataViewer/BigStitcher SpimData XML with a ``bdv.n5``
+    image loader; ``(None, {})`` for other XML. The N5 path is as written (relative to
+    the XML's folder when ``type="relative"``)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None, {}
+    loader = root.find("SequenceDescription/ImageLoader")
+    if root.tag != "SpimData" or loader is None or loader.get("format") != "bdv.n5":
+        return None, {}
+    n5 = loader.findtext("n5")
+    setups: dict[int, BdvSetup] = {}
+    for vs in root.iterfind("SequenceDescription/ViewSetups/ViewSetup"):
+        try:
+            setup_id = int(vs.findtext("id", ""))
+        except ValueError:
+            continue
+        size = vs.findtext("voxelSize/size")
+        try:
+            voxel = tuple(float(v) for v in size.split()) if size else None
+        except ValueError:
+            voxel = None
+        unit = (vs.findtext("voxelSize/unit") or "").strip() or None
+        setups[setup_id] = BdvSetup(vs.findtext("name"), voxel, unit)
+    return (n5.strip() if n5 else None), setups
+
+
+def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
+    """A BigDataViewer pyramid calibrated with its XML setup's voxel size and unit."""
+    if not setup.voxel_size:
+        return ms
+    n = min(len(setup.voxel_size), 3, ms.ndim)
+    scale = tuple(setup.voxel_size[:n]) + ms.scale[n:]
+    units = (setup.unit,) * n + ms.units[n:]
+    translate = (0.0,) * n + ms.translate[n:]  # BigDataViewer puts full-resolution pixel centres at 0
+    return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
+
+
+def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
+    """Integer data marked as labels by its attributes or by a name with 'label'/'seg'."""
+    try:
+        if np.dtype(dtype).kind not in "iu":
+            return False
+    except TypeError:
+        return False
+    ome = attrs.get("ome")
+    if "image-label" in attrs or (isinstance(ome, Mapping) and "image-label" in ome):
+        return True
+    paintera = attrs.get("painteraData")
+    if isinstance(paintera, Mapping) and paintera.get("type") == "label":
+        return True
+    if attrs.get("isLabelMultiset") is True:
+        return True
+    return bool(_LABEL_NAME.search(name.rsplit("/", 1)[-1] if name else ""))
+
+
