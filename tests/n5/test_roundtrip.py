@@ -68,11 +68,13 @@ def test_every_compression_and_dtype(tmp_path: Path, name: str, dtype: str) -> N
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("boundary", ["pad", "truncate", "mixed"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", COMPRESSIONS)
-def test_boundaries_and_dimensionality(name: str, boundary: str, ndim: int) -> None:
+def test_boundaries_and_dimensionality(name: str, dtype: str, boundary: str, ndim: int) -> None:
+    """The full product: every compression x dtype x boundary style x 1D..5D."""
     shape = (11, 6, 5, 3, 2)[:ndim]
     block = (4, 4, 2, 2, 1)[:ndim]
-    data = sample(shape, "uint16", seed=ndim)
+    data = sample(shape, dtype, seed=ndim)
     store = MemoryStore()
     write_n5(store, "d", data, block, COMPRESSIONS[name], boundary)
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
