@@ -74,6 +74,15 @@ def node_metadata(store: Store, path: str = "") -> dict[str, Any] | None:
         raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
 
 
+def child_names(group: zarr.Group) -> list[str]:
+    """Names of the keys directly under ``group`` (candidate children), ``zarr.json`` excluded."""
+
+    async def names() -> list[str]:
+        return [k async for k in group.store_path.store.list_dir(group.store_path.path) if k != ZARR_JSON]
+
+    return sync(names())
+
+
 def open(  # noqa: A001 (the public name is a contract)
     path_or_url: str | os.PathLike[str],
     mode: AccessMode = "r",

@@ -72,9 +72,9 @@ def build_tree(root: zarr.Array | zarr.Group, *, max_nodes: int = 10_000) -> Tre
 def _fill(group: zarr.Array | zarr.Group, into: TreeNode, budget: list[int]) -> None:
     if not isinstance(group, zarr.Group):
         return
-    from zarr.core.sync import sync
+    from napari_n5zarr.access import child_names
 
-    names = sorted(sync(_list_dir(group)))
+    names = sorted(child_names(group))
     for name in names:
         if budget[0] <= 0:
             into.children.append(TreeNode("…", into.path, "error", error="too many nodes; listing stopped"))
@@ -93,11 +93,6 @@ def _fill(group: zarr.Array | zarr.Group, into: TreeNode, budget: list[int]) -> 
         node = describe(child, name, path)
         into.children.append(node)
         _fill(child, node, budget)
-
-
-async def _list_dir(group: zarr.Group) -> list[str]:
-    prefix = group.store_path.path
-    return [k async for k in group.store_path.store.list_dir(prefix) if k != "zarr.json"]
 
 
 def join(root: str | os.PathLike[str], path: str) -> str:

@@ -38,15 +38,6 @@ def _info(array: zarr.Array) -> ArrayInfo:
     return ArrayInfo(dict(array.attrs), tuple(int(s) for s in array.shape), str(array.dtype))
 
 
-def _list_dir(group: zarr.Group) -> list[str]:
-    from zarr.core.sync import sync
-
-    async def keys() -> list[str]:
-        return [k async for k in group.store.list_dir(group.path)]
-
-    return sync(keys())
-
-
 def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
     """Readable children of ``group``; unreadable ones go to ``on_error``.
 
@@ -56,7 +47,9 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
     that cannot list (plain HTTP) are probed for pyramid levels ``s0, s1, ...``.
     """
     try:
-        keys = _list_dir(group)
+        from napari_n5zarr.access import child_names
+
+        keys = child_names(group)
     except Exception as exc:
         found = _probe_levels(group)
         if not found:
