@@ -138,7 +138,7 @@ def test_read_only_open_does_not_write(tmp_path: Path) -> None:
     root = napari_n5zarr.open(tmp_path / "t")
     dict(root.members())
     root["raw"][...]
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="read-only"):
         root["raw"][0, 0] = 1
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
