@@ -19,8 +19,9 @@ from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import WrapperStore
 
-from napari_n5zarr.n5.errors import N5BlockError, N5MetadataError
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES
+from napari_n5zarr.n5.describe import describe_store
+from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
+from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
 from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, zarr_to_attributes
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class N5DefaultStore(_ReadsThroughGet):
         super().__init__(store)
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
+        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # -> (shape, blockSize)
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -97,26 +99,73 @@ class N5DefaultStore(_ReadsThroughGet):
         doc = attributes_to_zarr(_parse_json(raw, prefix + N5_JSON), path=prefix.rstrip("/") or "/")
         if doc["node_type"] == "array":
             self._array_ndim[prefix] = len(doc["shape"])
+            self._remember_grid(prefix, doc)
         return doc
 
-    def _check_block(self, key: str, value: Buffer | None) -> Buffer | None:
-        """Refuse non-default blocks with their key (the codec never sees keys)."""
-        if value is None or not self._array_ndim or key.endswith(".json"):
-            return value
+    # -- blocks: checked where the key is known -------------------------------------
+    @property
+    def container(self) -> str:
+        """Readable name of the storage (path or URL), used in error messages."""
+        return describe_store(self._store)
+
+    def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
+        try:
+            block = doc["chunk_grid"]["configuration"]["chunk_shape"]
+            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block))
+        except (KeyError, TypeError, ValueError):
+            self._array_grid.pop(prefix, None)
+
+    def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(array prefix, grid index) when ``key`` is a block of an array read so far."""
+        if not self._array_ndim or key.endswith(".json"):
+            return None
         parts = key.split("/")
         for ndim in set(self._array_ndim.values()):
             if len(parts) < ndim:
                 continue
             prefix = "/".join(parts[:-ndim])
-            if self._array_ndim.get(prefix + "/" if prefix else "") != ndim:
+            prefix = prefix + "/" if prefix else ""
+            if self._array_ndim.get(prefix) != ndim:
                 continue
-            head = value.as_numpy_array()[:2].tobytes()
-            mode = int.from_bytes(head, "big") if len(head) == 2 else MODE_DEFAULT
+            try:
+                return prefix, tuple(int(p) for p in parts[-ndim:])
+            except ValueError:
+                return None
+        return None
+
+    def _check_block(self, key: str, value: Buffer | None) -> Buffer | None:
+        """Check a block's header where the key is known, and name the block on its buffer.
+
+        Refuses non-default modes, and header shapes that the block's position makes
+        impossible: a header must be the full ``blockSize`` (padded, tensorstore/zarr 2) or
+        exactly the part of the block inside the array on every axis (truncated, n5-java/
+        z5py). Interior blocks therefore must be full. O(header): reads only the header.
+        The codec (which never sees keys) reads the name from the buffer for its own errors.
+        """
+        if value is None:
+            return value
+        location = self._block_location(key)
+        if location is None:
+            return value
+        where = f"N5 block {key} in {self.container}"
+        prefix, index = location
+        head = value.as_numpy_array()
+        try:
+            mode = int.from_bytes(head[:2].tobytes(), "big") if head.size >= 2 else MODE_DEFAULT
             if mode != MODE_DEFAULT:
                 raise N5BlockError(
-                    f"N5 block {key!r} is in {MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); "
-                    "only default-mode (0) blocks are supported"
+                    f"{MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); only default-mode (0) blocks are supported"
                 )
+            header = parse_header(head)
+            grid = self._array_grid.get(prefix)
+            if grid is not None and len(header.shape) == len(index) == len(grid[0]):
+                _check_position(header.shape, index, *grid)
+        except N5BlockError as e:
+            raise located(e, where) from None
+        try:
+            setattr(value, BLOCK_NAME_ATTR, where)
+        except AttributeError:  # a buffer class with __slots__: errors then lack the name
+            pass
         return value
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
@@ -267,3 +316,23 @@ class ImplicitGroupStore(_ReadsThroughGet):
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         if not await self._store.exists(key):
             await self._store.set(key, value)
+
+
+def _check_position(
+    header: tuple[int, ...], index: tuple[int, ...], shape: tuple[int, ...], block: tuple[int, ...]
+) -> None:
+    """Only edge blocks may be truncated, and only to the array's extent (all axes at once,
+    as n5-java and z5py write them); any other header shape is corrupt."""
+    if header == block:
+        return
+    inside = tuple(max(0, min(b, n - i * b)) for i, n, b in zip(index, shape, block, strict=True))
+    if header == inside:
+        return
+    if inside == block:
+        raise N5BlockError(
+            f"header shape {list(header)} in an interior block; it must be the block size {list(block)}"
+        )
+    raise N5BlockError(
+        f"header shape {list(header)} is neither the block size {list(block)} nor the "
+        f"array's extent in this edge block {list(inside)}"
+    )
