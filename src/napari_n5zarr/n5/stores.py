@@ -106,7 +106,10 @@ class N5DefaultStore(_ReadsThroughGet):
     @property
     def container(self) -> str:
         """Readable name of the storage (path or URL), used in error messages."""
-        return describe_store(self._store)
+        name = self.__dict__.get("_container")
+        if name is None:
+            name = self.__dict__["_container"] = describe_store(self._store)
+        return name
 
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
