@@ -264,3 +264,14 @@ def test_decode_block_names_the_block_when_told(tmp_path: Path) -> None:
     codec = codec_for({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "gzip"}})
     with pytest.raises(N5BlockError, match=r"^N5 block 3 in /x.n5: (corrupt|truncated) gzip"):
         codec.decode_block(encode_header((4,)) + zlib.compress(b"ab")[:3], "uint8", 1, where="N5 block 3 in /x.n5")
+
+
+def test_error_through_dask_is_the_named_block_error(tmp_path: Path) -> None:
+    """napari reads through dask: the user sees the same named error, not a wrapper."""
+    import dask.array as da
+
+    root = corrupt_container(tmp_path / "x.n5")
+    lazy = da.from_zarr(napari_n5zarr.open(root)["s0"], chunks=(16, 4))
+    assert lazy[:16, :4].compute().shape == (16, 4)  # healthy blocks still read
+    with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"):
+        lazy.compute()
