@@ -255,18 +255,21 @@ class Campaign:
         for cname, dtype, dims, block, arr, data, blocks in self.datasets:
             for i, (key, (region, encoded, part)) in enumerate(blocks.items()):
                 plans.append((cname, dtype, dims, block, arr, key, region, encoded, part, i == len(blocks) - 1 and len(encoded) < 700))
-        self.rng.shuffle(plans)
         total = 0
-        for cname, dtype, dims, block, arr, key, region, encoded, part, full in plans:
-            original = self._original(arr, key, encoded, region)
-            for kind, mutated in self.mutations(cname, dims, block, key, encoded, part, full):
-                if progress is not None and total % 200 == 0:
-                    progress.write_text(f"{total} {kind} {key}\n")
-                self.run_case(kind, arr, dtype, region, key, original, mutated, cname)
-                total += 1
-            self.mem._store_dict[key] = self.Buffer.from_bytes(encoded)
-            if total >= target or time.monotonic() - start > budget:
-                break
+        rounds = 0
+        while total < target and time.monotonic() - start <= budget:  # more rounds: new random mutations
+            rounds += 1
+            self.rng.shuffle(plans)
+            for cname, dtype, dims, block, arr, key, region, encoded, part, full in plans:
+                original = self._original(arr, key, encoded, region)
+                for kind, mutated in self.mutations(cname, dims, block, key, encoded, part, full and rounds == 1):
+                    if progress is not None and total % 200 == 0:
+                        progress.write_text(f"{total} {kind} {key}\n")
+                    self.run_case(kind, arr, dtype, region, key, original, mutated, cname)
+                    total += 1
+                self.mem._store_dict[key] = self.Buffer.from_bytes(encoded)
+                if total >= target or time.monotonic() - start > budget:
+                    break
         return {
             "cases": total,
             "seconds": round(time.monotonic() - start, 1),
