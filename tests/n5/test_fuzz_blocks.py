@@ -31,12 +31,10 @@ import resource
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
 
-import pytest
 
 SRC = str(Path(__file__).parents[2] / "src")
 MEMORY_LIMIT = 2 << 30

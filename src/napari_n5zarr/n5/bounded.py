@@ -31,7 +31,7 @@ import zstandard
 from napari_n5zarr.n5 import lz4block
 from napari_n5zarr.n5.errors import N5BlockError
 
-Buffer = bytes | bytearray | memoryview
+BytesLike = bytes | bytearray | memoryview
 
 XZ_MEMLIMIT = 1 << 28
 """liblzma decoder memory cap (256 MiB; preset 9 needs ~65 MiB): a forged dictionary size
@@ -40,19 +40,19 @@ in an xz header cannot make the reader allocate gigabytes."""
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _exact(out: Buffer, size: int, what: str) -> Buffer:
+def _exact(out: BytesLike, size: int, what: str) -> BytesLike:
     if len(out) != size:
         raise N5BlockError(f"{what} payload decompresses to {len(out)} bytes, the header shape needs {size}")
     return out
 
 
 # -- streaming decoders with a maximum output (zlib/gzip, bzip2, xz) ---------------------
-def _stream(new: Callable[[], Any], data: Buffer, size: int, what: str, *, members: bool) -> bytes:
+def _stream(new: Callable[[], Any], data: BytesLike, size: int, what: str, *, members: bool) -> bytes:
     """Run ``new()`` decompressors over ``data`` (several concatenated streams if
     ``members``), producing at most ``size + 1`` bytes; exactly ``size`` is accepted."""
     pieces: list[bytes] = []
     total = 0
-    pending: Buffer = data
+    pending: BytesLike = data
     while True:
         decoder = new()
         try:
@@ -74,7 +74,7 @@ def _stream(new: Callable[[], Any], data: Buffer, size: int, what: str, *, membe
     return _exact(result, size, what)
 
 
-def gzip_decompress(data: Buffer, size: int) -> Buffer:
+def gzip_decompress(data: BytesLike, size: int) -> BytesLike:
     """gzip (RFC 1952, possibly several members) or zlib (RFC 1950; N5 ``useZlib``)."""
     view = memoryview(data).cast("B")
     if bytes(view[:2]) == GZIP_MAGIC:
@@ -96,11 +96,11 @@ def gzip_decompress(data: Buffer, size: int) -> Buffer:
     return _exact(out, size, "zlib")
 
 
-def bzip2_decompress(data: Buffer, size: int) -> bytes:
+def bzip2_decompress(data: BytesLike, size: int) -> bytes:
     return _stream(bz2.BZ2Decompressor, data, size, "bzip2", members=True)
 
 
-def xz_decompress(data: Buffer, size: int) -> bytes:
+def xz_decompress(data: BytesLike, size: int) -> bytes:
     new = lambda: lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)  # noqa: E731
     return _stream(new, data, size, "xz", members=True)
 
@@ -109,7 +109,7 @@ def xz_decompress(data: Buffer, size: int) -> bytes:
 _ZSTD = threading.local()  # ZstdDecompressor instances are not thread safe
 
 
-def zstd_decompress(data: Buffer, size: int) -> bytes:
+def zstd_decompress(data: BytesLike, size: int) -> bytes:
     try:
         declared = zstandard.frame_content_size(data)
     except zstandard.ZstdError as e:
@@ -127,7 +127,7 @@ def zstd_decompress(data: Buffer, size: int) -> bytes:
 
 
 # -- lz4: lz4-java's LZ4Block stream, or the bare block z5py / numcodecs write ----------
-def lz4_decompress(data: Buffer, size: int) -> Buffer:
+def lz4_decompress(data: BytesLike, size: int) -> BytesLike:
     """n5-java's LZ4Block stream; also the bare LZ4 block z5py writes and numcodecs' framing
     (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
     view = memoryview(data).cast("B")
@@ -150,7 +150,7 @@ _BLOSC_HEADER = struct.Struct("<BBBBIII")
 BLOSC_MEMCPYED = 0x02
 
 
-def check_blosc_header(data: Buffer, size: int) -> None:
+def check_blosc_header(data: BytesLike, size: int) -> None:
     """Refuse a blosc chunk whose header does not match the payload and ``size``.
 
     Written by hand because numcodecs' ``blosc.decompress`` calls c-blosc's
@@ -186,7 +186,7 @@ def check_blosc_header(data: Buffer, size: int) -> None:
         raise N5BlockError("blosc block table points outside the payload (corrupt block)")
 
 
-def blosc_decompress(data: Buffer, size: int) -> Buffer:
+def blosc_decompress(data: BytesLike, size: int) -> BytesLike:
     check_blosc_header(data, size)
     try:
         out = numcodecs.blosc.decompress(data)
@@ -195,7 +195,7 @@ def blosc_decompress(data: Buffer, size: int) -> Buffer:
     return _exact(out, size, "blosc")
 
 
-def raw_check(data: Buffer, size: int) -> Buffer:
+def raw_check(data: BytesLike, size: int) -> BytesLike:
     """``raw``: the payload is the data, exactly ``size`` bytes."""
     if len(data) != size:
         raise N5BlockError(f"raw payload holds {len(data)} bytes, the header shape needs {size}")
