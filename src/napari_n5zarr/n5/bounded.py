@@ -79,7 +79,9 @@ def gzip_decompress(data: BytesLike, size: int) -> BytesLike:
     view = memoryview(data).cast("B")
     if bytes(view[:2]) == GZIP_MAGIC:
         # libdeflate (~2x zlib, releases the GIL) allocates what the ISIZE trailer says and
-        # refuses any other output size: use it only when ISIZE is exactly the bound.
+        # refuses any other output size: use it only when ISIZE is exactly the bound. Like
+        # zstd's decoder (and n5-java, which reads only the bytes a block needs), it ignores
+        # bytes after a complete first member of exactly the right size.
         if len(view) >= 18 and int.from_bytes(view[-4:], "little") == size % (1 << 32):
             try:
                 out = deflate.gzip_decompress(view)
