@@ -280,3 +280,15 @@ def test_error_through_dask_is_the_named_block_error(tmp_path: Path) -> None:
     assert lazy[:16, :4].compute().shape == (16, 4)  # healthy blocks still read
     with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"):
         lazy.compute()
+
+
+def test_container_descriptions(tmp_path: Path) -> None:
+    from zarr.storage import FsspecStore, LocalStore, MemoryStore
+
+    from napari_n5zarr import ImplicitGroupStore, N5DefaultStore
+    from napari_n5zarr.n5.describe import describe_store
+
+    assert describe_store(ImplicitGroupStore(N5DefaultStore(LocalStore(tmp_path)))) == str(tmp_path)
+    assert describe_store(N5DefaultStore(MemoryStore())) == "memory store"
+    http = FsspecStore.from_url("http://127.0.0.1:9/data/x.n5", read_only=True)
+    assert N5DefaultStore(http).container == "http://127.0.0.1:9/data/x.n5"
