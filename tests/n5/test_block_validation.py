@@ -292,3 +292,49 @@ def test_container_descriptions(tmp_path: Path) -> None:
     assert describe_store(N5DefaultStore(MemoryStore())) == "memory store"
     http = FsspecStore.from_url("http://127.0.0.1:9/data/x.n5", read_only=True)
     assert N5DefaultStore(http).container == "http://127.0.0.1:9/data/x.n5"
+
+
+# -- block files that are not files, or far too large -----------------------------------
+FIFO_CHILD = textwrap.dedent(
+    """
+    import sys
+    import napari_n5zarr
+    try:
+        napari_n5zarr.open(sys.argv[1])[...]
+        print("READ WITHOUT ERROR")
+    except Exception as e:
+        print(type(e).__name__, e)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_block_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: Path, kind: str) -> None:
+    """A FIFO would hang the read forever, /dev/zero would read until memory runs out: in a
+    child with a timeout, so a regression fails instead of hanging the suite."""
+    import os
+
+    ds, _ = make_dataset(tmp_path / "d.n5", [16, 4], [16, 4], "uint16", COMPRESSIONS["gzip"])
+    (ds / "0").mkdir()
+    if kind == "fifo":
+        os.mkfifo(ds / "0/0")
+    else:
+        os.symlink("/dev/zero", ds / "0/0")
+    proc = subprocess.run(
+        [sys.executable, "-c", FIFO_CHILD, str(ds)],
+        capture_output=True, text=True, timeout=60, env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.stdout.startswith(f"N5BlockError N5 block 0/0 in {ds}: not a regular file"), proc.stdout + proc.stderr[-2000:]
+
+
+def test_block_file_larger_than_any_encoding_is_refused_before_reading(tmp_path: Path) -> None:
+    ds, codec = make_dataset(tmp_path / "d.n5", [64, 4], [64, 4], "uint16", {"type": "lz4", "blockSize": 64})
+    noise = np.random.default_rng(0).integers(0, 65535, size=(64, 4), dtype="uint16")
+    block = codec.encode_block(noise)
+    assert len(block) > 1.3 * noise.nbytes  # lz4 pieces of 64 bytes: the worst legal expansion
+    put(ds, "0/0", block)
+    arr = napari_n5zarr.open(ds)
+    np.testing.assert_array_equal(arr[...], noise)
+    put(ds, "0/0", block + bytes(2 * noise.nbytes + 8 + 65536))
+    with pytest.raises(N5BlockError, match=named(ds, "0/0") + r"block file of \d+ bytes; a \[64, 4\] block of 2-byte elements needs at most 66568"):
+        arr[...]

@@ -12,9 +12,13 @@ never ``attributes.json`` itself.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import WrapperStore
@@ -86,7 +90,7 @@ class N5DefaultStore(_ReadsThroughGet):
         super().__init__(store)
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
-        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # -> (shape, blockSize)
+        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}  # -> (shape, blockSize, itemsize)
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -114,9 +118,38 @@ class N5DefaultStore(_ReadsThroughGet):
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
             block = doc["chunk_grid"]["configuration"]["chunk_shape"]
-            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block))
-        except (KeyError, TypeError, ValueError):
+            itemsize = np.dtype(str(doc["data_type"])).itemsize
+            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block), itemsize)
+        except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
             self._array_grid.pop(prefix, None)
+
+    def _check_block_file(self, key: str) -> None:
+        """Before reading a local block file: refuse a FIFO or device (a read would hang or never
+        end, e.g. a link to /dev/zero) and a file far larger than any encoding of the block
+        (an N5 block compresses to at most ~1.33x its raw size: lz4 pieces of 64 bytes).
+        One ``stat``; other stores (zip, remote) are read as they are."""
+        root = getattr(self._store, "root", None)
+        if type(self._store).__name__ != "LocalStore" or root is None:
+            return
+        location = self._block_location(key)
+        if location is None:
+            return
+        try:
+            info = os.stat(os.path.join(root, key))
+        except OSError:
+            return  # missing (fill value) or unreadable: the store's own read decides
+        where = f"N5 block {key} in {self.container}"
+        if not stat.S_ISREG(info.st_mode):
+            raise N5BlockError(f"{where}: not a regular file (a FIFO, device or socket); refused")
+        grid = self._array_grid.get(location[0])
+        if grid is not None:
+            raw = math.prod(grid[1]) * grid[2]
+            limit = 2 * raw + 4 * len(grid[1]) + 65536
+            if info.st_size > limit:
+                raise N5BlockError(
+                    f"{where}: block file of {info.st_size} bytes; a {list(grid[1])} block of "
+                    f"{grid[2]}-byte elements needs at most {limit} in any N5 compression"
+                )
 
     def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
         """(array prefix, grid index) when ``key`` is a block of an array read so far."""
@@ -162,7 +195,7 @@ class N5DefaultStore(_ReadsThroughGet):
             header = parse_header(head)
             grid = self._array_grid.get(prefix)
             if grid is not None and len(header.shape) == len(index) == len(grid[0]):
-                _check_position(header.shape, index, *grid)
+                _check_position(header.shape, index, grid[0], grid[1])
         except N5BlockError as e:
             raise located(e, where) from None
         try:
@@ -174,6 +207,7 @@ class N5DefaultStore(_ReadsThroughGet):
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
+            self._check_block_file(key)
             value = await self._store.get(key, prototype, byte_range)
             return self._check_block(key, value) if byte_range is None else value
         raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
@@ -185,6 +219,7 @@ class N5DefaultStore(_ReadsThroughGet):
         proto = prototype or default_buffer_prototype()
         prefix = _meta_prefix(key)
         if prefix is None:
+            self._check_block_file(key)
             value = self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
             return self._check_block(key, value) if byte_range is None else value
         raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
