@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def test_non_default_block_modes_refused_with_key_and_mode(tmp_path: Path, mode:
     else:
         block = struct.pack(">HI", 2, 24) + bytes(24)
     put_block(ds, block)
-    with pytest.raises(N5BlockError, match=rf"'0/0'.*{name} mode \(mode {mode}\)"):
+    with pytest.raises(N5BlockError, match=rf"^N5 block 0/0 in {re.escape(str(ds))}: {name} mode \(mode {mode}\)"):
         napari_n5zarr.open(ds)[...]
 
 
@@ -55,26 +56,26 @@ def test_codec_alone_names_the_mode(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "shape,match",
-    [((0, 3), "zero extent"), ((4000000, 3), "not plausible"), ((4, 3, 1), "3 dimensions")],
+    [((0, 3), r"header shape \[0, 3\]"), ((4000000, 3), r"header shape \[4000000, 3\]"), ((4, 3, 1), "3 dimensions")],
 )
 def test_absurd_headers_refused_before_allocation(tmp_path: Path, shape: tuple, match: str) -> None:
     ds = make_dataset(tmp_path / "d")
     put_block(ds, encode_header(shape) + bytes(24))
-    with pytest.raises(N5BlockError, match=match):
+    with pytest.raises(N5BlockError, match=rf"^N5 block 0/0 in {re.escape(str(ds))}: .*{match}"):
         napari_n5zarr.open(ds)[...]
 
 
 def test_short_block_refused(tmp_path: Path) -> None:
     ds = make_dataset(tmp_path / "d")
     put_block(ds, encode_header((4, 3)) + bytes(10))
-    with pytest.raises(N5BlockError, match="needs 24"):
+    with pytest.raises(N5BlockError, match=r"^N5 block 0/0 in .*: raw payload holds 10 bytes, the header shape needs 24"):
         napari_n5zarr.open(ds)[...]
 
 
 def test_corrupt_compressed_block_refused(tmp_path: Path) -> None:
     ds = make_dataset(tmp_path / "d", {"compression": {"type": "gzip"}})
     put_block(ds, encode_header((4, 3)) + b"not gzip at all")
-    with pytest.raises(N5BlockError, match="cannot decompress"):
+    with pytest.raises(N5BlockError, match=r"^N5 block 0/0 in .*: (corrupt|truncated) gzip"):
         napari_n5zarr.open(ds)[...]
 
 

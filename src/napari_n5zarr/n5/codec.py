@@ -25,8 +25,9 @@ from zarr.core.dtype import parse_data_type
 from zarr.core.common import JSON, parse_named_configuration
 from zarr.core.metadata.v3 import parse_codecs
 
+from napari_n5zarr.n5 import bounded
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, BlockHeader, encode_header, parse_header
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 
 CODEC_NAME = "n5_default"
 N5_DTYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64")
-MAX_HEADER_GROWTH = 2
-"""A block header may exceed the chunk shape by at most this factor per axis."""
 
 
 def default_chain(ndim: int, dtype: Any, compressor: BytesBytesCodec | dict | None = None) -> list:
@@ -136,32 +135,39 @@ class N5DefaultCodec(ArrayBytesCodec):
         return None if comp is None else fast_compressor(comp.to_dict())
 
     # -- decode ----------------------------------------------------------------------
-    def decode_block(self, data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None = None) -> np.ndarray:
-        """Decode one N5 block at its own (header) shape; N5 order, native byte order."""
+    def decode_block(
+        self, data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None = None, where: str | None = None
+    ) -> np.ndarray:
+        """Decode one N5 block at its own (header) shape; N5 order, native byte order.
+
+        ``where`` names the block in errors (``"N5 block 0/1 in /data/x.n5"``).
+        """
         raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
-        header = _validated_header(raw, ndim)
-        return self._payload_to_array(raw[header.size :], header.shape, np.dtype(dtype))
+        try:
+            header = _validated_header(raw, ndim)
+            return self._payload_to_array(raw[header.size :], header.shape, np.dtype(dtype))
+        except N5BlockError as e:
+            raise located(e, where) from None
 
     def _payload_to_array(self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Decompress to exactly what ``shape`` needs (more or less is corrupt) and view it."""
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
         comp = self.compressor
-        if comp is not None:
+        if comp is None:
+            bounded.raw_check(payload, nbytes)
+        else:
             try:
-                if self._fast_decompress is not None:
+                if self._fast_decompress is not None:  # every N5 compression: bounded, exact
                     payload = np.frombuffer(self._fast_decompress(payload.data, nbytes), dtype=np.uint8)
-                else:
+                else:  # a bytes->bytes codec N5 has no name for (Zarr-only arrays)
                     out = comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
-                    payload = out.as_numpy_array()
+                    payload = bounded.raw_check(out.as_numpy_array(), nbytes)
             except N5BlockError:
                 raise
             except Exception as e:  # corrupt data: say so, not a deep library traceback
-                raise N5BlockError(f"cannot decompress N5 block ({_name(comp)}): {e}") from None
-        if payload.size < nbytes:
-            raise N5BlockError(
-                f"N5 block holds {payload.size} bytes, its header shape {list(shape)} needs {nbytes}"
-            )
-        stored = payload[:nbytes].view(dtype.newbyteorder(">") if dtype.itemsize > 1 else dtype)
+                raise N5BlockError(f"cannot decompress ({_name(comp)}): {e}") from None
+        stored = payload.view(dtype.newbyteorder(">") if dtype.itemsize > 1 else dtype)
         # C order of the reversed shape == F order of the N5 shape: .T is a free view.
         return stored.reshape(shape[::-1]).T
 
@@ -169,8 +175,11 @@ class N5DefaultCodec(ArrayBytesCodec):
         dtype = chunk_spec.dtype.to_native_dtype()
         chunk_shape = chunk_spec.shape
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
-        header = _validated_header(raw, len(chunk_shape), chunk_shape)
-        block = self._payload_to_array(raw[header.size :], header.shape, dtype)
+        try:
+            header = _validated_header(raw, len(chunk_shape), chunk_shape)
+            block = self._payload_to_array(raw[header.size :], header.shape, dtype)
+        except N5BlockError as e:  # name the block: our store labels the buffers it returns
+            raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
         # One pass: byte swap + transpose (+ crop) into a native C-order chunk.
         if header.shape == tuple(chunk_shape):
             out = np.empty(chunk_shape, dtype=dtype)
@@ -223,21 +232,24 @@ class N5DefaultCodec(ArrayBytesCodec):
 
 
 def _validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None) -> BlockHeader:
-    """Parse a block header and refuse what cannot be array data, before any allocation."""
+    """Parse a block header and refuse what cannot be array data, before any allocation.
+
+    Position-free (the codec never learns which block it decodes): the header shape may not
+    exceed the chunk shape on any axis. The store, which knows the key, checks more
+    (:meth:`~napari_n5zarr.n5.stores.N5DefaultStore._check_block`).
+    """
     header = parse_header(raw)
     if header.mode != MODE_DEFAULT:
         raise N5BlockError(
-            f"N5 block in {MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
+            f"{MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
             "only default-mode (0) blocks hold array data"
         )
     if ndim is not None and len(header.shape) != ndim:
-        raise N5BlockError(f"N5 block header has {len(header.shape)} dimensions, the array has {ndim}")
+        raise N5BlockError(f"header has {len(header.shape)} dimensions, the array has {ndim}")
     if any(s == 0 for s in header.shape):
-        raise N5BlockError(f"N5 block header shape {list(header.shape)} has a zero extent")
-    if chunk_shape is not None and any(h > MAX_HEADER_GROWTH * c for h, c in zip(header.shape, chunk_shape, strict=True)):
-        raise N5BlockError(
-            f"N5 block header shape {list(header.shape)} is not plausible for block size {list(chunk_shape)}"
-        )
+        raise N5BlockError(f"header shape {list(header.shape)} has a zero extent")
+    if chunk_shape is not None and any(h > c for h, c in zip(header.shape, chunk_shape, strict=True)):
+        raise N5BlockError(f"header shape {list(header.shape)} exceeds the block size {list(chunk_shape)}")
     return header
 
 

@@ -1,24 +1,21 @@
 """The ONE table mapping N5 ``compression`` objects to Zarr v3 bytes->bytes codecs.
 
 Both directions (reading attributes.json, writing it from zarr.json) go through
-:data:`COMPRESSIONS`. Each row also names a fast ``decompress`` used by the ``n5_default``
-codec when it knows the decoded size (avoids copies; reads zstd frames without a content
-size, which numcodecs' Zstd refuses).
+:data:`COMPRESSIONS`. Each row also names the ``decompress`` the ``n5_default`` codec uses:
+from :mod:`.bounded`, it decodes to exactly the size the block header needs or refuses the
+block, never allocating more (avoids copies; reads zstd frames without a content size,
+which numcodecs' Zstd refuses).
 """
 
 from __future__ import annotations
 
-import threading
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import deflate
-import lz4.block
-import zstandard
 
-from napari_n5zarr.n5 import lz4block
+from napari_n5zarr.n5 import bounded, lz4block
 from napari_n5zarr.n5.errors import N5FormatError
 
 JSONDict = dict[str, Any]
@@ -43,48 +40,12 @@ def _gzip_level(params: JSONDict) -> int:
     return level
 
 
-def _gzip_decompress(data: memoryview, size: int) -> bytes:
-    # libdeflate is ~2x faster than zlib and releases the GIL (stdlib zlib did not scale
-    # past one core here); zlib with wbits 47 (auto-detect gzip/zlib) is the fallback for
-    # what libdeflate refuses (e.g. multi-member gzip) and for writers that mix the headers.
-    try:
-        if bytes(data[:2]) == b"\x1f\x8b":
-            return deflate.gzip_decompress(data)
-        return deflate.zlib_decompress(data, size)
-    except (ValueError, deflate.DeflateError):
-        return zlib.decompress(data, 47, size)
-
-
 def _gzip_compress(data: memoryview, config: JSONDict) -> bytes:
     return deflate.gzip_compress(data, int(config.get("level", 6)))
 
 
 def _zlib_compress(data: memoryview, config: JSONDict) -> bytes:
     return deflate.zlib_compress(data, int(config.get("level", 6)))
-
-
-_ZSTD = threading.local()  # ZstdDecompressor instances are not thread safe
-
-
-def _zstd_decompress(data: memoryview, size: int) -> bytes:
-    decompressor = getattr(_ZSTD, "d", None)
-    if decompressor is None:
-        decompressor = _ZSTD.d = zstandard.ZstdDecompressor()
-    # max_output_size makes frames without a content size (older tensorstore) decodable.
-    return decompressor.decompress(data, max_output_size=max(size, 1))
-
-
-def _lz4_decompress(data: memoryview, size: int) -> bytes:
-    """n5-java's LZ4Block stream; also the bare LZ4 block z5py writes and numcodecs' framing
-    (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
-    if bytes(data[:8]) == lz4block.MAGIC:
-        return lz4block.decompress(data)
-    if len(data) >= 4 and int.from_bytes(data[:4], "little") == size:
-        try:
-            return lz4.block.decompress(data[4:], uncompressed_size=size)
-        except lz4.block.LZ4BlockError:
-            pass
-    return lz4.block.decompress(data, uncompressed_size=size)
 
 
 def _blosc_to_zarr(p: JSONDict) -> JSONDict:
@@ -127,21 +88,21 @@ class Compression:
     """zarr codec configuration -> N5 parameters (without "type")."""
     matches_n5: Callable[[JSONDict], bool] = lambda p: True
     """Tells this row from another with the same N5 type (gzip vs gzip+useZlib)."""
-    decompress: Callable[[memoryview, int], bytes] | None = None
-    """Optional fast decompression given the decoded size."""
+    decompress: Callable[[memoryview, int], Any] | None = None
+    """Bounded decompression to exactly the given size (see :mod:`.bounded`)."""
     compress: Callable[[memoryview, JSONDict], bytes] | None = None
     """Optional fast compression given the zarr codec configuration."""
 
 
 COMPRESSIONS: tuple[Compression, ...] = (
-    Compression("raw", None, lambda p: {}, lambda c: {}),
+    Compression("raw", None, lambda p: {}, lambda c: {}, decompress=bounded.raw_check),
     Compression(
         "gzip",
         "gzip",
         lambda p: {"level": _gzip_level(p)},
         lambda c: {"level": int(c.get("level", 6)), "useZlib": False},
         matches_n5=lambda p: not p.get("useZlib", False),
-        decompress=_gzip_decompress,
+        decompress=bounded.gzip_decompress,
         compress=_gzip_compress,
     ),
     Compression(
@@ -150,7 +111,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda p: {"level": _gzip_level(p)},
         lambda c: {"level": int(c.get("level", 6)), "useZlib": True},
         matches_n5=lambda p: bool(p.get("useZlib", False)),
-        decompress=_gzip_decompress,
+        decompress=bounded.gzip_decompress,
         compress=_zlib_compress,
     ),
     Compression(
@@ -158,12 +119,14 @@ COMPRESSIONS: tuple[Compression, ...] = (
         "numcodecs.bz2",
         lambda p: {"level": min(max(_int(p, "blockSize", 9), 1), 9)},
         lambda c: {"blockSize": int(c.get("level", 9))},
+        decompress=bounded.bzip2_decompress,
     ),
     Compression(
         "xz",
         "numcodecs.lzma",
         lambda p: {"preset": _int(p, "preset", 6), "format": 1, "check": -1},
         lambda c: {"preset": int(c.get("preset") if c.get("preset") is not None else 6)},
+        decompress=bounded.xz_decompress,
     ),
     Compression(
         "lz4",
@@ -171,15 +134,15 @@ COMPRESSIONS: tuple[Compression, ...] = (
         # z5py writes blockSize 6 (a level, not a size); Java's default is 65536.
         lambda p: {"blockSize": max(_int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE), 64)},
         lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
-        decompress=_lz4_decompress,
+        decompress=bounded.lz4_decompress,
     ),
-    Compression("blosc", "blosc", _blosc_to_zarr, _blosc_to_n5),
+    Compression("blosc", "blosc", _blosc_to_zarr, _blosc_to_n5, decompress=bounded.blosc_decompress),
     Compression(
         "zstd",
         "zstd",
         lambda p: {"level": _int(p, "level", 3), "checksum": False},
         lambda c: {"level": int(c.get("level", 0))},
-        decompress=_zstd_decompress,
+        decompress=bounded.zstd_decompress,
     ),
 )
 
@@ -238,8 +201,8 @@ def zarr_to_n5(codec: JSONDict | None) -> JSONDict:
     return {"type": row.n5_type, **row.to_n5(config)}
 
 
-def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], bytes] | None:
-    """The table's fast decompression for a zarr codec name, if it has one."""
+def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], Any] | None:
+    """The table's bounded decompression for a zarr codec name (None: not an N5 compression)."""
     row = row_for_zarr_name(zarr_name)
     return None if row is None else row.decompress
 

@@ -21,3 +21,17 @@ class N5MetadataError(N5FormatError, KeyError):
 
 class N5BlockError(N5FormatError):
     """A block that cannot be decoded (unsupported mode, bad header, wrong size)."""
+
+
+BLOCK_NAME_ATTR = "_n5_block_name"
+"""Attribute an :class:`~napari_n5zarr.n5.stores.N5DefaultStore` sets on each block buffer it
+returns ("N5 block s0/0/1 in /data/x.n5"), so the codec, which never sees keys, can name
+the block in its errors."""
+
+
+def located(error: N5BlockError, where: str | None) -> N5BlockError:
+    """``error`` with the block's name in front: ``"N5 block s0/3/2/1 in /data/x.n5: ..."``."""
+    message = str(error)
+    if where and message.startswith(where):
+        return error
+    return type(error)(f"{where or 'N5 block'}: {message}")

@@ -38,23 +38,23 @@ def parse_header(data: bytes | memoryview | np.ndarray) -> BlockHeader:
     """Parse the header at the start of an N5 block."""
     buf = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data.data.cast("B")
     if len(buf) < 2:
-        raise N5BlockError(f"N5 block too short for a header ({len(buf)} bytes)")
+        raise N5BlockError(f"too short for a header ({len(buf)} bytes)")
     (mode,) = struct.unpack_from(">H", buf, 0)
     if mode == MODE_OBJECT:
         if len(buf) < 6:
-            raise N5BlockError("N5 object-mode block too short for its header")
+            raise N5BlockError("object-mode block too short for its header")
         (count,) = struct.unpack_from(">I", buf, 2)
         return BlockHeader(mode, (), count, 6)
     if mode not in (MODE_DEFAULT, MODE_VARLENGTH):
-        raise N5BlockError(f"unknown N5 block mode {mode} (expected 0 default, 1 varlength, 2 object)")
+        raise N5BlockError(f"unknown block mode {mode} (expected 0 default, 1 varlength, 2 object)")
     if len(buf) < 4:
-        raise N5BlockError("N5 block too short for its header")
+        raise N5BlockError("too short for its header")
     (ndim,) = struct.unpack_from(">H", buf, 2)
     end = header_size(ndim)
     if mode == MODE_VARLENGTH:
         end += 4
     if len(buf) < end:
-        raise N5BlockError(f"N5 block too short for a {ndim}-dimensional header ({len(buf)} bytes)")
+        raise N5BlockError(f"too short for a {ndim}-dimensional header ({len(buf)} bytes)")
     shape = struct.unpack_from(f">{ndim}I", buf, 4)
     count = struct.unpack_from(">I", buf, 4 + 4 * ndim)[0] if mode == MODE_VARLENGTH else None
     return BlockHeader(mode, tuple(shape), count, end)

@@ -67,11 +67,19 @@ def compress(data: bytes | memoryview, block_size: int = DEFAULT_BLOCK_SIZE) -> 
     return bytes(out)
 
 
-def decompress(data: bytes | memoryview) -> bytes:
-    """Decode an lz4-java LZ4Block stream, verifying every piece's checksum."""
+def decompress(data: bytes | memoryview, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
+    """Decode an lz4-java LZ4Block stream, verifying every piece's checksum.
+
+    ``max_size`` bounds the output: each piece declares its decompressed length, and the
+    running total is checked against the bound *before* the piece is allocated (a stream
+    that declares more is refused, so a forged stream cannot make the reader allocate more).
+    ``exact`` also refuses a stream that holds less than ``max_size``.
+    """
     view = memoryview(data).cast("B")
-    out = bytearray()
+    out = bytearray() if max_size is None else bytearray(max_size)
+    total = 0
     pos = 0
+    ended = False
     while pos < len(view):
         if len(view) - pos < _PIECE.size:
             raise N5BlockError("truncated LZ4Block stream (incomplete piece header)")
@@ -84,14 +92,19 @@ def decompress(data: bytes | memoryview) -> bytes:
         method = token & 0xF0
         if clen < 0 or dlen < 0 or pos + clen > len(view):
             raise N5BlockError("corrupt LZ4Block stream (bad piece length)")
-        if method == METHOD_RAW and dlen == 0:
+        if method == METHOD_RAW and dlen == 0 and clen == 0:
+            ended = True
             break  # end of stream
+        if max_size is not None and total + dlen > max_size:
+            raise N5BlockError(f"LZ4Block stream declares more than the {max_size} bytes its header shape needs")
         payload = view[pos : pos + clen]
         pos += clen
         if method == METHOD_RAW:
-            piece = bytes(payload)
+            if clen != dlen:
+                raise N5BlockError("corrupt LZ4Block stream (stored piece with two lengths)")
+            piece = payload
         elif method == METHOD_LZ4:
-            try:
+            try:  # uncompressed_size bounds lz4's output buffer
                 piece = lz4.block.decompress(payload, uncompressed_size=dlen)
             except lz4.block.LZ4BlockError as e:
                 raise N5BlockError(f"corrupt LZ4Block stream: {e}") from None
@@ -101,7 +114,19 @@ def decompress(data: bytes | memoryview) -> bytes:
             raise N5BlockError("corrupt LZ4Block stream (wrong decompressed length)")
         if _checksum(piece) != check:
             raise N5BlockError("LZ4Block checksum mismatch (corrupt block)")
-        out += piece
+        if max_size is None:
+            out += piece
+        else:
+            out[total : total + dlen] = piece
+        total += dlen
+    if max_size is not None:
+        if not ended:
+            raise N5BlockError("truncated LZ4Block stream (no end mark)")
+        if pos != len(view):
+            raise N5BlockError(f"{len(view) - pos} stray bytes after the LZ4Block end mark")
+        if exact and total != max_size:
+            raise N5BlockError(f"LZ4Block payload decompresses to {total} bytes, the header shape needs {max_size}")
+        return out if total == max_size else out[:total]
     return bytes(out)
 
 

@@ -12,15 +12,20 @@ never ``attributes.json`` itself.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import WrapperStore
 
-from napari_n5zarr.n5.errors import N5BlockError, N5MetadataError
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES
+from napari_n5zarr.n5.describe import describe_store
+from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
+from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
 from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, zarr_to_attributes
 
 if TYPE_CHECKING:
@@ -85,6 +90,7 @@ class N5DefaultStore(_ReadsThroughGet):
         super().__init__(store)
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
+        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}  # -> (shape, blockSize, itemsize)
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -97,31 +103,111 @@ class N5DefaultStore(_ReadsThroughGet):
         doc = attributes_to_zarr(_parse_json(raw, prefix + N5_JSON), path=prefix.rstrip("/") or "/")
         if doc["node_type"] == "array":
             self._array_ndim[prefix] = len(doc["shape"])
+            self._remember_grid(prefix, doc)
         return doc
 
-    def _check_block(self, key: str, value: Buffer | None) -> Buffer | None:
-        """Refuse non-default blocks with their key (the codec never sees keys)."""
-        if value is None or not self._array_ndim or key.endswith(".json"):
-            return value
+    # -- blocks: checked where the key is known -------------------------------------
+    @property
+    def container(self) -> str:
+        """Readable name of the storage (path or URL), used in error messages."""
+        name = self.__dict__.get("_container")
+        if name is None:
+            name = self.__dict__["_container"] = describe_store(self._store)
+        return name
+
+    def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
+        try:
+            block = doc["chunk_grid"]["configuration"]["chunk_shape"]
+            itemsize = np.dtype(str(doc["data_type"])).itemsize
+            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block), itemsize)
+        except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
+            self._array_grid.pop(prefix, None)
+
+    def _check_block_file(self, key: str) -> None:
+        """Before reading a local block file: refuse a FIFO or device (a read would hang or never
+        end, e.g. a link to /dev/zero) and a file far larger than any encoding of the block
+        (an N5 block compresses to at most ~1.33x its raw size: lz4 pieces of 64 bytes).
+        One ``stat``; other stores (zip, remote) are read as they are."""
+        root = getattr(self._store, "root", None)
+        if type(self._store).__name__ != "LocalStore" or root is None:
+            return
+        location = self._block_location(key)
+        if location is None:
+            return
+        try:
+            info = os.stat(os.path.join(root, key))
+        except OSError:
+            return  # missing (fill value) or unreadable: the store's own read decides
+        where = f"N5 block {key} in {self.container}"
+        if not stat.S_ISREG(info.st_mode):
+            raise N5BlockError(f"{where}: not a regular file (a FIFO, device or socket); refused")
+        grid = self._array_grid.get(location[0])
+        if grid is not None:
+            raw = math.prod(grid[1]) * grid[2]
+            limit = 2 * raw + 4 * len(grid[1]) + 65536
+            if info.st_size > limit:
+                raise N5BlockError(
+                    f"{where}: block file of {info.st_size} bytes; a {list(grid[1])} block of "
+                    f"{grid[2]}-byte elements needs at most {limit} in any N5 compression"
+                )
+
+    def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(array prefix, grid index) when ``key`` is a block of an array read so far."""
+        if not self._array_ndim or key.endswith(".json"):
+            return None
         parts = key.split("/")
         for ndim in set(self._array_ndim.values()):
             if len(parts) < ndim:
                 continue
             prefix = "/".join(parts[:-ndim])
-            if self._array_ndim.get(prefix + "/" if prefix else "") != ndim:
+            prefix = prefix + "/" if prefix else ""
+            if self._array_ndim.get(prefix) != ndim:
                 continue
-            head = value.as_numpy_array()[:2].tobytes()
-            mode = int.from_bytes(head, "big") if len(head) == 2 else MODE_DEFAULT
+            try:
+                return prefix, tuple(int(p) for p in parts[-ndim:])
+            except ValueError:
+                return None
+        return None
+
+    def _check_block(self, key: str, value: Buffer | None) -> Buffer | None:
+        """Check a block's header where the key is known, and name the block on its buffer.
+
+        Refuses non-default modes, and header shapes that the block's position makes
+        impossible: a header must be the full ``blockSize`` (padded, tensorstore/zarr 2) or
+        exactly the part of the block inside the array on every axis (truncated, n5-java/
+        z5py). Interior blocks therefore must be full. O(header): reads only the header.
+        The codec (which never sees keys) reads the name from the buffer for its own errors.
+        """
+        if value is None:
+            return value
+        location = self._block_location(key)
+        if location is None:
+            return value
+        where = f"N5 block {key} in {self.container}"
+        prefix, index = location
+        head = value.as_numpy_array()
+        try:
+            mode = int.from_bytes(head[:2].tobytes(), "big") if head.size >= 2 else MODE_DEFAULT
             if mode != MODE_DEFAULT:
                 raise N5BlockError(
-                    f"N5 block {key!r} is in {MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); "
-                    "only default-mode (0) blocks are supported"
+                    f"{MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); only default-mode (0) blocks are supported"
                 )
+            header = parse_header(head)
+            grid = self._array_grid.get(prefix)
+            if grid is not None and len(header.shape) == len(index) == len(grid[0]):
+                _check_position(header.shape, index, grid[0], grid[1])
+        except N5BlockError as e:
+            raise located(e, where) from None
+        try:
+            setattr(value, BLOCK_NAME_ATTR, where)
+        except AttributeError:  # a buffer class with __slots__: errors then lack the name
+            pass
         return value
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
+            self._check_block_file(key)
             value = await self._store.get(key, prototype, byte_range)
             return self._check_block(key, value) if byte_range is None else value
         raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
@@ -133,6 +219,7 @@ class N5DefaultStore(_ReadsThroughGet):
         proto = prototype or default_buffer_prototype()
         prefix = _meta_prefix(key)
         if prefix is None:
+            self._check_block_file(key)
             value = self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
             return self._check_block(key, value) if byte_range is None else value
         raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
@@ -267,3 +354,23 @@ class ImplicitGroupStore(_ReadsThroughGet):
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         if not await self._store.exists(key):
             await self._store.set(key, value)
+
+
+def _check_position(
+    header: tuple[int, ...], index: tuple[int, ...], shape: tuple[int, ...], block: tuple[int, ...]
+) -> None:
+    """Only edge blocks may be truncated, and only to the array's extent (all axes at once,
+    as n5-java and z5py write them); any other header shape is corrupt."""
+    if header == block:
+        return
+    inside = tuple(max(0, min(b, n - i * b)) for i, n, b in zip(index, shape, block, strict=True))
+    if header == inside:
+        return
+    if inside == block:
+        raise N5BlockError(
+            f"header shape {list(header)} in an interior block; it must be the block size {list(block)}"
+        )
+    raise N5BlockError(
+        f"header shape {list(header)} is neither the block size {list(block)} nor the "
+        f"array's extent in this edge block {list(inside)}"
+    )
