@@ -85,19 +85,23 @@ def _join(*parts: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
-    """One node of a hierarchy. Per-axis tuples are in napari order (slowest axis first)."""
+    """One node of a hierarchy. Per-axis tuples are in napari order (slowest axis first).
+
+    Kept small on purpose (slots, metadata kept as the stored bytes and parsed on demand):
+    a listing holds tens of thousands of nodes, and every long-lived container object
+    lengthens CPython's full garbage collections, which stall the GUI thread."""
 
     name: str
     path: str
     """Relative to the tree's root ("" for the root)."""
     kind: str
     """"group", "array", "pyramid" (a group opened as one multiscale image) or "error"."""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    """The node's own metadata document as stored (attributes.json, else zarr.json's attributes)."""
-    zarr_doc: dict[str, Any] | None = None
-    """The Zarr v3 view (zarr.json, translated from attributes.json for N5)."""
+    raw: bytes = b""
+    """The metadata document as stored: attributes.json for N5, else zarr.json."""
+    array_shape: tuple[int, ...] = ()
+    """Shape in the stored order (N5 ``dimensions``; zarr.json ``shape``)."""
     shape: tuple[int, ...] = ()
     axes: tuple[str, ...] = ()
     dtype: str = ""
@@ -120,6 +124,36 @@ class Node:
     """A zarr.json is present."""
     inherited: dict[str, Any] = field(default_factory=dict, repr=False)
     """Attributes children inherit (N5 Viewer/neuroglancer resolution, units, axes)."""
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """The node's metadata as stored (attributes.json, else zarr.json's attributes)."""
+        if not self.raw:
+            return {}
+        try:
+            doc = json.loads(self.raw)
+        except (ValueError, RecursionError):
+            return {}
+        if not isinstance(doc, dict):
+            return {}
+        return doc if self.n5 else dict(doc.get("attributes") or {})
+
+    @property
+    def zarr_doc(self) -> dict[str, Any] | None:
+        """The Zarr v3 view (zarr.json; translated from attributes.json for N5)."""
+        if self.kind == "error":
+            return None
+        if not self.raw:
+            return {"zarr_format": 3, "node_type": "group", "attributes": {}}
+        try:
+            doc = json.loads(self.raw)
+            if not self.n5:
+                return doc
+            from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+            return attributes_to_zarr(doc, path=self.path or "/")
+        except Exception:
+            return None
 
     @property
     def has_children(self) -> bool:
@@ -523,22 +557,25 @@ class Tree:
             if isinstance(n5_raw, BaseException):
                 raise n5_raw
             if n5_raw is not None:
+                node.raw = n5_raw
                 self._fill_from_n5(node, _parse(n5_raw))
             elif isinstance(zarr_raw, BaseException):
                 raise zarr_raw
             elif zarr_raw is not None:
+                node.raw = zarr_raw
                 self._fill_from_zarr(node, _parse(zarr_raw))
             elif not path or self._source.is_group_dir(path):
-                node.zarr_doc = {"zarr_format": 3, "node_type": "group", "attributes": {}}
+                pass  # an implicit group (N5 groups need no attributes.json)
             else:
                 return None  # a stray file: not a node
         except Exception as exc:
             node.kind = "error"
             node.error = _error_text(exc, self._source.where(_join(path, N5_JSON if node.n5 else ZARR_JSON)), path)
             return node
-        node.inherited = {**inherited, **{k: node.attributes[k] for k in _INHERITABLE if k in node.attributes}}
+        own = {k: attrs[k] for k in _INHERITABLE if k in attrs} if (attrs := node.attributes) else {}
+        node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
-            self._calibrate_array(node, inherited)
+            self._calibrate_array(node, inherited, attrs)
         return node
 
     def _fill_from_n5(self, node: Node, attrs: Any) -> None:
@@ -548,12 +585,12 @@ class Tree:
         where = node.path or "/"  # errors are prefixed with the file's location by _node
         if not isinstance(attrs, dict):
             raise N5MetadataError(f"attributes.json must hold a JSON object, got {type(attrs).__name__}")
-        node.attributes = attrs
-        node.zarr_doc = attributes_to_zarr(attrs, path=where)
+        doc = attributes_to_zarr(attrs, path=where)
         if not is_dataset(attrs):
             return
-        _validate_array(node.zarr_doc, where)
+        _validate_array(doc, where)
         node.kind = "array"
+        node.array_shape = tuple(int(d) for d in doc["shape"])
         node.dtype = str(attrs["dataType"])
         node.blocks = tuple(int(b) for b in attrs["blockSize"])[::-1]
         node.compression = compression_text(normalize_n5(attrs))
@@ -562,8 +599,6 @@ class Tree:
         where = node.path or "/"
         if not isinstance(doc, dict):
             raise N5MetadataError("zarr.json must hold a JSON object")
-        node.zarr_doc = doc
-        node.attributes = dict(doc.get("attributes") or {})
         kind = doc.get("node_type")
         if doc.get("zarr_format") != 3 or kind not in ("array", "group"):
             raise N5MetadataError(f"not Zarr v3 metadata (zarr_format {doc.get('zarr_format')!r}, node_type {kind!r})")
@@ -571,23 +606,20 @@ class Tree:
             return
         _validate_array(doc, where)
         node.kind = "array"
+        node.array_shape = tuple(int(d) for d in doc.get("shape") or ())
         node.dtype = str(doc.get("data_type"))
         chunks = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or []
         node.blocks = tuple(int(c) for c in chunks)[::-1]
         node.compression = _zarr_compression(doc)
 
-    def _array_shape(self, node: Node) -> tuple[int, ...]:
-        """Shape in the order the spatial functions use (N5 order for N5 nodes)."""
-        return tuple(int(s) for s in (node.zarr_doc or {}).get("shape") or ())
-
-    def _info(self, node: Node) -> spatial.ArrayInfo:
+    def _info(self, node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
         from napari_n5zarr.n5.metadata import user_attributes
 
-        attrs = user_attributes(node.attributes) if node.n5 else node.attributes
-        return spatial.ArrayInfo(attrs, self._array_shape(node), node.dtype)
+        attrs = node.attributes if attributes is None else attributes
+        return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
 
-    def _calibrate_array(self, node: Node, inherited: dict[str, Any]) -> None:
-        info = self._info(node)
+    def _calibrate_array(self, node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> None:
+        info = self._info(node, attrs)
         cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
         node.shape = info.shape[::-1]
         node.scale, node.translate = cal.scale[::-1], cal.translate[::-1]
