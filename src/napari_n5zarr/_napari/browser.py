@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qtpy.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from qtpy.QtCore import QEvent, QObject, QSize, Qt, QTimer, Signal
 from qtpy.QtGui import QBrush, QColor, QFont, QImage, QPixmap
 from qtpy.QtWidgets import (
     QAbstractItemView,
@@ -49,9 +49,10 @@ if TYPE_CHECKING:
 COLUMNS = ("name", "shape", "dtype", "kind", "compression", "blocks", "voxel", "size")
 """Columns in order of importance: at the default dock width (~315 px) name, shape and
 dtype are visible; the rest scroll into view and are all in the details pane."""
-WIDTHS = (120, 110, 52, 120, 80, 80, 110, 70)
+WIDTHS = (120, 118, 50, 130, 80, 80, 120, 70)
 HEADERS = {"name": "name", "shape": "shape", "dtype": "dtype", "kind": "kind", "compression": "compression",
            "blocks": "blocks", "voxel": "voxel size", "size": "size"}  # fmt: skip
+DOCK_WIDTH = 315
 BUDGET_S = 0.012
 """GUI time spent per event-loop turn putting results into the tree."""
 RECENT_MAX = 12
@@ -136,6 +137,13 @@ class _Tree(QTreeWidget):
             return
         super().keyPressEvent(event)
 
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
+        """The name column takes what shape and dtype leave (they stay visible)."""
+        super().resizeEvent(event)
+        bar = self.verticalScrollBar().sizeHint().width() if self.verticalScrollBar().isVisible() else 0
+        room = event.size().width() - 2 * self.frameWidth() - bar - WIDTHS[1] - WIDTHS[2]
+        self.setColumnWidth(0, max(WIDTHS[0], room))
+
     def viewportEvent(self, event: Any) -> bool:  # noqa: N802
         if event.type() == QEvent.Type.ToolTip:
             item = self.itemAt(event.pos())
@@ -186,6 +194,8 @@ class BrowserWidget(QWidget):
 
         self.combo = QComboBox(editable=True)
         self.combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setMinimumContentsLength(12)  # a long path must not widen the dock
         self.combo.addItems(self._recent)
         self.combo.setCurrentIndex(-1)
         self.combo.setToolTip("Folder, .zip, BigDataViewer .xml, s3://… or https://… (Enter loads; recent locations in the list)")
@@ -212,6 +222,7 @@ class BrowserWidget(QWidget):
         self.tree.setHeaderLabels([HEADERS[c] for c in COLUMNS])
         self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.tree.setUniformRowHeights(True)
+        self.tree.setIndentation(12)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.tree.setExpandsOnDoubleClick(True)
         header = self.tree.header()
@@ -395,7 +406,8 @@ class BrowserWidget(QWidget):
         self.combo.addItems(self._recent)
         self.combo.setCurrentIndex(0)
         self.combo.blockSignals(False)
-        item = self._make_item(tree.root, label=tree.location)
+        label = tree.location.rstrip("/").rsplit("/", 1)[-1] or tree.location  # full path: combo and tooltip
+        item = self._make_item(tree.root, label=label)
         self.tree.addTopLevelItem(item)
         if tree.root.has_children:
             item.setExpanded(True)  # lists the first level (lazily, in the background)
@@ -789,6 +801,10 @@ class BrowserWidget(QWidget):
         )
         if name:
             self.load(name)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        """napari's usual dock width: name, shape and dtype fit without scrolling."""
+        return QSize(DOCK_WIDTH, super().sizeHint().height())
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802
         self._gen += 1
