@@ -239,3 +239,54 @@ def test_cli_info_one_node_in_full(tmp_path: Path, capsys) -> None:
     ms = doc["multiscales"][0]
     assert ms["scale"] == [3.0, 1.0, 1.0] and ms["axes"] == ["z", "y", "x"]
     assert ms["levels"][0] == {"path": "s0", "shape": [9, 20, 30]}
+
+
+BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<SpimData version="0.2">
+  <BasePath type="relative">.</BasePath>
+  <SequenceDescription>
+    <ImageLoader format="bdv.n5" version="1.0"><n5 type="relative">c.n5</n5></ImageLoader>
+    <ViewSetups>
+      <ViewSetup><id>0</id><name>0</name><size>20 12 6</size>
+        <voxelSize><unit>µm</unit><size>0.1 0.2 1.5</size></voxelSize></ViewSetup>
+    </ViewSetups>
+    <Timepoints type="range"><first>0</first><last>2</last></Timepoints>
+  </SequenceDescription>
+</SpimData>
+"""
+
+
+def test_bigdataviewer_xml_setup_is_one_pyramid(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    (root / "setup0").mkdir(parents=True)
+    (root / "setup0/attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"}))
+    for t in range(3):
+        dataset(root / f"setup0/timepoint{t}/s0", dims=(20, 12, 6), block=(8, 8, 6))
+        dataset(root / f"setup0/timepoint{t}/s1", dims=(10, 6, 3), block=(8, 8, 3), downsamplingFactors=[2, 2, 2])
+    (tmp_path / "dataset.xml").write_text(BDV_XML)
+    tree = open_tree(tmp_path / "dataset.xml")
+    assert tree.n5_location == str(root)
+    (setup,) = tree.children(tree.root)
+    assert (setup.kind, setup.convention, setup.timepoints) == ("pyramid", "bdv-xml", 3)  # voxel size from the XML
+    assert setup.kind_text == "BigDataViewer, 2 levels, 3 timepoints"
+    assert setup.row()["voxel"].endswith("1.5 × 0.2 × 0.1 µm")  # the XML's voxel size (t first)
+    assert [c.name for c in tree.children(setup)] == ["timepoint0", "timepoint1", "timepoint2"]
+
+
+def test_listing_over_http(tmp_path: Path, corpus_dir: Path) -> None:
+    """A URL lists through fsspec (the served folder's index pages) like a folder."""
+    import functools
+    import http.server
+    import threading
+
+    shutil.copytree(corpus_dir / "zarr_implementations/data/n5-java.n5", tmp_path / "j.n5")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tree = open_tree(f"http://127.0.0.1:{server.server_port}/j.n5")
+        kids = tree.children(tree.root)
+        assert [c.name for c in kids] == ["bzip2", "gzip", "lz4", "raw", "xz"]
+        assert kids[0].shape == (512, 512, 3) and kids[0].compression == "bzip2 9"
+    finally:
+        server.shutdown()

@@ -56,6 +56,7 @@ _CONVENTIONS = {
     "ngff": "OME-NGFF",
     "ome-ngff": "OME-NGFF",
     "bdv": "BigDataViewer",
+    "bdv-xml": "BigDataViewer",
     "neuroglancer": "neuroglancer",
     "tensorstore": "tensorstore",
     "imagej": "ImageJ",
@@ -248,11 +249,14 @@ def _unit(unit: str | None) -> str:
 
 
 def voxel_text(scale: Sequence[float], units: Sequence[str | None]) -> str:
-    """``40 × 4 × 4 nm`` (napari order); mixed units are given per axis."""
+    """``40 × 4 × 4 nm`` (napari order); mixed units are given per axis; axes without a
+    unit are left out when others have one."""
     if not scale:
         return ""
-    names = [_unit(units[i] if i < len(units) else None) for i in range(len(scale))]
-    values = [f"{s:g}" for s in scale]
+    known = [i for i in range(len(scale)) if i < len(units) and units[i]]
+    keep = known if known else list(range(len(scale)))  # axes without a unit (t, c) are left out
+    names = [_unit(units[i] if i < len(units) else None) for i in keep]
+    values = [f"{scale[i]:g}" for i in keep]
     if len(set(names)) == 1:
         return f"{' × '.join(values)} {names[0]}"
     return " × ".join(f"{v} {u}" for v, u in zip(values, names, strict=True))
