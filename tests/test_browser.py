@@ -293,3 +293,15 @@ def test_view_docks_the_browser_with_path_loaded(make_napari_viewer, qtbot, pyra
     wait_listed(qtbot, browser)
     assert browser.location.text() == str(pyramid)
     assert child_names(browser.tree.topLevelItem(0)) == ["img"]
+
+
+def test_loading_another_location_drops_the_first(browser, qtbot, tmp_path: Path) -> None:
+    big = write_container(tmp_path / "big.n5", [f"d{i:04d}" for i in range(3000)])
+    small = write_container(tmp_path / "small.n5", ["only"])
+    browser.load(str(big))
+    browser.load(str(small))  # while the first is still being read
+    wait_listed(qtbot, browser)
+    qtbot.wait(200)
+    assert browser.tree.topLevelItemCount() == 1
+    assert child_names(browser.tree.topLevelItem(0)) == ["only"]
+    assert browser.tree_model.location == str(small) and not browser.busy

@@ -58,15 +58,23 @@ def test_broken_node_in_place_siblings_listed(tmp_path: Path) -> None:
     dataset(root / "g/str", dtype="string")
     (root / "g/json").mkdir()
     (root / "g/json/attributes.json").write_text("{not json")
+    (root / "g/deep").mkdir()
+    (root / "g/deep/attributes.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (root / "g/huge").mkdir()
+    with open(root / "g/huge/attributes.json", "wb") as f:
+        f.truncate(17 * 2**20)  # sparse: over the metadata limit without writing it
     (root / "stray.txt").write_text("not a node")
     tree = open_tree(root)
     assert [c.name for c in tree.children(tree.root)] == ["g"]  # a stray file is not a node
     kids = tree.children(tree.children(tree.root)[0])
-    assert [(c.name, c.kind) for c in kids] == [("a", "array"), ("bad", "error"), ("c", "array"), ("json", "error"), ("str", "error")]
+    assert [(c.name, c.kind) for c in kids] == [("a", "array"), ("bad", "error"), ("c", "array"), ("deep", "error"),
+                                                ("huge", "error"), ("json", "error"), ("str", "error")]  # fmt: skip
     bad = kids[1]
     assert str(root / "g/bad/attributes.json") in bad.error and "22" in bad.error  # zstd levels end at 22
-    assert str(root / "g/json/attributes.json") in kids[3].error and "not valid JSON" in kids[3].error
-    assert "'string'" in kids[4].error
+    assert "nested too deeply" in kids[3].error
+    assert "metadata limit" in kids[4].error
+    assert str(root / "g/json/attributes.json") in kids[5].error and "not valid JSON" in kids[5].error
+    assert "'string'" in kids[6].error
     assert not bad.openable and bad.problem == bad.error
 
 

@@ -317,7 +317,7 @@ class BrowserWidget(QWidget):
 
     def _deliver(self, payload: tuple[int, Callable[[], Any]]) -> None:
         gen, action = payload
-        if gen != self._gen and action != self._job_done:
+        if gen != self._gen:  # a previous location's work (its job count was reset)
             return
         self._pending.append(action)
         if not self._drain_timer.isActive():
@@ -374,6 +374,7 @@ class BrowserWidget(QWidget):
         self._submit(self._lister, work)
 
     def _reset(self) -> None:
+        self._jobs = 0
         self._permits = threading.Semaphore(1)
         self._walking = False
         self._expand_everything = False
