@@ -67,12 +67,20 @@ def spare_gui_from_full_collections() -> None:
     Measured here: in a napari window every full collection walks napari's whole heap and
     stalls the GUI thread 110-460 ms, and listing 50,000 nodes (one Python object each for
     the node and its row) triggers several. Frozen objects are still freed by reference
-    counting as usual; only reference cycles among them wait for ``gc.unfreeze()``. Called
-    after each page of rows, so the heap a collection walks stays small.
+    counting as usual; only reference cycles among them wait for ``gc.unfreeze()``, which
+    :func:`release_frozen` calls when the widget goes away. Called after each page of rows,
+    so the heap a collection walks stays small.
     """
     import gc
 
     gc.freeze()
+
+
+def release_frozen(*_args: Any) -> None:
+    """``gc.unfreeze()``: frozen objects are collectable again (the widget is gone)."""
+    import gc
+
+    gc.unfreeze()
 
 
 def recent_file() -> Path:
@@ -191,6 +199,7 @@ class BrowserWidget(QWidget):
         self._bridge.result.connect(self._deliver)
         self._drain_timer = QTimer(self, singleShot=True, interval=0)
         self._drain_timer.timeout.connect(self._drain)
+        self.destroyed.connect(release_frozen)
 
         self.combo = QComboBox(editable=True)
         self.combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -507,6 +516,7 @@ class BrowserWidget(QWidget):
 
     _expand_everything = False
     _walking = False
+    _filter_gen = 0
     longest_gui_step = 0.0
     """Longest single turn spent putting results into the tree, seconds (diagnostics)."""
 
@@ -594,6 +604,7 @@ class BrowserWidget(QWidget):
     # -- filter --------------------------------------------------------------------------
     def _filter_changed(self, text: str) -> None:
         text = text.strip().lower()
+        self._filter_gen += 1
         if text and self.tree_model is not None:
             self._list_all()  # matches at any depth, also in groups not listed yet
         self._pending.append(lambda: self._refilter(text))
@@ -601,7 +612,10 @@ class BrowserWidget(QWidget):
             self._drain_timer.start()
 
     def _refilter(self, text: str) -> Iterator[None]:
+        gen = self._filter_gen
         for path, item in reversed(list(self._items.items())):  # children before parents
+            if gen != self._filter_gen:
+                return  # superseded by the next keystroke
             if not path:
                 continue
             if text:
@@ -811,4 +825,5 @@ class BrowserWidget(QWidget):
         self._gen += 1
         self._lister.shutdown(wait=False, cancel_futures=True)
         self._reader.shutdown(wait=False, cancel_futures=True)
+        release_frozen()
         super().closeEvent(event)
