@@ -305,3 +305,29 @@ def test_loading_another_location_drops_the_first(browser, qtbot, tmp_path: Path
     assert browser.tree.topLevelItemCount() == 1
     assert child_names(browser.tree.topLevelItem(0)) == ["only"]
     assert browser.tree_model.location == str(small) and not browser.busy
+
+
+def test_url_location_lists_and_opens(browser, qtbot, tmp_path: Path, corpus_dir: Path) -> None:
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    from qtpy.QtCore import Qt
+
+    shutil.copytree(corpus_dir / "zarr_implementations/data/n5-java.n5", tmp_path / "j.n5")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.location.setText(f"http://127.0.0.1:{server.server_port}/j.n5")
+        qtbot.keyClick(browser.location, Qt.Key.Key_Return)
+        wait_listed(qtbot, browser)
+        assert child_names(browser.tree.topLevelItem(0)) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+        browser.tree.setCurrentItem(item(browser, "raw"))
+        browser.open_selected()
+        qtbot.waitUntil(lambda: len(browser.viewer.layers) == 1, timeout=30_000)
+        expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+        np.testing.assert_array_equal(np.asarray(browser.viewer.layers[0].data), expected)
+    finally:
+        server.shutdown()

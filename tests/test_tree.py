@@ -172,6 +172,8 @@ def test_block_count_and_thumbnail(tmp_path: Path) -> None:
     thumb = tree.thumbnail(node)
     assert thumb.dtype == np.uint8 and thumb.shape == (40, 30)
     assert thumb[15, 10] == 255 and thumb[0, 0] == 0  # middle z slice (z=2), y first
+    with pytest.raises(ValueError, match="would decode"):
+        tree.thumbnail(node, max_decode=1000)
 
 
 def test_zip_and_bdv_xml(tmp_path: Path, corpus_dir: Path) -> None:

@@ -750,10 +750,11 @@ class Tree:
                 return count, expected, True
         return count, expected, False
 
-    def thumbnail(self, node: Node, size: int = 256, crop: int = 1024) -> np.ndarray:
+    def thumbnail(self, node: Node, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20) -> np.ndarray:
         """A uint8 2D image (y, x): the middle slice of the coarsest level (central
         ``crop`` × ``crop`` pixels at most), strided down to about ``size``, contrast
-        stretched to the 0.5–99.5 percentiles."""
+        stretched to the 0.5–99.5 percentiles. Refused (ValueError) when the blocks it
+        touches would decode to more than ``max_decode`` bytes."""
         import numpy as np
 
         if not node.openable:
@@ -773,6 +774,13 @@ class Tree:
                 index.append(slice(lo, min(extent, lo + crop)))
             else:
                 index.append(extent // 2)
+        blocks = tuple(array.chunks)
+        touched = math.prod(
+            math.ceil((ix.stop - ix.start) / b) + 1 if isinstance(ix, slice) else 1 for ix, b in zip(index, blocks, strict=True)
+        )
+        cost = touched * math.prod(blocks) * array.dtype.itemsize
+        if cost > max_decode:
+            raise ValueError(f"a preview would decode {human_bytes(cost)} of blocks (limit {human_bytes(max_decode)})")
         plane = np.asarray(array[tuple(index)])
         if plane.ndim == 1:
             plane = plane[:, None]
