@@ -1,36 +1,333 @@
-"""The browser dock widget in a real viewer (Xvfb)."""
+"""The N5 browser dock widget in a real viewer (Xvfb): lazy, never blocking, opens through
+the reader."""
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from napari_n5zarr import export
+
+ATTRS = json.dumps({"dimensions": [64, 64, 8], "blockSize": [32, 32, 8], "dataType": "uint16",
+                    "compression": {"type": "gzip", "level": -1}})  # fmt: skip
 
 
-def test_browse_and_open(make_napari_viewer, corpus_dir: Path) -> None:
+def write_container(root: Path, names: list[str]) -> Path:
+    """Metadata-only datasets at the given relative paths (fast: no zarr, no blocks)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "attributes.json").write_text('{"n5": "4.0.0"}')
+    for name in names:
+        os.makedirs(root / name, exist_ok=True)
+        with open(root / name / "attributes.json", "w") as f:
+            f.write(ATTRS)
+    return root
+
+
+@pytest.fixture(scope="session")
+def flat_10k(tmp_path_factory) -> Path:
+    """10,000 datasets in the container's root group (one huge group)."""
+    return write_container(tmp_path_factory.mktemp("flat") / "flat.n5", [f"d{i:05d}" for i in range(10_000)])
+
+
+@pytest.fixture(scope="session")
+def nested_50k(tmp_path_factory) -> Path:
+    """50,000 datasets in 100 groups of 500."""
+    names = [f"g{i // 500:03d}/d{i % 500:03d}" for i in range(50_000)]
+    return write_container(tmp_path_factory.mktemp("nested") / "nested.n5", names)
+
+
+@pytest.fixture(autouse=True)
+def private_recent(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAPARI_N5ZARR_CONFIG", str(tmp_path / "config"))
+
+
+@pytest.fixture
+def browser(make_napari_viewer, qtbot):
     from napari_n5zarr._napari.browser import BrowserWidget
 
     viewer = make_napari_viewer()
     widget = BrowserWidget(viewer)
-    viewer.window.add_dock_widget(widget)
-    top = widget.load(str(corpus_dir / "zarr_implementations/data/n5-java.n5"))
-    assert top is not None
-    root_item = widget.tree.topLevelItem(0)
-    assert root_item.childCount() == 5
-    lz4_item = root_item.child(2)
-    assert lz4_item.text(0) == "lz4"
-    widget._open_item(lz4_item)
-    assert len(viewer.layers) == 1
+    viewer.window.add_dock_widget(widget, name="N5 browser", area="right")
+    qtbot.wait(50)
+    return widget
+
+
+class GapMeter:
+    """A 10 ms QTimer; the largest time between two ticks is the longest event-loop stall.
+    Garbage collections longer than 20 ms in the window are recorded too (to tell causes)."""
+
+    def __init__(self) -> None:
+        from qtpy.QtCore import QTimer
+
+        self.timer = QTimer(interval=10)
+        self.timer.timeout.connect(self._tick)
+        self.last = 0.0
+        self.max_gap = 0.0
+        self.ticks = 0
+        self.collections: list[str] = []
+        self._gc_start = 0.0
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif (d := time.perf_counter() - self._gc_start) > 0.02:
+            self.collections.append(f"gen{info['generation']} {d * 1000:.0f} ms")
+
+    def report(self) -> str:
+        return f"event loop stalled {self.max_gap * 1000:.0f} ms; slow collections: {self.collections}"
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.max_gap = max(self.max_gap, now - self.last)
+        self.last = now
+        self.ticks += 1
+
+    def __enter__(self) -> GapMeter:
+        import gc
+
+        gc.callbacks.append(self._gc)
+        self.last = time.perf_counter()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import gc
+
+        self.timer.stop()
+        self._tick()
+        gc.callbacks.remove(self._gc)
+
+
+def item(widget, path: str):
+    return widget._items.get(path)
+
+
+def child_names(it) -> list[str]:
+    return [it.child(i).text(0) for i in range(it.childCount())]
+
+
+def wait_listed(qtbot, widget, timeout=60_000) -> None:
+    qtbot.waitUntil(lambda: widget.tree_model is not None and not widget.busy and not widget._loading, timeout=timeout)
+
+
+def test_lazy_expansion_with_loading_row(browser, qtbot, tmp_path: Path) -> None:
+    root = write_container(tmp_path / "c.n5", ["g/a", "g/b", "h"])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    top = browser.tree.topLevelItem(0)
+    assert child_names(top) == ["g", "h"]
+    assert "g/a" not in browser.tree_model._nodes  # nothing below g was read
+    g = item(browser, "g")
+    assert g.childCount() == 0
+    g.setExpanded(True)
+    assert child_names(g) == ["loading…"]  # shown at once, listing runs in the background
+    wait_listed(qtbot, browser)
+    assert child_names(g) == ["a", "b"]
+    assert g.child(0).text(1) == "8×64×64 zyx" and g.child(0).text(2) == "uint16"
+
+
+def test_first_level_of_10k_group_never_blocks(browser, qtbot, flat_10k: Path) -> None:
+    with GapMeter() as meter:
+        browser.load(str(flat_10k))
+        wait_listed(qtbot, browser, timeout=300_000)
+    top = browser.tree.topLevelItem(0)
+    assert top.childCount() == 10_000  # no cap
+    assert top.child(9_999).text(0) == "d09999"
+    assert meter.max_gap < 0.1, f"{meter.report()}; longest GUI step {browser.longest_gui_step * 1000:.0f} ms"
+
+
+def test_whole_50k_tree_expands_without_blocking(browser, qtbot, nested_50k: Path) -> None:
+    browser.load(str(nested_50k))
+    wait_listed(qtbot, browser)
+    with GapMeter() as meter:
+        browser.expand_all()
+        qtbot.waitUntil(lambda: len(browser._items) == 50_101 and not browser.busy and not browser._loading, timeout=600_000)
+    assert item(browser, "g099/d499").parent() is item(browser, "g099")
+    assert meter.max_gap < 0.1, f"{meter.report()}; longest GUI step {browser.longest_gui_step * 1000:.0f} ms"
+
+
+def test_filter_matches_at_any_depth(browser, qtbot, tmp_path: Path) -> None:
+    root = write_container(tmp_path / "c.n5", ["a/b/c/needle", "a/b/hay", "z/hay"])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    browser.filter.setText("NEED")
+    qtbot.waitUntil(lambda: item(browser, "a/b/c/needle") is not None and not browser.busy, timeout=30_000)
+    assert not item(browser, "a/b/c/needle").isHidden()
+    assert all(not item(browser, p).isHidden() for p in ("a", "a/b", "a/b/c"))
+    assert item(browser, "a/b/hay").isHidden() and item(browser, "z").isHidden()
+    browser.filter.setText("")
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert not item(browser, "z").isHidden() and not item(browser, "a/b/hay").isHidden()
+
+
+@pytest.fixture
+def pyramid(tmp_path: Path) -> Path:
+    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
+    export(a, tmp_path / "c.n5", path="img", chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer")
+    return tmp_path / "c.n5"
+
+
+def test_pyramid_row_and_open_by_double_click(browser, qtbot, pyramid: Path) -> None:
+    from qtpy.QtCore import Qt
+
+    browser.load(str(pyramid))
+    wait_listed(qtbot, browser)
+    img = item(browser, "img")
+    assert img.text(0) == "img" and img.text(3).endswith("3 levels") and img.text(1) == "9×20×30 zyx"
+    rect = browser.tree.visualItemRect(img)
+    qtbot.mouseClick(browser.tree.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.mouseDClick(browser.tree.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    viewer = browser.viewer
+    qtbot.waitUntil(lambda: len(viewer.layers) == 1, timeout=30_000)
     layer = viewer.layers[0]
+    assert layer.multiscale and len(layer.data) == 3
+    np.testing.assert_allclose(layer.scale, (3.0, 1.0, 1.0))
+    assert [str(u) for u in layer.units] == ["micrometer"] * 3
+
+
+def test_open_button_enter_and_several_nodes(browser, qtbot, pyramid: Path, tmp_path: Path) -> None:
+    from qtpy.QtCore import Qt
+
+    browser.load(str(pyramid))
+    wait_listed(qtbot, browser)
+    assert not browser.open_button.isEnabled()  # nothing selected
+    img = item(browser, "img")
+    browser.tree.setCurrentItem(img)
+    assert browser.open_button.isEnabled()
+    img.setExpanded(True)
+    wait_listed(qtbot, browser)
+    s2 = item(browser, "img/s2")
+    s2.setSelected(True)  # img and img/s2: two layers
+    browser.open_button.click()
+    qtbot.waitUntil(lambda: len(browser.viewer.layers) == 2, timeout=30_000)
+    browser.tree.setCurrentItem(item(browser, "img/s1"))
+    qtbot.keyClick(browser.tree, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(browser.viewer.layers) == 3, timeout=30_000)
+    np.testing.assert_allclose(browser.viewer.layers[2].scale, (3.0, 2.0, 2.0))  # s1 with its calibration
+
+
+def test_unsupported_node_is_greyed_with_reason(browser, qtbot, tmp_path: Path) -> None:
+    from napari_n5zarr._napari.browser import GREY, tooltip
+
+    root = write_container(tmp_path / "c.n5", ["ok"])
+    (root / "line").mkdir()
+    (root / "line/attributes.json").write_text(json.dumps({"dimensions": [10], "blockSize": [5], "dataType": "uint8", "compression": {"type": "raw"}}))
+    (root / "bad").mkdir()
+    (root / "bad/attributes.json").write_text(json.dumps({**json.loads(ATTRS), "compression": {"type": "zstd", "level": 10**9}}))
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    assert child_names(browser.tree.topLevelItem(0)) == ["bad", "line", "ok"]
+    for path, reason in (("bad", "bad/attributes.json"), ("line", "1-D data cannot be shown")):
+        it = item(browser, path)
+        assert it.foreground(0).color() == GREY
+        assert reason in tooltip(it.data(0, 0x0100))
+        browser.tree.setCurrentItem(it)
+        assert not browser.open_button.isEnabled()
+        assert reason in browser.details.toPlainText()
+    assert item(browser, "ok").foreground(0).color() != GREY
+
+
+def test_details_and_thumbnail(browser, qtbot, tmp_path: Path) -> None:
+    a = np.zeros((5, 40, 60), "uint16")
+    a[2, 10:30, 20:40] = 500
+    export(a, tmp_path / "t.n5", chunks=16, levels=1, scale=(40.0, 4.0, 4.0), units="nanometer")
+    browser.load(str(tmp_path / "t.n5"))
+    wait_listed(qtbot, browser)
+    top = browser.tree.topLevelItem(0)
+    target = top if top.data(0, 0x0100).openable else top.child(0)
+    browser.tree.setCurrentItem(target)
+    qtbot.waitUntil(lambda: browser.thumbnail.pixmap() is not None and not browser.thumbnail.pixmap().isNull(), timeout=30_000)
+    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    text = browser.details.toPlainText()
+    assert "The reader will use" in text
+    assert "z 40 0 nm" in text or "z\n40\n0\nnm" in text, text
+    assert "of 12" in text  # 1 x 3 x 4 blocks of 16
+    key = (browser.tree_model.location, target.data(0, 0x0100).path)
+    thumb = browser._thumbs[key]
+    assert thumb.shape == (40, 60) and thumb[20, 30] == 255 and thumb[0, 0] == 0  # the middle z slice
+
+
+def test_bad_location_is_a_message_not_a_crash(browser, qtbot, tmp_path: Path) -> None:
+    browser.load(str(tmp_path / "missing.n5"))
+    qtbot.waitUntil(lambda: "Cannot open" in browser.status.text(), timeout=30_000)
+    assert browser.tree.topLevelItemCount() == 0
+
+
+def test_recent_locations_and_zip(browser, qtbot, corpus_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    shutil.make_archive(str(tmp_path / "j"), "zip", corpus_dir / "zarr_implementations/data/n5-java.n5")
+    browser.load(str(tmp_path / "j.zip"))
+    wait_listed(qtbot, browser)
+    assert child_names(browser.tree.topLevelItem(0)) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+    browser.tree.setCurrentItem(item(browser, "gzip"))
+    browser.open_selected()
+    qtbot.waitUntil(lambda: len(browser.viewer.layers) == 1, timeout=30_000)
     expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
-    # napari order is the reverse of N5's [3, 512, 512]: (512, 512, 3), as the expected array
-    np.testing.assert_array_equal(np.asarray(layer.data), expected)
+    np.testing.assert_array_equal(np.asarray(browser.viewer.layers[0].data), expected)
+    from napari_n5zarr._napari.browser import load_recent
+
+    assert load_recent()[0] == str(tmp_path / "j.zip")
+    assert browser.combo.itemText(0) == str(tmp_path / "j.zip")
 
 
-def test_bad_location_is_a_message_not_a_crash(make_napari_viewer, tmp_path: Path) -> None:
-    from napari_n5zarr._napari.browser import BrowserWidget
+def test_widget_is_declared_in_the_manifest() -> None:
+    import yaml
 
-    widget = BrowserWidget(make_napari_viewer())
-    assert widget.load(str(tmp_path / "missing.n5")) is None
-    assert "Cannot open" in widget.status.text()
-    assert widget.tree.topLevelItemCount() == 0
+    manifest = yaml.safe_load((Path(__file__).parents[1] / "src/napari_n5zarr/napari.yaml").read_text())
+    commands = {c["id"]: c for c in manifest["contributions"]["commands"]}
+    widgets = {w["display_name"]: w["command"] for w in manifest["contributions"]["widgets"]}
+    assert commands[widgets["N5 browser"]]["python_name"] == "napari_n5zarr._napari.browser:BrowserWidget"
+
+
+def test_view_docks_the_browser_with_path_loaded(make_napari_viewer, qtbot, pyramid: Path) -> None:
+    from napari_n5zarr._napari.viewer_launch import add_widgets
+
+    viewer = make_napari_viewer()
+    browser = add_widgets(viewer, str(pyramid))[0]
+    wait_listed(qtbot, browser)
+    assert browser.location.text() == str(pyramid)
+    assert child_names(browser.tree.topLevelItem(0)) == ["img"]
+
+
+def test_loading_another_location_drops_the_first(browser, qtbot, tmp_path: Path) -> None:
+    big = write_container(tmp_path / "big.n5", [f"d{i:04d}" for i in range(3000)])
+    small = write_container(tmp_path / "small.n5", ["only"])
+    browser.load(str(big))
+    browser.load(str(small))  # while the first is still being read
+    wait_listed(qtbot, browser)
+    qtbot.wait(200)
+    assert browser.tree.topLevelItemCount() == 1
+    assert child_names(browser.tree.topLevelItem(0)) == ["only"]
+    assert browser.tree_model.location == str(small) and not browser.busy
+
+
+def test_url_location_lists_and_opens(browser, qtbot, tmp_path: Path, corpus_dir: Path) -> None:
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    from qtpy.QtCore import Qt
+
+    shutil.copytree(corpus_dir / "zarr_implementations/data/n5-java.n5", tmp_path / "j.n5")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.location.setText(f"http://127.0.0.1:{server.server_port}/j.n5")
+        qtbot.keyClick(browser.location, Qt.Key.Key_Return)
+        wait_listed(qtbot, browser)
+        assert child_names(browser.tree.topLevelItem(0)) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+        browser.tree.setCurrentItem(item(browser, "raw"))
+        browser.open_selected()
+        qtbot.waitUntil(lambda: len(browser.viewer.layers) == 1, timeout=30_000)
+        expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+        np.testing.assert_array_equal(np.asarray(browser.viewer.layers[0].data), expected)
+    finally:
+        server.shutdown()

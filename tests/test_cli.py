@@ -54,14 +54,14 @@ def test_tree(pyramid, capsys):
     dest, _ = pyramid
     assert main(["tree", str(dest)]) == 0
     out = capsys.readouterr().out
-    assert "├── s0  uint8 [30, 20, 9] blocks [8, 8, 8] gzip(level=6, useZlib=False)" in out
+    assert "├── s0  9×20×30 zyx  uint8  blocks 8×8×8  gzip 6" in out  # napari order, N5 names
     assert "N5 only" not in out
 
 
 def test_tree_marks_n5_only_nodes(corpus_dir, capsys):
     assert main(["tree", str(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-2.5.1.n5")]) == 0
     out = capsys.readouterr().out
-    assert "raw  uint8 [7, 5] blocks [5, 4] raw  (N5 only)" in out
+    assert "raw  5×7 yx  uint8  blocks 4×5  raw  35 B  (N5 only)" in out
 
 
 def test_info(pyramid, capsys):

@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,64 +31,60 @@ def _error(message: str) -> int:
 # -- tree -----------------------------------------------------------------------------
 
 
-def _describe_array(array: zarr.Array) -> str:
-    from napari_n5zarr.n5.metadata import zarr_to_attributes
-
-    try:
-        n5 = zarr_to_attributes(array.metadata.to_dict())
-        comp = dict(n5["compression"])
-        kind = comp.pop("type")
-        params = ", ".join(f"{k}={v}" for k, v in comp.items())
-        compression = f"{kind}({params})" if params else kind
-        blocks = n5["blockSize"]
-    except Exception:  # a plain Zarr array without n5_default
-        compression, blocks = "zarr codecs", list(array.chunks)
-    return f"{array.dtype} {list(array.shape)} blocks {blocks} {compression}"
-
-
-def _has_zarr_json(store: Store, path: str) -> bool:
-    from napari_n5zarr.blocks import store_get
-
-    return store_get(store, f"{path}/zarr.json" if path else "zarr.json") is not None
+def _tree_line(node: Any, name: str | None = None) -> str:
+    """One node of ``n5zarr tree``: the browser's columns, napari order (z, y, x)."""
+    row = {**node.row(), **({"name": name} if name is not None else {})}
+    if node.kind == "error":
+        return f"{row['name']}  ! unreadable: {node.error}"
+    marker = "  (N5 only)" if node.n5 and not node.zarr else ""
+    if node.kind == "group":
+        return f"{row['name']}/{marker}"
+    parts = [row["shape"], row["dtype"], f"blocks {row['blocks']}", row["compression"], row["voxel"], row["size"]]
+    head = f"{row['name']}/  [{row['kind']}]" if node.kind == "pyramid" else row["name"]
+    text = "  ".join([head, *[p for p in parts if p]]) + marker
+    return text + (f"  ! cannot open: {node.reason}" if node.reason else "")
 
 
-def _tree(group: zarr.Group, store: Store, path: str, indent: str, out: list[str]) -> None:
-    import zarr
+def _siblings(tree: Any, node: Any) -> Any:
+    """(child, is_last) for the children of ``node``, streamed page by page (one child of
+    look-ahead to draw the last branch)."""
+    previous = None
+    for page in tree.iter_children(node):
+        for child in page:
+            if previous is not None:
+                yield previous, False
+            previous = child
+    if previous is not None:
+        yield previous, True
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        members = sorted(group.members(), key=lambda m: m[0])
-    for w in caught:
-        out.append(f"{indent}! {w.message}")
-    for i, (name, node) in enumerate(members):
-        last = i == len(members) - 1
-        child = f"{path}/{name}" if path else name
-        dual = "" if _has_zarr_json(store, child) else "  (N5 only)"
-        branch = "└── " if last else "├── "
-        if isinstance(node, zarr.Array):
-            out.append(f"{indent}{branch}{name}  {_describe_array(node)}{dual}")
-        else:
-            out.append(f"{indent}{branch}{name}/{dual}")
-            _tree(node, store, child, indent + ("    " if last else "│   "), out)
+
+def _print_tree(tree: Any, node: Any, indent: str, counts: dict[str, int]) -> None:
+    for child, last in _siblings(tree, node):
+        counts[child.kind] = counts.get(child.kind, 0) + 1
+        _print(f"{indent}{'└── ' if last else '├── '}{_tree_line(child)}")
+        if child.has_children:
+            _print_tree(tree, child, indent + ("    " if last else "│   "), counts)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    """Print the hierarchy: arrays with dtype, N5 dimensions, block size, compression."""
-    import zarr
+    """Print the hierarchy as it is read: shape (napari order, axis names), dtype, blocks,
+    N5 compression, voxel size, uncompressed size; unreadable nodes in place. ``--json``:
+    one JSON object per line (JSON Lines), depth first."""
+    from napari_n5zarr.tree import open_tree
 
-    from napari_n5zarr.access import base_store
-    from napari_n5zarr.access import open as open_node
-
-    node = open_node(args.path)
-    store = base_store(args.path, "r")
-    dual = "" if _has_zarr_json(store, "") else "  (N5 only)"
-    if isinstance(node, zarr.Array):
-        _print(f"{args.path}  {_describe_array(node)}{dual}")
-        return 0
-    lines = [f"{args.path}/{dual}"]
-    _tree(node, store, "", "", lines)
-    _print("\n".join(lines))
-    return 0
+    tree = open_tree(args.path)
+    counts: dict[str, int] = {}
+    if getattr(args, "json", False):
+        for depth, node in tree.walk():
+            counts[node.kind] = counts.get(node.kind, 0) + 1
+            _print(json.dumps({"depth": depth, **node.to_json()}))
+    else:
+        root = tree.root
+        counts[root.kind] = 1
+        _print(_tree_line(root, args.path.rstrip("/")))
+        if root.has_children:
+            _print_tree(tree, root, "", counts)
+    return 1 if counts.get("error") else 0
 
 
 # -- info -----------------------------------------------------------------------------
@@ -105,18 +100,67 @@ def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
     return " ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(names, values, strict=True))
 
 
+def _multiscale_json(ms: Multiscale) -> dict[str, Any]:
+    """A pyramid as the reader sees it, napari order (slowest axis first)."""
+    return {
+        "name": ms.name,
+        "kind": "labels" if ms.is_labels else "image",
+        "convention": ms.convention,
+        "dtype": ms.dtype,
+        "axes": list(ms.axes[::-1]),
+        "scale": list(ms.scale[::-1]),
+        "translate": list(ms.translate[::-1]),
+        "units": list(ms.units[::-1]),
+        "levels": [{"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)],
+    }
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    """Describe the images/labels pyramids: levels, scale, translate, units."""
+    """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
+    the reader finds under it: levels, scale, translate, units."""
+    from napari_n5zarr.access import base_store
     from napari_n5zarr.blocks import store_get
     from napari_n5zarr.exporter import INCOMPLETE_MARKER
-    from napari_n5zarr.access import base_store
-    from napari_n5zarr.access import open as open_node
+    from napari_n5zarr.tree import open_tree
 
-    if store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None:
+    as_json = getattr(args, "json", False)
+    incomplete = store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None
+    if incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
-    node = open_node(args.path)
-    problems: list[str] = []
-    found = _multiscales(node, problems)
+    tree = open_tree(args.path)
+    root = tree.root
+    problems: list[str] = [f"{root.path or '/'}: {root.error}"] if root.kind == "error" else []
+    found: list[Multiscale] = []
+    blocks: tuple[int, int, bool] | None = None
+    if root.kind != "error":
+        found = _multiscales(tree.zarr_root(), problems)
+        if root.kind in ("array", "pyramid"):
+            try:
+                blocks = tree.block_count(root)
+            except Exception as e:
+                problems.append(f"{root.path or '/'}: cannot count blocks ({e})")
+    if as_json:
+        doc = {**root.to_json(), "location": args.path, "incomplete": incomplete, "attributes": root.attributes,
+               "zarr_json": root.zarr_doc, "multiscales": [_multiscale_json(ms) for ms in found], "problems": problems}  # fmt: skip
+        if blocks is not None:
+            doc["blocks_on_disk"], doc["blocks_expected"], doc["blocks_counted_partially"] = blocks
+        _print(json.dumps(doc, indent=2, default=str))
+        return 1 if problems else 0
+    row = root.row()
+    _print(f"{args.path}: {row['kind']}" + (f", {'N5' if root.n5 else ''}{' + ' if root.n5 and root.zarr else ''}{'Zarr v3' if root.zarr else ''}" if root.n5 or root.zarr else ""))
+    for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
+        if row[label]:
+            _print(f"  {label:<11}{row[label]}")
+    if blocks is not None:
+        on_disk, expected, partial = blocks
+        more = "+" if partial else ""
+        sparse = " (sparse: missing blocks read as 0)" if not partial and on_disk < expected else ""
+        _print(f"  {'on disk':<11}{on_disk}{more} of {expected} blocks{sparse}")
+    if root.reason:
+        _print(f"  cannot open: {root.reason}")
+    user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
+    if user:
+        _print("  attributes " + json.dumps(user, default=str)[:2000])
     for ms in found:
         kind = "labels" if ms.is_labels else "image"
         _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {ms.convention}")
@@ -128,7 +172,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             _print(f"  {path or '.':<10} {shape_text:<24} factors {[round(f, 3) for f in factors]}")
     for problem in problems:
         _print(f"! {problem}")
-    if not found:
+    if not found and root.kind != "error":
         _print(f"{args.path}: no image or labels arrays found")
     return 1 if problems else 0
 
@@ -402,12 +446,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("tree", help="print the hierarchy with dtype, dimensions (N5 order), blocks, compression")
+    p = sub.add_parser("tree", help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes")
     p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="one JSON object per node and line (JSON Lines)")
     p.set_defaults(func=cmd_tree)
 
-    p = sub.add_parser("info", help="describe the image/labels pyramids (levels, scale, translate, units)")
+    p = sub.add_parser("info", help="one node in full, and its image/labels pyramids (levels, scale, translate, units)")
     p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
