@@ -21,3 +21,12 @@ class N5MetadataError(N5FormatError, KeyError):
 
 class N5BlockError(N5FormatError):
     """A block that cannot be decoded (unsupported mode, bad header, wrong size)."""
+
+
+class N5StoreError(OSError):
+    """A key that cannot be read from its store: a remote fault or timeout (after retries),
+    or a local entry that is not a regular file. The message names the path or URL.
+
+    Deliberately not a ``FileNotFoundError``: a 500 or a timeout is not a missing key, and
+    must never read as "no such node" or as a fill-value block.
+    """

@@ -6,6 +6,7 @@ block path; the ``n5_default`` codec's transpose makes the bytes F order.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from napari_n5zarr.n5.codec import CODEC_NAME, N5_DTYPES
@@ -19,6 +20,53 @@ RESERVED_KEYS = frozenset({"dimensions", "blockSize", "dataType", "compression",
 """Keys N5 owns in a dataset's attributes; everything else is the user's."""
 VERSION_KEY = "n5"
 GROUP_DOC: JSONDict = {"zarr_format": 3, "node_type": "group", "attributes": {}}
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays/objects accepted in a metadata document (real ones use < 15)."""
+DEFAULT_MAX_METADATA_BYTES = 16 * 2**20
+MAX_METADATA_BYTES_ENV = "N5ZARR_MAX_METADATA_BYTES"
+
+
+def max_metadata_bytes() -> int:
+    """The size cap for one metadata document (``attributes.json``/``zarr.json``), in bytes:
+    16 MiB, or the environment variable ``N5ZARR_MAX_METADATA_BYTES``."""
+    value = os.environ.get(MAX_METADATA_BYTES_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_METADATA_BYTES
+    try:
+        cap = int(value)
+    except ValueError:
+        raise ValueError(f"{MAX_METADATA_BYTES_ENV} must be a number of bytes, got {value!r}") from None
+    if cap <= 0:
+        raise ValueError(f"{MAX_METADATA_BYTES_ENV} must be positive, got {cap}")
+    return cap
+
+
+def check_metadata_size(size: int, where: str) -> None:
+    """Refuse a metadata document of ``size`` bytes over :func:`max_metadata_bytes`."""
+    cap = max_metadata_bytes()
+    if size > cap:
+        raise N5MetadataError(
+            f"{where}: metadata document is over the size limit of {cap} bytes; "
+            f"set the environment variable {MAX_METADATA_BYTES_ENV} to raise it"
+        )
+
+
+def check_nesting(doc: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a JSON document nested deeper than ``limit`` levels (walked without recursion,
+    so a hostile document cannot exhaust the stack here or in any later recursive step)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            raise N5MetadataError(f"{where}: JSON nested deeper than {limit} levels; refused as bad metadata")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def is_dataset(attributes: JSONDict) -> bool:
@@ -69,6 +117,7 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
     """Translate an N5 ``attributes.json`` document into a Zarr v3 ``zarr.json`` document."""
     if not isinstance(attributes, dict):
         raise N5MetadataError(f"{path}: attributes.json must hold a JSON object, got {type(attributes).__name__}")
+    check_nesting(attributes, path)
     _check_not_sharded(attributes, path)
     if not is_dataset(attributes):
         group_attrs = {k: v for k, v in attributes.items() if k != VERSION_KEY}

@@ -17,11 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
-from zarr.storage import WrapperStore
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
 
 from napari_n5zarr.n5.errors import N5BlockError, N5MetadataError
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES
-from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, zarr_to_attributes
+from napari_n5zarr.n5.metadata import (
+    GROUP_DOC,
+    MAX_JSON_DEPTH,
+    attributes_to_zarr,
+    check_metadata_size,
+    check_nesting,
+    zarr_to_attributes,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
@@ -45,11 +52,38 @@ def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) 
     return proto.buffer.from_bytes(json.dumps(doc, indent=2).encode())
 
 
-def _parse_json(raw: Buffer, key: str) -> Any:
+def store_location(store: Store, key: str) -> str:
+    """The path or URL of ``key`` in ``store`` (seen through wrappers), for error messages."""
+    inner = store
+    while isinstance(inner, WrapperStore):
+        inner = inner._store
+    if isinstance(inner, LocalStore):
+        return str(inner.root / key)
+    if isinstance(inner, FsspecStore):
+        path = f"{inner.path.rstrip('/')}/{key}" if inner.path.strip("/") else key
+        try:
+            return str(inner.fs.unstrip_protocol(path))
+        except Exception:  # noqa: BLE001 (a message helper must not fail)
+            return path
+    if isinstance(inner, ZipStore):
+        return f"{inner.path}/{key}"
+    if isinstance(inner, MemoryStore):
+        return f"memory://{key}"
+    return f"{key} in {inner!r}"
+
+
+def _parse_json(raw: Buffer, where: str) -> Any:
+    """The JSON document in ``raw`` (read from ``where``, a path or URL); N5MetadataError
+    naming ``where`` if it is too large, not JSON, or nested too deeply."""
+    check_metadata_size(len(raw), where)
     try:
-        return json.loads(raw.to_bytes())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
+        doc = json.loads(raw.to_bytes())
+    except ValueError as e:  # includes UnicodeDecodeError
+        raise N5MetadataError(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise N5MetadataError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata") from None
+    check_nesting(doc, where)
+    return doc
 
 
 class _ReadsThroughGet(WrapperStore[Store]):
@@ -94,7 +128,8 @@ class N5DefaultStore(_ReadsThroughGet):
 
     # -- metadata translation ------------------------------------------------------
     def _translate(self, prefix: str, raw: Buffer) -> dict[str, Any]:
-        doc = attributes_to_zarr(_parse_json(raw, prefix + N5_JSON), path=prefix.rstrip("/") or "/")
+        where = store_location(self._store, prefix + N5_JSON)
+        doc = attributes_to_zarr(_parse_json(raw, where), path=where)
         if doc["node_type"] == "array":
             self._array_ndim[prefix] = len(doc["shape"])
         return doc
@@ -148,12 +183,11 @@ class N5DefaultStore(_ReadsThroughGet):
 
     async def _n5_document(self, prefix: str, value: Buffer) -> bytes:
         existing_raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
-        existing = _parse_json(existing_raw, prefix + N5_JSON) if existing_raw is not None else None
+        where = store_location(self._store, prefix + N5_JSON)
+        existing = _parse_json(existing_raw, where) if existing_raw is not None else None
         if not isinstance(existing, dict):
             existing = None
-        attrs = zarr_to_attributes(
-            _parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=prefix.rstrip("/") or "/"
-        )
+        attrs = zarr_to_attributes(_parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=where)
         return json.dumps(attrs, indent=2).encode()
 
     async def set(self, key: str, value: Buffer) -> None:
@@ -238,9 +272,11 @@ class ImplicitGroupStore(_ReadsThroughGet):
         parts = prefix.rstrip("/").split("/") if prefix else []
         for i in range(len(parts) - 1, -1, -1):  # not inside an array (e.g. block folders)
             ancestor = "/".join(parts[:i])
-            raw = await self._store.get((ancestor + "/" if ancestor else "") + ZARR_JSON, default_buffer_prototype())
+            key = (ancestor + "/" if ancestor else "") + ZARR_JSON
+            raw = await self._store.get(key, default_buffer_prototype())
             if raw is not None:
-                return _parse_json(raw, ancestor).get("node_type") != "array"
+                doc = _parse_json(raw, store_location(self._store, key))
+                return not (isinstance(doc, dict) and doc.get("node_type") == "array")
         return True
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
