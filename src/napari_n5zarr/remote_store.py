@@ -92,8 +92,11 @@ def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | No
         config_kwargs = dict(opts.get("config_kwargs") or {})
         config_kwargs.setdefault("connect_timeout", settings.connect_timeout)
         config_kwargs.setdefault("read_timeout", settings.read_timeout)
-        config_kwargs.setdefault("retries", {"max_attempts": 1, "mode": "standard"})  # we retry
+        config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # we retry
         opts["config_kwargs"] = config_kwargs
+        # s3fs sends a HEAD before every whole-object read when max_concurrency > 1 (to split
+        # big objects into parallel ranges): one wasted round trip per N5 block.
+        opts.setdefault("max_concurrency", 1)
     return opts
 
 
@@ -138,9 +141,13 @@ def describe(error: BaseException, settings: RemoteSettings) -> str:
     status = http_status(error)
     if status is not None:
         for e in _chain(error):
-            message = getattr(e, "message", None)
+            message = getattr(e, "message", None)  # aiohttp: the reason phrase
             if isinstance(message, str) and message:
                 return f"HTTP {status} {message}"
+            response = getattr(e, "response", None)  # botocore: the S3 error document
+            if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+                err = response["Error"]
+                return f"HTTP {status} {err.get('Code', '')}: {err.get('Message', '')}".rstrip(": ")
         return f"HTTP {status} ({type(error).__name__}: {error})"
     if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in _chain(error)):
         return (f"timed out (no answer within {settings.read_timeout:g} s, connect timeout "
