@@ -140,3 +140,29 @@ def test_translation_itself_refuses_deep_user_attributes() -> None:
     attrs = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "a": json.loads("[" * 300 + "]" * 300)}
     with pytest.raises(N5MetadataError, match="/tmp/d/attributes.json: JSON nested deeper"):
         attributes_to_zarr(attrs, path="/tmp/d/attributes.json")
+
+
+def test_block_larger_than_n5_java_can_write_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the fuzz: blockSize [2**32-1] made every read allocate 4 GiB+ (MemoryError)."""
+    monkeypatch.delenv("N5ZARR_MAX_BLOCK_BYTES", raising=False)
+    attrs = {"dimensions": [5], "blockSize": [2**32 - 1], "dataType": "uint8"}
+    with pytest.raises(N5MetadataError, match=r"d/attributes.json: blockSize \[4294967295\] makes 4294967295 bytes.*N5ZARR_MAX_BLOCK_BYTES"):
+        attributes_to_zarr(attrs, path="d/attributes.json")
+    ok = {"dimensions": [5, 5], "blockSize": [2**14, 2**14], "dataType": "uint64"}  # exactly 2 GiB: refused
+    with pytest.raises(N5MetadataError, match="over the limit of 2147483647 bytes"):
+        attributes_to_zarr(ok)
+    attributes_to_zarr({**ok, "dataType": "uint32"})  # 1 GiB: fine
+    monkeypatch.setenv("N5ZARR_MAX_BLOCK_BYTES", str(2**33))
+    assert attributes_to_zarr(attrs)["chunk_grid"]["configuration"]["chunk_shape"] == [2**32 - 1]
+
+
+@pytest.mark.parametrize(
+    "compression,match",
+    [({"type": "zstd", "level": 1000}, "less than or equal to 22"),
+     ({"type": "lz4", "blockSize": 1e999}, "bad compression parameters")],  # fmt: skip
+)
+def test_parameters_zarr_refuses_are_metadata_errors_naming_the_file(compression: dict, match: str) -> None:
+    """Found by the fuzz: these escaped as a bare ValueError/OverflowError from zarr."""
+    attrs = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": compression}
+    with pytest.raises(N5MetadataError, match=rf"^x/attributes.json: .*{match}"):
+        attributes_to_zarr(attrs, path="x/attributes.json")
