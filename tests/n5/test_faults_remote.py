@@ -344,3 +344,34 @@ def test_user_timeouts_take_precedence(http_server: FaultyServer) -> None:
     timeout = default.fs.client_kwargs["timeout"]
     assert (timeout.sock_read, timeout.sock_connect, timeout.total) == (1.0, 2.0, None)
     assert default.settings.retries == 2
+
+
+def test_listing_fault_is_an_error_naming_the_url_not_an_empty_group(remote) -> None:
+    """A 500 on the listing (HTTP: the folder's index page; S3: ListObjectsV2 on the bucket)
+    must not read as a group without children."""
+    server, url, options = remote
+    from napari_n5zarr.access import base_store
+
+    root = napari_n5zarr.open(url, storage_options=options)
+    base_store(url, storage_options=options).fs.invalidate_cache()  # s3fs caches listings (same fs instance)
+    server.faults["/java.n5/" if url.startswith("http") else "/n5-data"] = "500"
+    with pytest.raises(N5StoreError, match=r"cannot read the listing of \S*java.n5.*500"):
+        guarded(lambda: list(root.array_keys()))
+    server.faults.clear()
+    assert sorted(root.array_keys()) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+
+
+def test_remote_arrays_pickle_with_their_settings(http_server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask.distributed ships arrays to workers by pickle: the retry settings go along."""
+    import pickle
+
+    monkeypatch.setenv("N5ZARR_RETRIES", "5")
+    arr = napari_n5zarr.open(f"{http_server.url}/java.n5/raw")
+    blob = pickle.dumps(arr)
+    monkeypatch.setenv("N5ZARR_RETRIES", "0")  # the worker's environment differs
+    again = pickle.loads(blob)
+    np.testing.assert_array_equal(again[BLOCK], EXPECTED[BLOCK])
+    store = again.store_path.store
+    while not hasattr(store, "settings"):
+        store = store._store
+    assert store.settings.retries == 5
