@@ -113,7 +113,8 @@ def mutate_structure(rng: random.Random, doc: dict[str, Any]) -> tuple[Any, str]
         key = rng.choice(["dimensions", "blockSize"])
         values = list(doc[key]) if isinstance(doc.get(key), list) and doc[key] else [1]
         i = rng.randrange(len(values))
-        values[i] = rng.choice([0, 1, -1, 2**32 - 1, 2**32, 2**63, 1.0, 2.5, True, None, "3", values[i] + 1, values[i] * 2])
+        old = values[i] if isinstance(values[i], int) and not isinstance(values[i], bool) else 1
+        values[i] = rng.choice([0, 1, -1, 2**32 - 1, 2**32, 2**63, 1.0, 2.5, True, None, "3", old + 1, old * 2])
         if rng.random() < 0.2:
             values.append(rng.choice([1, 2, 0]))
         doc[key] = values
