@@ -452,16 +452,16 @@ def test_opening_a_huge_pyramid_reads_metadata_and_the_coarsest_level_only(conta
     tile = np.full((64, 64), 9, "uint8")
     group["s3"][2048:2112, 1024:1088, 100] = tile.T  # one block of s3 holds data
 
-    import zarr.storage._local as local
+    import napari_n5zarr.local_store as local  # every local read goes through read_regular_file
 
     reads: list[str] = []
-    original = local._get
+    original = local.read_regular_file
 
     def counting(p, *args, **kwargs):
         reads.append(Path(p).relative_to(path).as_posix())
         return original(p, *args, **kwargs)
 
-    monkeypatch.setattr(local, "_get", counting)
+    monkeypatch.setattr(local, "read_regular_file", counting)
     (layer,) = read(path)
     data_reads = [r for r in reads if r.rsplit("/", 1)[-1] not in METADATA_FILES]
     levels = levels_of(layer)

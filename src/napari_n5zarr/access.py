@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 from pathlib import Path
@@ -12,8 +11,9 @@ import zarr
 from zarr.abc.store import Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import FsspecStore, LocalStore, ZipStore
+from zarr.storage import ZipStore
 
+from napari_n5zarr.local_store import SafeLocalStore
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
 
@@ -38,13 +38,20 @@ def ensure_codecs_registered() -> None:
 
 
 def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", storage_options: dict[str, Any] | None = None) -> Store:
-    """The plain zarr store for a local path, ``file://``, ``.zip`` or fsspec URL."""
+    """The plain zarr store for a local path, ``file://``, ``.zip`` or fsspec URL.
+
+    Local folders refuse non-regular files (FIFOs, devices) and oversized metadata
+    (:class:`~napari_n5zarr.local_store.SafeLocalStore`); URLs get timeouts, retries with
+    backoff and errors naming the URL (:class:`~napari_n5zarr.remote_store.RemoteStore`).
+    """
     read_only = mode == "r"
     target = os.fspath(path_or_url)
     if target.startswith("file://"):
         target = target[len("file://") :]
     if target.startswith(_URL_SCHEMES):
-        return FsspecStore.from_url(target.rstrip("/"), storage_options=storage_options, read_only=read_only)
+        from napari_n5zarr.remote_store import RemoteStore
+
+        return RemoteStore.open_url(target.rstrip("/"), storage_options, read_only=read_only)
     path = Path(target).expanduser()
     if path.suffix.lower() == ".zip":
         if read_only and not path.is_file():
@@ -54,7 +61,7 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
         raise FileNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():
         raise FileNotFoundError(f"not a directory (an N5 container is a folder): {path}")
-    return LocalStore(path, read_only=read_only)
+    return SafeLocalStore(path, read_only=read_only)
 
 
 def wrap(store: Store) -> ImplicitGroupStore:
@@ -92,7 +99,9 @@ def open(  # noqa: A001 (the public name is a contract)
 
     The store is rooted at ``path_or_url``; arrays keep N5 order (shape == N5
     ``dimensions``). Local paths, ``file://``, ``.zip``, ``s3://``, ``http(s)://``.
-    Raises FileNotFoundError when nothing is there and N5FormatError for bad metadata.
+    Raises FileNotFoundError when nothing is there, N5FormatError (N5MetadataError) for
+    bad metadata naming the attributes.json path/URL, and N5StoreError (an OSError, never
+    FileNotFoundError) when the store fails: a remote 5xx/timeout after retries, a FIFO.
     """
     if mode not in ("r", "r+", "a", "w", "w-"):
         raise ValueError(f"mode must be one of 'r', 'r+', 'a', 'w', 'w-', got {mode!r}")
@@ -102,9 +111,7 @@ def open(  # noqa: A001 (the public name is a contract)
         return zarr.open_group(store=store, mode="w")
     try:
         doc = node_metadata(store)
-    except N5FormatError:
-        raise
-    except (OSError, builtins.KeyError) as e:
+    except FileNotFoundError as e:  # only a real "not found": a 500 or a timeout is not one
         raise FileNotFoundError(f"cannot read {path_or_url}: {e}") from e
     if doc is None:
         if mode in ("a", "w-"):

@@ -150,6 +150,6 @@ def test_one_unreadable_child_never_hides_its_siblings(tmp_path: Path) -> None:
     (root / "bad/attributes.json").write_text('{"dimensions": [2], "blockSize": [2], "dataType": "object"}')
     (root / "attributes.json").write_text('{"n5": "4.0.0"}')
     group = napari_n5zarr.open(root)
-    with pytest.warns(UserWarning, match="bad: N5 dataType 'object' is not supported"):
+    with pytest.warns(UserWarning, match="c.n5/bad/attributes.json: N5 dataType 'object' is not supported"):
         members = dict(group.members())
     assert list(members) == ["good"]

@@ -35,3 +35,12 @@ def located(error: N5BlockError, where: str | None) -> N5BlockError:
     if where and message.startswith(where):
         return error
     return type(error)(f"{where or 'N5 block'}: {message}")
+
+
+class N5StoreError(OSError):
+    """A key that cannot be read from its store: a remote fault or timeout (after retries),
+    or a local entry that is not a regular file. The message names the path or URL.
+
+    Deliberately not a ``FileNotFoundError``: a 500 or a timeout is not a missing key, and
+    must never read as "no such node" or as a fill-value block.
+    """

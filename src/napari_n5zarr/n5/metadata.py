@@ -6,7 +6,11 @@ block path; the ``n5_default`` codec's transpose makes the bytes F order.
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
+
+import numpy as np
 
 from napari_n5zarr.n5.codec import CODEC_NAME, N5_DTYPES
 from napari_n5zarr.n5.compression import n5_to_zarr, normalize_n5, zarr_to_n5
@@ -19,6 +23,68 @@ RESERVED_KEYS = frozenset({"dimensions", "blockSize", "dataType", "compression",
 """Keys N5 owns in a dataset's attributes; everything else is the user's."""
 VERSION_KEY = "n5"
 GROUP_DOC: JSONDict = {"zarr_format": 3, "node_type": "group", "attributes": {}}
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays/objects accepted in a metadata document (real ones use < 15)."""
+DEFAULT_MAX_METADATA_BYTES = 16 * 2**20
+MAX_METADATA_BYTES_ENV = "N5ZARR_MAX_METADATA_BYTES"
+
+
+def max_metadata_bytes() -> int:
+    """The size cap for one metadata document (``attributes.json``/``zarr.json``), in bytes:
+    16 MiB, or the environment variable ``N5ZARR_MAX_METADATA_BYTES``."""
+    return _env_bytes(MAX_METADATA_BYTES_ENV, DEFAULT_MAX_METADATA_BYTES)
+
+
+DEFAULT_MAX_BLOCK_BYTES = 2**31 - 1
+"""n5-java's limit: a block travels as one ByteBuffer, so no N5 writer makes a bigger one."""
+MAX_BLOCK_BYTES_ENV = "N5ZARR_MAX_BLOCK_BYTES"
+
+
+def _env_bytes(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        cap = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of bytes, got {value!r}") from None
+    if cap <= 0:
+        raise ValueError(f"{name} must be positive, got {cap}")
+    return cap
+
+
+def max_block_bytes() -> int:
+    """The largest decoded block a dataset may declare (``blockSize`` x item size), in bytes:
+    2**31 - 1, or the environment variable ``N5ZARR_MAX_BLOCK_BYTES``."""
+    return _env_bytes(MAX_BLOCK_BYTES_ENV, DEFAULT_MAX_BLOCK_BYTES)
+
+
+def check_metadata_size(size: int, where: str) -> None:
+    """Refuse a metadata document of ``size`` bytes over :func:`max_metadata_bytes`."""
+    cap = max_metadata_bytes()
+    if size > cap:
+        raise N5MetadataError(
+            f"{where}: metadata document is over the size limit of {cap} bytes; "
+            f"set the environment variable {MAX_METADATA_BYTES_ENV} to raise it"
+        )
+
+
+def check_nesting(doc: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a JSON document nested deeper than ``limit`` levels (walked without recursion,
+    so a hostile document cannot exhaust the stack here or in any later recursive step)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            raise N5MetadataError(f"{where}: JSON nested deeper than {limit} levels; refused as bad metadata")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def is_dataset(attributes: JSONDict) -> bool:
@@ -69,6 +135,7 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
     """Translate an N5 ``attributes.json`` document into a Zarr v3 ``zarr.json`` document."""
     if not isinstance(attributes, dict):
         raise N5MetadataError(f"{path}: attributes.json must hold a JSON object, got {type(attributes).__name__}")
+    check_nesting(attributes, path)
     _check_not_sharded(attributes, path)
     if not is_dataset(attributes):
         group_attrs = {k: v for k, v in attributes.items() if k != VERSION_KEY}
@@ -88,11 +155,19 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
             f"{path}: N5 dataType {dtype!r} is not supported (supported: {', '.join(N5_DTYPES)}; "
             "'object'/'string' datasets hold non-array blocks)"
         )
+    block_bytes = math.prod(block) * np.dtype(dtype).itemsize
+    if block_bytes > max_block_bytes():
+        raise N5MetadataError(
+            f"{path}: blockSize {block} makes {block_bytes} bytes per {dtype} block, over the limit of "
+            f"{max_block_bytes()} bytes (set {MAX_BLOCK_BYTES_ENV} to raise it)"
+        )
     try:
         compression = n5_to_zarr(normalize_n5(attributes))
     except ValueError as e:
         raise N5MetadataError(f"{path}: {e}") from None
-    return {
+    except (TypeError, OverflowError) as e:  # e.g. a parameter of 1e999 (infinity)
+        raise N5MetadataError(f"{path}: bad compression parameters {attributes.get('compression')!r} ({e})") from None
+    doc = {
         "zarr_format": 3,
         "node_type": "array",
         "shape": dims,
@@ -103,6 +178,24 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
         "codecs": [{"name": CODEC_NAME, "configuration": {"codecs": inner_codecs(len(dims), dtype, compression)}}],
         "attributes": user_attributes(attributes),
     }
+    _check_zarr_accepts(doc, path)
+    return doc
+
+
+def _check_zarr_accepts(doc: JSONDict, path: str) -> None:
+    """Build zarr's own metadata object from ``doc`` so that parameters zarr refuses (a zstd
+    level of 1000, ...) fail here, naming the file, rather than later in zarr."""
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    from napari_n5zarr.access import ensure_codecs_registered
+
+    ensure_codecs_registered()
+    try:
+        ArrayV3Metadata.from_dict({**doc, "attributes": {}})
+    except N5MetadataError:
+        raise
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        raise N5MetadataError(f"{path}: zarr cannot represent this dataset: {e}") from None
 
 
 def zarr_to_attributes(doc: Any, existing: JSONDict | None = None, *, root: bool = False, path: str = "/") -> JSONDict:

@@ -21,12 +21,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
-from zarr.storage import WrapperStore
+from zarr.storage import LocalStore, WrapperStore
 
-from napari_n5zarr.n5.describe import describe_store
+from napari_n5zarr.n5.describe import describe_store, store_location
 from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
-from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, zarr_to_attributes
+from napari_n5zarr.n5.metadata import (
+    GROUP_DOC,
+    MAX_JSON_DEPTH,
+    attributes_to_zarr,
+    check_metadata_size,
+    check_nesting,
+    zarr_to_attributes,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
@@ -50,11 +57,18 @@ def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) 
     return proto.buffer.from_bytes(json.dumps(doc, indent=2).encode())
 
 
-def _parse_json(raw: Buffer, key: str) -> Any:
+def _parse_json(raw: Buffer, where: str) -> Any:
+    """The JSON document in ``raw`` (read from ``where``, a path or URL); N5MetadataError
+    naming ``where`` if it is too large, not JSON, or nested too deeply."""
+    check_metadata_size(len(raw), where)
     try:
-        return json.loads(raw.to_bytes())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
+        doc = json.loads(raw.to_bytes())
+    except ValueError as e:  # includes UnicodeDecodeError
+        raise N5MetadataError(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise N5MetadataError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata") from None
+    check_nesting(doc, where)
+    return doc
 
 
 class _ReadsThroughGet(WrapperStore[Store]):
@@ -100,7 +114,8 @@ class N5DefaultStore(_ReadsThroughGet):
 
     # -- metadata translation ------------------------------------------------------
     def _translate(self, prefix: str, raw: Buffer) -> dict[str, Any]:
-        doc = attributes_to_zarr(_parse_json(raw, prefix + N5_JSON), path=prefix.rstrip("/") or "/")
+        where = store_location(self._store, prefix + N5_JSON)
+        doc = attributes_to_zarr(_parse_json(raw, where), path=where)
         if doc["node_type"] == "array":
             self._array_ndim[prefix] = len(doc["shape"])
             self._remember_grid(prefix, doc)
@@ -129,7 +144,7 @@ class N5DefaultStore(_ReadsThroughGet):
         (an N5 block compresses to at most ~1.33x its raw size: lz4 pieces of 64 bytes).
         One ``stat``; other stores (zip, remote) are read as they are."""
         root = getattr(self._store, "root", None)
-        if type(self._store).__name__ != "LocalStore" or root is None:
+        if not isinstance(self._store, LocalStore) or root is None:
             return
         location = self._block_location(key)
         if location is None:
@@ -235,12 +250,11 @@ class N5DefaultStore(_ReadsThroughGet):
 
     async def _n5_document(self, prefix: str, value: Buffer) -> bytes:
         existing_raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
-        existing = _parse_json(existing_raw, prefix + N5_JSON) if existing_raw is not None else None
+        where = store_location(self._store, prefix + N5_JSON)
+        existing = _parse_json(existing_raw, where) if existing_raw is not None else None
         if not isinstance(existing, dict):
             existing = None
-        attrs = zarr_to_attributes(
-            _parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=prefix.rstrip("/") or "/"
-        )
+        attrs = zarr_to_attributes(_parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=where)
         return json.dumps(attrs, indent=2).encode()
 
     async def set(self, key: str, value: Buffer) -> None:
@@ -325,9 +339,11 @@ class ImplicitGroupStore(_ReadsThroughGet):
         parts = prefix.rstrip("/").split("/") if prefix else []
         for i in range(len(parts) - 1, -1, -1):  # not inside an array (e.g. block folders)
             ancestor = "/".join(parts[:i])
-            raw = await self._store.get((ancestor + "/" if ancestor else "") + ZARR_JSON, default_buffer_prototype())
+            key = (ancestor + "/" if ancestor else "") + ZARR_JSON
+            raw = await self._store.get(key, default_buffer_prototype())
             if raw is not None:
-                return _parse_json(raw, ancestor).get("node_type") != "array"
+                doc = _parse_json(raw, store_location(self._store, key))
+                return not (isinstance(doc, dict) and doc.get("node_type") == "array")
         return True
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:

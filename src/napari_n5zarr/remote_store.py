@@ -1,0 +1,242 @@
+"""Remote (fsspec) stores with timeouts, retries with backoff, and errors that name the URL.
+
+Why a retry layer of our own: fsspec's HTTPFileSystem never retries (and aiohttp's default
+timeout is 5 minutes per request), while s3fs and botocore each retry on their own, which
+multiplies (5 s3fs tries x 5 botocore attempts x 15 s read timeout: minutes for one dead
+block). So the libraries get timeouts and no retries of their own, and :class:`RemoteStore`
+retries transient faults (5xx, 408/429, resets, truncated bodies, timeouts) for every
+protocol with one budget, then raises :class:`N5StoreError` naming the URL.
+
+A 404 (``FileNotFoundError``) stays "missing" (a fill-value block, no node); every other
+failure is an error: a 500 is not a 404.
+
+Settings (environment variables, read when a store is opened):
+``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
+default 20), ``N5ZARR_RETRIES`` (default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default 0.5,
+doubled per retry). Timeouts given in ``storage_options`` (``client_kwargs["timeout"]`` for
+HTTP, ``config_kwargs`` for S3) take precedence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from zarr.abc.store import RangeByteRequest
+from zarr.storage import FsspecStore
+
+from napari_n5zarr.local_store import is_metadata_key
+from napari_n5zarr.n5.errors import N5FormatError, N5StoreError
+from napari_n5zarr.n5.metadata import check_metadata_size, max_metadata_bytes
+
+if TYPE_CHECKING:
+    from zarr.abc.store import ByteRequest
+    from zarr.core.buffer import Buffer, BufferPrototype
+
+T = TypeVar("T")
+
+_TRANSIENT_STATUS = frozenset({408, 429})
+_TRANSIENT_NAMES = frozenset({
+    "ClientConnectionError",  # aiohttp: resets, disconnects, socket timeouts
+    "ClientPayloadError",  # aiohttp: body shorter than Content-Length
+    "HTTPClientError",  # botocore: connection closed/refused, read/connect timeouts
+    "IncompleteRead",
+    "ResponseStreamingError",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Timeouts (seconds) and the retry budget of remote reads."""
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 20.0
+    retries: int = 2
+    backoff: float = 0.5
+
+    @classmethod
+    def from_env(cls) -> RemoteSettings:
+        """Defaults overridden by ``N5ZARR_CONNECT_TIMEOUT``, ``N5ZARR_READ_TIMEOUT``,
+        ``N5ZARR_RETRIES`` and ``N5ZARR_RETRY_BACKOFF``."""
+        values: dict[str, Any] = {}
+        for name, conv in (("connect_timeout", float), ("read_timeout", float), ("retries", int), ("backoff", float)):
+            env = f"N5ZARR_{name.upper()}" if name != "backoff" else "N5ZARR_RETRY_BACKOFF"
+            raw = os.environ.get(env, "").strip()
+            if raw:
+                try:
+                    values[name] = conv(raw)
+                except ValueError:
+                    raise ValueError(f"{env} must be a number, got {raw!r}") from None
+                if values[name] < 0:
+                    raise ValueError(f"{env} must not be negative, got {raw!r}")
+        return cls(**values)
+
+
+def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | None, settings: RemoteSettings) -> dict[str, Any]:
+    """``storage_options`` plus our timeouts (and no library retries) where the user set none."""
+    opts = dict(storage_options or {})
+    if url.startswith(("http://", "https://")):
+        client_kwargs = dict(opts.get("client_kwargs") or {})
+        if "timeout" not in client_kwargs:
+            import aiohttp
+
+            client_kwargs["timeout"] = aiohttp.ClientTimeout(
+                total=None, sock_connect=settings.connect_timeout, sock_read=settings.read_timeout
+            )
+        opts["client_kwargs"] = client_kwargs
+    elif url.startswith(("s3://", "s3a://")):
+        config_kwargs = dict(opts.get("config_kwargs") or {})
+        config_kwargs.setdefault("connect_timeout", settings.connect_timeout)
+        config_kwargs.setdefault("read_timeout", settings.read_timeout)
+        config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # we retry
+        opts["config_kwargs"] = config_kwargs
+        # s3fs sends a HEAD before every whole-object read when max_concurrency > 1 (to split
+        # big objects into parallel ranges): one wasted round trip per N5 block.
+        opts.setdefault("max_concurrency", 1)
+    return opts
+
+
+def _chain(error: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status behind an fsspec error (aiohttp or botocore), if any."""
+    for e in _chain(error):
+        status = getattr(e, "status", None)
+        if isinstance(status, int):
+            return status
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+    return None
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for faults worth retrying: 5xx/408/429, resets, truncated bodies, timeouts."""
+    status = http_status(error)
+    if status is not None:
+        return status >= 500 or status in _TRANSIENT_STATUS
+    for e in _chain(error):
+        if isinstance(e, (TimeoutError, ConnectionError)):
+            return True
+        if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(e).__mro__):
+            return True
+    return False
+
+
+def describe(error: BaseException, settings: RemoteSettings) -> str:
+    """A short reason: ``HTTP 503 Service Unavailable``, ``timed out ...``, or the error."""
+    status = http_status(error)
+    if status is not None:
+        for e in _chain(error):
+            message = getattr(e, "message", None)  # aiohttp: the reason phrase
+            if isinstance(message, str) and message:
+                return f"HTTP {status} {message}"
+            response = getattr(e, "response", None)  # botocore: the S3 error document
+            if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+                err = response["Error"]
+                return f"HTTP {status} {err.get('Code', '')}: {err.get('Message', '')}".rstrip(": ")
+        return f"HTTP {status} ({type(error).__name__}: {error})"
+    if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in _chain(error)):
+        return (f"timed out (no answer within {settings.read_timeout:g} s, connect timeout "
+                f"{settings.connect_timeout:g} s; set N5ZARR_READ_TIMEOUT / N5ZARR_CONNECT_TIMEOUT to change)")  # fmt: skip
+    text = str(error) or repr(error)
+    return f"{type(error).__name__}: {text}"
+
+
+class RemoteStore(FsspecStore):
+    """``FsspecStore`` whose reads retry transient faults with exponential backoff and then
+    raise :class:`N5StoreError` naming the URL; metadata documents are size-capped."""
+
+    def __init__(self, *args: Any, settings: RemoteSettings | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = settings or RemoteSettings.from_env()
+
+    @classmethod
+    def open_url(cls, url: str, storage_options: dict[str, Any] | None = None, *, read_only: bool = True) -> RemoteStore:
+        """The store at ``url`` with this module's timeouts and retries."""
+        settings = RemoteSettings.from_env()
+        store = cls.from_url(url, storage_options=storage_options_with_defaults(url, storage_options, settings),
+                             read_only=read_only)  # fmt: skip
+        assert isinstance(store, RemoteStore)
+        store.settings = settings
+        if hasattr(store.fs, "retries") and url.startswith(("s3://", "s3a://")):
+            store.fs.retries = 1  # s3fs's own retry loop (default 5): one layer retries, ours
+        return store
+
+    def with_read_only(self, read_only: bool = False) -> RemoteStore:
+        return type(self)(fs=self.fs, path=self.path, allowed_exceptions=self.allowed_exceptions,
+                          read_only=read_only, settings=self.settings)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"<RemoteStore({type(self.fs).__name__}, {self.path})>"
+
+    def url(self, key: str = "") -> str:
+        """The URL of ``key`` (for messages)."""
+        path = f"{self.path.rstrip('/')}/{key}" if key else self.path
+        try:
+            return str(self.fs.unstrip_protocol(path))
+        except Exception:  # noqa: BLE001 (a message helper must not fail)
+            return path
+
+    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        attempts = self.settings.retries + 1
+        for attempt in range(attempts):
+            try:
+                return await call()
+            except (FileNotFoundError, N5FormatError):
+                raise
+            except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
+                if attempt + 1 < attempts and is_transient(e):
+                    delay = self.settings.backoff * 2**attempt
+                    await asyncio.sleep(delay * (1 + random.random() / 4))  # noqa: S311 (jitter)
+                    continue
+                tries = f" (after {attempt + 1} attempts)" if attempt else ""
+                raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}") from e
+        raise AssertionError("unreachable")
+
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+        capped = byte_range is None and is_metadata_key(key)
+        if capped and not self.url().startswith(("http://", "https://")):
+            # bounded read (plain HTTP servers may not honour Range: those are checked after)
+            byte_range = RangeByteRequest(0, max_metadata_bytes() + 1)
+        parent_get = super().get
+        value = await self._retrying(self.url(key), lambda: parent_get(key, prototype, byte_range))
+        if capped and value is not None:
+            check_metadata_size(len(value), self.url(key))
+        return value
+
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
+        return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
+
+    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]]) -> AsyncIterator[str]:
+        async def collect() -> list[str]:
+            return [k async for k in make()]
+
+        for key in await self._retrying(f"the listing of {self.url(prefix)}", collect):
+            yield key
+
+    def list(self) -> AsyncIterator[str]:
+        return self._listing("", super().list)
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        parent = super().list_dir
+        return self._listing(prefix, lambda: parent(prefix))
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        parent = super().list_prefix
+        return self._listing(prefix, lambda: parent(prefix))

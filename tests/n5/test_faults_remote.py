@@ -1,0 +1,377 @@
+"""Fault injection on real servers on 127.0.0.1: HTTP (a file server) and S3 (moto's server
+behind the same faulting front). A 404 is a missing block (fill value) or a missing node;
+403/500/503/reset/truncated/HTML/empty/slow end in a clear error naming the URL, never in
+fill values, never in a hang beyond the timeout.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import shutil
+import socket
+import struct
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+import zarr
+
+import napari_n5zarr
+from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError, N5StoreError
+
+CORPUS = Path(__file__).parents[1] / "data" / "corpus"
+JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"
+EXPECTED = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy").T  # N5 order
+BLOCK = (slice(0, 1), slice(0, 100), slice(0, 100))  # block 0/0/0 of every dataset ([1, 100, 100])
+HANG_GUARD = 120  # s: a read still running after this is a hang (the timeout under test is 1 s)
+HTML_PAGE = b"<!DOCTYPE html><html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
+S3_ERRORS = {403: ("AccessDenied", "Access Denied"), 500: ("InternalError", "We encountered an internal error."),
+             503: ("SlowDown", "Please reduce your request rate.")}  # fmt: skip
+
+
+class FaultyServer(http.server.ThreadingHTTPServer):
+    """Serves ``root`` (or forwards to ``upstream``, e.g. moto) and injects ``faults``:
+    {path suffix: fault}. Counts GET requests per path in ``hits``."""
+
+    daemon_threads = True
+
+    def __init__(self, root: Path | None = None, upstream: str | None = None, s3: bool = False) -> None:
+        super().__init__(("127.0.0.1", 0), FaultyHandler)
+        self.root, self.upstream, self.s3 = root, upstream, s3
+        self.faults: dict[str, str] = {}
+        self.hits: Counter[str] = Counter()
+        self.release = threading.Event()  # ends "slow" responses at teardown
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class FaultyHandler(http.server.SimpleHTTPRequestHandler):
+    server: FaultyServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def translate_path(self, path: str) -> str:
+        return str(self.server.root / urlsplit(path).path.lstrip("/")) if self.server.root else ""
+
+    def _fault(self) -> str | None:
+        path = urlsplit(self.path).path
+        for suffix, fault in self.server.faults.items():
+            if path.endswith(suffix):
+                return fault
+        return None
+
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain", length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body) if length is None else length))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int) -> None:
+        if self.server.s3:
+            code, message = S3_ERRORS.get(status, ("NoSuchKey", "The specified key does not exist."))
+            body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+            self._send(status, body.encode(), "application/xml")
+        else:
+            self._send(status, f"error {status}".encode())
+
+    def _real(self) -> tuple[int, dict[str, str], bytes]:
+        """The real response: the file, or the upstream's answer."""
+        if self.server.upstream:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            up = urlsplit(self.server.upstream)
+            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
+            conn.request(self.command, self.path, body=body, headers=dict(self.headers))
+            resp = conn.getresponse()
+            data = resp.read()
+            headers = {k: v for k, v in resp.getheaders() if k.lower() not in ("transfer-encoding", "connection", "content-length")}
+            conn.close()
+            return resp.status, headers, data
+        path = Path(self.translate_path(self.path))
+        if path.is_file():
+            return 200, {"Content-Type": "application/octet-stream"}, path.read_bytes()
+        return 404, {}, b""
+
+    def _respond(self) -> None:
+        fault = self._fault()
+        path = urlsplit(self.path).path
+        if self.command == "GET":
+            self.server.hits[path] += 1
+        if fault and fault.startswith("flaky"):  # 503 for the first N GETs, then the real answer
+            fault = "503" if self.server.hits[path] <= int(fault.split(":")[1]) else None
+        if fault is None or (self.command == "HEAD" and fault in ("truncated", "html", "empty")):
+            if not self.server.upstream and self.server.root and (Path(self.translate_path(self.path))).is_dir():
+                return super().do_GET() if self.command == "GET" else super().do_HEAD()
+            status, headers, body = self._real()
+            if status == 404 and not self.server.upstream:
+                return self._error(404)
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            return
+        if fault.isdigit():
+            return self._error(int(fault))
+        if fault == "reset":  # RST instead of an answer
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            self.connection.close()
+            return
+        if fault == "slow":  # accept, then never answer (until teardown)
+            self.server.release.wait(HANG_GUARD)
+            self.close_connection = True
+            return
+        _, _, body = self._real()
+        if fault == "truncated":  # the full Content-Length, half the body, then close
+            self._send(200, body[: len(body) // 2], "application/octet-stream", length=len(body))
+            self.close_connection = True
+        elif fault == "html":
+            self._send(200, HTML_PAGE, "text/html")
+        elif fault == "empty":
+            self._send(200, b"", "application/octet-stream")
+        else:
+            raise AssertionError(f"unknown fault {fault!r}")
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _respond
+
+
+def serve(server: FaultyServer) -> Iterator[FaultyServer]:
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def fast_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 s timeouts, 2 retries, short backoff: faults resolve in seconds."""
+    monkeypatch.setenv("N5ZARR_READ_TIMEOUT", "1")
+    monkeypatch.setenv("N5ZARR_CONNECT_TIMEOUT", "2")
+    monkeypatch.setenv("N5ZARR_RETRIES", "2")
+    monkeypatch.setenv("N5ZARR_RETRY_BACKOFF", "0.05")
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyServer]:
+    root = tmp_path_factory.mktemp("served")
+    shutil.copytree(JAVA, root / "java.n5")
+    yield from serve(FaultyServer(root=root))
+
+
+@pytest.fixture(scope="module")
+def s3_server(s3_bucket: dict) -> Iterator[tuple[FaultyServer, dict]]:
+    server = FaultyServer(upstream=s3_bucket["endpoint_url"], s3=True)
+    for item in serve(server):
+        yield item, {**s3_bucket, "endpoint_url": item.url}
+
+
+@pytest.fixture(params=["http", "s3"])
+def remote(request: pytest.FixtureRequest) -> Iterator[tuple[FaultyServer, str, dict | None]]:
+    """(server, container URL, storage options) for each protocol, with no faults set."""
+    if request.param == "http":
+        server = request.getfixturevalue("http_server")
+        out = (server, f"{server.url}/java.n5", None)
+    else:
+        server, options = request.getfixturevalue("s3_server")
+        out = (server, "s3://n5-data/java.n5", options)
+    server.faults.clear()
+    server.hits.clear()
+    yield out
+    server.faults.clear()
+
+
+def guarded(call):
+    """Run ``call`` in a thread; fail (instead of hanging the suite) if it is still running
+    after HANG_GUARD seconds. Returns its result or raises its exception."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as e:  # noqa: BLE001
+            box["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(HANG_GUARD)
+    assert not thread.is_alive(), f"still running after {HANG_GUARD} s: the read hangs"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# -- control: no faults -------------------------------------------------------------------------
+def test_no_fault_reads_exactly(remote) -> None:
+    server, url, options = remote
+    for name in ("raw", "gzip"):
+        np.testing.assert_array_equal(napari_n5zarr.open(f"{url}/{name}", storage_options=options)[...], EXPECTED)
+
+
+# -- blocks --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dataset", ["raw", "gzip"])
+def test_block_404_is_the_fill_value(remote, dataset: str) -> None:
+    server, url, options = remote
+    server.faults[f"/{dataset}/0/0/0"] = "404"
+    data = napari_n5zarr.open(f"{url}/{dataset}", storage_options=options)[...]
+    assert not data[BLOCK].any()
+    expected = EXPECTED.copy()
+    expected[BLOCK] = 0
+    np.testing.assert_array_equal(data, expected)
+
+
+@pytest.mark.parametrize("fault", ["403", "500", "503", "reset", "truncated", "slow"])
+def test_block_transport_fault_is_an_error_naming_the_url(remote, fault: str) -> None:
+    server, url, options = remote
+    arr = napari_n5zarr.open(f"{url}/gzip", storage_options=options)
+    server.faults["/gzip/0/0/0"] = fault
+    with pytest.raises(N5StoreError, match=r"cannot read \S*java.n5/gzip/0/0/0") as info:
+        guarded(lambda: arr[BLOCK])
+    assert not isinstance(info.value, FileNotFoundError)
+    reason = {"403": "403", "500": "500", "503": "503", "slow": "timed out"}.get(fault)
+    if reason:
+        assert reason in str(info.value)
+    hits = sum(n for p, n in server.hits.items() if p.endswith("/gzip/0/0/0"))
+    if fault == "403":
+        assert hits == 1, "a 403 is not retried"
+    elif fault == "reset":  # aiohttp itself resends once when a reused keep-alive connection resets
+        assert 3 <= hits <= 6, f"{hits} GETs for 1 + 2 retries"
+    else:
+        assert hits == 3, f"{fault}: {hits} GETs (1 + 2 retries expected for transient faults)"
+    server.faults.clear()
+    np.testing.assert_array_equal(arr[BLOCK], EXPECTED[BLOCK])  # the store still works afterwards
+
+
+@pytest.mark.parametrize("fault", ["html", "empty"])
+@pytest.mark.parametrize("dataset", ["raw", "gzip"])
+def test_block_with_a_bogus_body_is_an_error_not_fill(remote, fault: str, dataset: str) -> None:
+    """A 200 carrying an HTML error page or nothing: a corrupt block, never zeros."""
+    server, url, options = remote
+    arr = napari_n5zarr.open(f"{url}/{dataset}", storage_options=options)
+    server.faults[f"/{dataset}/0/0/0"] = fault
+    with pytest.raises(N5FormatError):
+        guarded(lambda: arr[BLOCK])
+
+
+def test_transient_503s_are_retried_with_backoff_then_succeed(remote) -> None:
+    server, url, options = remote
+    arr = napari_n5zarr.open(f"{url}/gzip", storage_options=options)
+    server.faults["/gzip/0/0/0"] = "flaky:2"
+    np.testing.assert_array_equal(guarded(lambda: arr[BLOCK]), EXPECTED[BLOCK])
+    assert sum(n for p, n in server.hits.items() if p.endswith("/gzip/0/0/0")) == 3
+
+
+def test_one_more_503_than_the_budget_is_an_error(remote, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, url, options = remote
+    monkeypatch.setenv("N5ZARR_RETRIES", "1")
+    arr = napari_n5zarr.open(f"{url}/gzip", storage_options=options)
+    server.faults["/gzip/0/0/0"] = "flaky:2"
+    with pytest.raises(N5StoreError, match=r"503.*after 2 attempts"):
+        guarded(lambda: arr[BLOCK])
+
+
+# -- metadata ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fault", ["403", "500", "503", "reset", "truncated", "slow"])
+def test_metadata_transport_fault_is_not_reported_as_not_found(remote, fault: str) -> None:
+    server, url, options = remote
+    server.faults["/gzip/attributes.json"] = fault
+    with pytest.raises(N5StoreError, match=r"cannot read \S*java.n5/gzip/attributes.json") as info:
+        guarded(lambda: napari_n5zarr.open(f"{url}/gzip", storage_options=options))
+    assert not isinstance(info.value, FileNotFoundError)
+
+
+@pytest.mark.parametrize("fault,match", [("html", "not valid JSON"), ("empty", "not valid JSON")])
+def test_metadata_with_a_bogus_body_names_the_file(remote, fault: str, match: str) -> None:
+    server, url, options = remote
+    server.faults["/gzip/attributes.json"] = fault
+    with pytest.raises(N5MetadataError, match=rf"java.n5/gzip/attributes.json: {match}"):
+        guarded(lambda: napari_n5zarr.open(f"{url}/gzip", storage_options=options))
+
+
+def test_metadata_404_is_a_missing_node(remote) -> None:
+    server, url, options = remote
+    with pytest.raises(FileNotFoundError):
+        napari_n5zarr.open(f"{url}/no-such-dataset", storage_options=options)
+    server.faults["/gzip/attributes.json"] = "404"
+    root = napari_n5zarr.open(url, storage_options=options)
+    assert isinstance(root, zarr.Group)
+    assert "gzip" not in root.array_keys() and "raw" in root.array_keys()
+
+
+def test_child_metadata_fault_in_a_listing_is_an_error(remote) -> None:
+    """A 500 on one child's attributes.json must not make that child silently vanish."""
+    server, url, options = remote
+    root = napari_n5zarr.open(url, storage_options=options)
+    server.faults["/xz/attributes.json"] = "500"
+    with pytest.raises(N5StoreError, match=r"java.n5/xz/attributes.json"):
+        guarded(lambda: dict(root.members()))
+
+
+def test_oversized_remote_metadata_is_refused(remote, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, url, options = remote
+    size = len((JAVA / "gzip/attributes.json").read_bytes())
+    monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", str(size - 1))
+    with pytest.raises(N5MetadataError, match=r"java.n5/gzip/attributes.json: .*size limit.*N5ZARR_MAX_METADATA_BYTES"):
+        napari_n5zarr.open(f"{url}/gzip", storage_options=options)
+    monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", str(size))
+    assert napari_n5zarr.open(f"{url}/gzip", storage_options=options).shape == (3, 512, 512)
+
+
+def test_user_timeouts_take_precedence(http_server: FaultyServer) -> None:
+    """An aiohttp timeout given in storage_options wins over ours; ours follow the env."""
+    aiohttp = pytest.importorskip("aiohttp")
+    from napari_n5zarr.access import base_store
+
+    store = base_store(f"{http_server.url}/java.n5", storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=7)}})
+    assert store.fs.client_kwargs["timeout"].total == 7
+    default = base_store(f"{http_server.url}/java.n5")
+    timeout = default.fs.client_kwargs["timeout"]
+    assert (timeout.sock_read, timeout.sock_connect, timeout.total) == (1.0, 2.0, None)
+    assert default.settings.retries == 2
+
+
+def test_listing_fault_is_an_error_naming_the_url_not_an_empty_group(remote) -> None:
+    """A 500 on the listing (HTTP: the folder's index page; S3: ListObjectsV2 on the bucket)
+    must not read as a group without children."""
+    server, url, options = remote
+    from napari_n5zarr.access import base_store
+
+    root = napari_n5zarr.open(url, storage_options=options)
+    base_store(url, storage_options=options).fs.invalidate_cache()  # s3fs caches listings (same fs instance)
+    server.faults["/java.n5/" if url.startswith("http") else "/n5-data"] = "500"
+    with pytest.raises(N5StoreError, match=r"cannot read the listing of \S*java.n5.*500"):
+        guarded(lambda: list(root.array_keys()))
+    server.faults.clear()
+    assert sorted(root.array_keys()) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+
+
+def test_remote_arrays_pickle_with_their_settings(http_server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dask.distributed ships arrays to workers by pickle: the retry settings go along."""
+    import pickle
+
+    monkeypatch.setenv("N5ZARR_RETRIES", "5")
+    arr = napari_n5zarr.open(f"{http_server.url}/java.n5/raw")
+    blob = pickle.dumps(arr)
+    monkeypatch.setenv("N5ZARR_RETRIES", "0")  # the worker's environment differs
+    again = pickle.loads(blob)
+    np.testing.assert_array_equal(again[BLOCK], EXPECTED[BLOCK])
+    store = again.store_path.store
+    while not hasattr(store, "settings"):
+        store = store._store
+    assert store.settings.retries == 5
