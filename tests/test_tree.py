@@ -71,7 +71,7 @@ def test_broken_node_in_place_siblings_listed(tmp_path: Path) -> None:
                                                 ("huge", "error"), ("json", "error"), ("str", "error")]  # fmt: skip
     bad = kids[1]
     assert str(root / "g/bad/attributes.json") in bad.error and "22" in bad.error  # zstd levels end at 22
-    assert "nested too deeply" in kids[3].error
+    assert "JSON nested deeper than 100 levels" in kids[3].error
     assert "metadata limit" in kids[4].error
     assert str(root / "g/json/attributes.json") in kids[5].error and "not valid JSON" in kids[5].error
     assert "'string'" in kids[6].error

@@ -797,12 +797,10 @@ class Tree:
 
 
 def _parse(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise N5MetadataError("nested too deeply to read") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise N5MetadataError(f"not valid JSON ({e})") from None
+    # the library's one metadata parser (size cap, nesting limit); the caller adds the location
+    from napari_n5zarr.n5.metadata import parse_document
+
+    return parse_document(bytes(raw), None)
 
 
 def _error_text(exc: BaseException, where: str, path: str) -> str:

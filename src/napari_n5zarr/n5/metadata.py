@@ -6,6 +6,7 @@ block path; the ``n5_default`` codec's transpose makes the bytes F order.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any
@@ -60,17 +61,17 @@ def max_block_bytes() -> int:
     return _env_bytes(MAX_BLOCK_BYTES_ENV, DEFAULT_MAX_BLOCK_BYTES)
 
 
-def check_metadata_size(size: int, where: str) -> None:
+def check_metadata_size(size: int, where: str | None) -> None:
     """Refuse a metadata document of ``size`` bytes over :func:`max_metadata_bytes`."""
     cap = max_metadata_bytes()
     if size > cap:
         raise N5MetadataError(
-            f"{where}: metadata document is over the size limit of {cap} bytes; "
+            f"{where + ': ' if where else ''}metadata document is over the size limit of {cap} bytes; "
             f"set the environment variable {MAX_METADATA_BYTES_ENV} to raise it"
         )
 
 
-def check_nesting(doc: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
+def check_nesting(doc: Any, where: str | None, limit: int = MAX_JSON_DEPTH) -> None:
     """Refuse a JSON document nested deeper than ``limit`` levels (walked without recursion,
     so a hostile document cannot exhaust the stack here or in any later recursive step)."""
     stack: list[tuple[Any, int]] = [(doc, 1)]
@@ -83,8 +84,25 @@ def check_nesting(doc: Any, where: str, limit: int = MAX_JSON_DEPTH) -> None:
         else:
             continue
         if depth > limit:
-            raise N5MetadataError(f"{where}: JSON nested deeper than {limit} levels; refused as bad metadata")
+            prefix = f"{where}: " if where else ""
+            raise N5MetadataError(f"{prefix}JSON nested deeper than {limit} levels; refused as bad metadata")
         stack.extend((child, depth + 1) for child in children)
+
+
+def parse_document(raw: bytes, where: str | None) -> Any:
+    """The JSON document in ``raw`` (read from ``where``, a path or URL, used as the message
+    prefix when given); N5MetadataError if it is too large, not JSON, or nested too deeply.
+    The one parser for every metadata document the library reads."""
+    prefix = f"{where}: " if where else ""
+    check_metadata_size(len(raw), where)
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:  # includes UnicodeDecodeError
+        raise N5MetadataError(f"{prefix}not valid JSON ({e})") from None
+    except RecursionError:
+        raise N5MetadataError(f"{prefix}JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata") from None
+    check_nesting(doc, where)
+    return doc
 
 
 def is_dataset(attributes: JSONDict) -> bool:

@@ -28,10 +28,8 @@ from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataErr
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
-    MAX_JSON_DEPTH,
     attributes_to_zarr,
-    check_metadata_size,
-    check_nesting,
+    parse_document,
     zarr_to_attributes,
 )
 
@@ -58,17 +56,9 @@ def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) 
 
 
 def _parse_json(raw: Buffer, where: str) -> Any:
-    """The JSON document in ``raw`` (read from ``where``, a path or URL); N5MetadataError
-    naming ``where`` if it is too large, not JSON, or nested too deeply."""
-    check_metadata_size(len(raw), where)
-    try:
-        doc = json.loads(raw.to_bytes())
-    except ValueError as e:  # includes UnicodeDecodeError
-        raise N5MetadataError(f"{where}: not valid JSON ({e})") from None
-    except RecursionError:
-        raise N5MetadataError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata") from None
-    check_nesting(doc, where)
-    return doc
+    """The JSON document in ``raw`` (read from ``where``, a path or URL); see
+    :func:`~napari_n5zarr.n5.metadata.parse_document`."""
+    return parse_document(raw.to_bytes(), where)
 
 
 class _ReadsThroughGet(WrapperStore[Store]):
@@ -139,8 +129,7 @@ class N5DefaultStore(_ReadsThroughGet):
             self._array_grid.pop(prefix, None)
 
     def _check_block_file(self, key: str) -> None:
-        """Before reading a local block file: refuse a FIFO or device (a read would hang or never
-        end, e.g. a link to /dev/zero) and a file far larger than any encoding of the block
+        """Before reading a local block file: refuse a file far larger than any encoding of the block
         (an N5 block compresses to at most ~1.33x its raw size: lz4 pieces of 64 bytes).
         One ``stat``; other stores (zip, remote) are read as they are."""
         root = getattr(self._store, "root", None)
@@ -155,7 +144,7 @@ class N5DefaultStore(_ReadsThroughGet):
             return  # missing (fill value) or unreadable: the store's own read decides
         where = f"N5 block {key} in {self.container}"
         if not stat.S_ISREG(info.st_mode):
-            raise N5BlockError(f"{where}: not a regular file (a FIFO, device or socket); refused")
+            return  # FIFOs and devices: SafeLocalStore refuses them (N5StoreError naming the path)
         grid = self._array_grid.get(location[0])
         if grid is not None:
             raw = math.prod(grid[1]) * grid[2]
