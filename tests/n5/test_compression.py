@@ -73,3 +73,9 @@ def test_bad_compression_objects(bad: dict, match: str) -> None:
 def test_zarr_codec_without_n5_equivalent() -> None:
     with pytest.raises(N5FormatError, match="no N5 equivalent"):
         zarr_to_n5({"name": "numcodecs.lz4", "configuration": {}})
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e999])
+def test_non_finite_parameter_is_a_format_error(value: float) -> None:
+    with pytest.raises(N5FormatError, match="must be an integer"):
+        n5_to_zarr({"type": "zstd", "level": value})

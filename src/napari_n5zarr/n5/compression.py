@@ -9,6 +9,7 @@ which numcodecs' Zstd refuses).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,12 @@ _BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
 
 def _int(params: JSONDict, key: str, default: int) -> int:
     value = params.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+        or int(value) != value
+    ):
         raise N5FormatError(f"N5 compression parameter {key!r} must be an integer, got {value!r}")
     return int(value)
 
