@@ -58,6 +58,40 @@ def _with_group_documents(test: Any) -> Any:
     return run
 
 
+def _doc(tag: str) -> CPUBuffer:
+    """A valid Zarr v3 group document with attribute ``tag``."""
+    return CPUBuffer.from_bytes(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"tag": tag}}).encode())
+
+
+_N5_ARRAY = {"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "raw"}}
+_RANGES = [RangeByteRequest(1, 4), OffsetByteRequest(5), SuffixByteRequest(7), RangeByteRequest(10**6, 10**6 + 5)]
+_RANGE_IDS = ["range", "offset", "suffix", "range-past-eof"]
+
+
+def _base(store: Any) -> Any:
+    """The storage under every wrapper."""
+    while isinstance(store, (N5DefaultStore, ImplicitGroupStore)):
+        store = store._store
+    return store
+
+
+async def _assert_ranges_of_document(store: Any, key: str, byte_range: Any, *, node_type: str) -> None:
+    proto = default_buffer_prototype()
+    whole = (await store.get(key, proto)).to_bytes()
+    assert json.loads(whole)["node_type"] == node_type  # the generated document, not a raw file
+    start, stop = {
+        RangeByteRequest: lambda r: (r.start, r.end),
+        OffsetByteRequest: lambda r: (r.offset, None),
+        SuffixByteRequest: lambda r: (len(whole) - r.suffix, None),
+    }[type(byte_range)](byte_range)
+    expected = whole[start:stop]
+    assert len(expected) < len(whole)
+    assert (await store.get(key, proto, byte_range)).to_bytes() == expected
+    assert store.get_sync(key, byte_range=byte_range).to_bytes() == expected
+    [partial] = await store.get_partial_values(proto, [(key, byte_range)])
+    assert partial.to_bytes() == expected
+
+
 class _LocalBacked:
     """Direct access to the files under the wrapped LocalStore (bypasses the wrapper)."""
 
@@ -104,6 +138,34 @@ class _N5Overrides:
         assert store.supports_listing
 
     locals().update({name: _with_group_documents(getattr(StoreTests, name)) for name in _WRITES_METADATA})
+
+    # -- laws the suite does not reach: its metadata keys only ever hold raw bytes ------------
+    async def test_metadata_write_stores_attributes_json(self, store: Any) -> None:
+        await store.set("foo/zarr.json", _doc("x"))
+        attrs = json.loads((await self.get(store, "foo/attributes.json")).to_bytes())
+        assert attrs == {"tag": "x"}
+
+    @pytest.mark.parametrize("how", ["async", "sync"])
+    async def test_delete_metadata_removes_both_documents(self, store: Any, how: str) -> None:
+        """``delete_sync`` and ``delete`` of a ``zarr.json`` leave the same state: neither
+        document (a stray ``attributes.json`` would still read as the deleted node)."""
+        await store.set("foo/zarr.json", _doc("x"))
+        await store.set("foo/c/0", CPUBuffer.from_bytes(b"\x01"))
+        if how == "sync":
+            store.delete_sync("foo/zarr.json")
+        else:
+            await store.delete("foo/zarr.json")
+        base = _base(store)
+        assert not await base.exists("foo/attributes.json")
+        assert not await base.exists("foo/zarr.json")
+        assert await base.exists("foo/c/0")
+
+    @pytest.mark.parametrize("byte_range", _RANGES, ids=_RANGE_IDS)
+    async def test_translated_metadata_byte_range(self, store: Any, byte_range: Any) -> None:
+        """A range of a ``zarr.json`` translated from ``attributes.json`` is that range of
+        the document, the same through get, get_sync and get_partial_values."""
+        await self.set(store, "foo/attributes.json", CPUBuffer.from_bytes(json.dumps(_N5_ARRAY).encode()))
+        await _assert_ranges_of_document(store, "foo/zarr.json", byte_range, node_type="array")
 
 
 class TestN5DefaultStoreLocal(_LocalBacked, _N5Overrides, StoreTests[N5DefaultStore, CPUBuffer]):
@@ -154,3 +216,9 @@ class TestImplicitGroupStore(_MemoryBacked, _N5Overrides, StoreTests[ImplicitGro
 
     def test_store_repr(self, store: ImplicitGroupStore) -> None:
         assert repr(store) == f"ImplicitGroupStore({store._store!r})"
+
+    @pytest.mark.parametrize("byte_range", _RANGES, ids=_RANGE_IDS)
+    async def test_implicit_group_byte_range(self, store: ImplicitGroupStore, byte_range: Any) -> None:
+        """A range of the implicit group document is that range of the document."""
+        await self.set(store, "grp/child/attributes.json", CPUBuffer.from_bytes(b"{}"))
+        await _assert_ranges_of_document(store, "grp/zarr.json", byte_range, node_type="group")
