@@ -14,7 +14,6 @@ import zarr
 import napari_n5zarr
 
 
-
 def _optional(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(name)
