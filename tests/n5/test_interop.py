@@ -86,11 +86,11 @@ def test_we_write_tensorstore_reads(tmp_path: Path, name: str, dual: bool) -> No
 
 @needs_tensorstore
 def test_tensorstore_reads_our_truncated_blocks(tmp_path: Path) -> None:
-    from test_roundtrip import write_n5  # same folder
+    from test_roundtrip import write_blocks  # same folder
     from zarr.storage import LocalStore
 
     data = data_for("float32", (19, 10, 3))
-    write_n5(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
+    write_blocks(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
     np.testing.assert_array_equal(ts_n5(tmp_path / "c/d").read().result(), data)
 
 

@@ -40,8 +40,9 @@ def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
     return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
 
 
-def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
-    """Write ``data`` (N5 order) as an N5 dataset; boundary blocks padded, truncated or mixed."""
+def write_blocks(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
+    """Write ``data`` (N5 order) as an N5 dataset block by block (boundary blocks padded,
+    truncated or mixed); named apart from the ``write_n5`` fixture, which writes through zarr."""
     group = zarr.open_group(N5DefaultStore(store), mode="a")
     arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     codec: N5DefaultCodec = arr.metadata.codecs[0]
@@ -62,7 +63,7 @@ def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compres
 @pytest.mark.parametrize("name", COMPRESSIONS)
 def test_every_compression_and_dtype(tmp_path: Path, name: str, dtype: str) -> None:
     data = sample((13, 7, 5), dtype)
-    write_n5(LocalStore(tmp_path), "d", data, (4, 4, 3), COMPRESSIONS[name], "truncate")
+    write_blocks(LocalStore(tmp_path), "d", data, (4, 4, 3), COMPRESSIONS[name], "truncate")
     arr = napari_n5zarr.open(tmp_path / "d")
     out = arr[...]
     assert out.dtype == data.dtype
@@ -76,7 +77,7 @@ def _check_round_trip(data: np.ndarray, block: tuple[int, ...], name: str, bound
     """Write ``data`` with N5 blocks, read it back through the store stack: exactly equal
     (bit for bit: NaN payloads, signed zeros), whole and over ``sel``."""
     store = MemoryStore()
-    write_n5(store, "d", data, block, COMPRESSIONS[name], boundary)
+    write_blocks(store, "d", data, block, COMPRESSIONS[name], boundary)
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
     out = arr[...]
     assert out.dtype == data.dtype and out.shape == data.shape
@@ -135,9 +136,9 @@ def test_round_trip_corners(name: str, dtype: str, shape: tuple[int, ...], block
 
 def test_truncated_blocks_really_are_truncated(tmp_path: Path) -> None:
     data = sample((10, 7), "int32")
-    write_n5(LocalStore(tmp_path), "d", data, (4, 4), {"type": "raw"}, "truncate")
+    write_blocks(LocalStore(tmp_path), "d", data, (4, 4), {"type": "raw"}, "truncate")
     assert parse_header((tmp_path / "d/2/1").read_bytes()).shape == (2, 3)
-    write_n5(LocalStore(tmp_path), "p", data, (4, 4), {"type": "raw"}, "pad")
+    write_blocks(LocalStore(tmp_path), "p", data, (4, 4), {"type": "raw"}, "pad")
     assert parse_header((tmp_path / "p/2/1").read_bytes()).shape == (4, 4)
 
 
@@ -165,7 +166,7 @@ def test_many_blocks_decoded_concurrently(name: str) -> None:
 
     data = sample((64, 64, 32), "uint16", seed=3)
     store = MemoryStore()
-    write_n5(store, "d", data, (16, 16, 8), COMPRESSIONS[name], "truncate")
+    write_blocks(store, "d", data, (16, 16, 8), COMPRESSIONS[name], "truncate")
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: arr[...], range(8)))
