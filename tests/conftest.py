@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import os
 import shutil
@@ -18,6 +19,58 @@ if "NAPARI_CONFIG" not in os.environ:
     os.environ["NAPARI_CONFIG"] = os.path.join(_config_dir, "settings.yaml")
 
 DATA = Path(__file__).parent / "data"
+
+# Fixtures that start a Qt application or a napari viewer: tests using them (directly or
+# through another fixture) need a display, so they get the ``napari`` marker and
+# ``pytest -m "not napari"`` is a true headless run without per-file markers.
+_DISPLAY_FIXTURES = frozenset({"make_napari_viewer", "make_napari_viewer_proxy", "qtbot", "qapp"})
+# Tests that need a display without using such a fixture (a viewer in a subprocess).
+_DISPLAY_TESTS = frozenset({"tests/test_cli.py::test_view_command_headless_screenshot"})
+# Independent tools some interop tests read or write with; without them those tests skip.
+_OPTIONAL_TOOLS = frozenset({"tensorstore", "z5py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _DISPLAY_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.nodeid in _DISPLAY_TESTS:
+            item.add_marker(pytest.mark.napari)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """A test that fails only because tensorstore or z5py is not installed is skipped, with
+    that reason (as ``pytest.importorskip`` would do inside the test)."""
+    report = yield
+    error = call.excinfo
+    if report.failed and error is not None and error.errisinstance(ModuleNotFoundError) and error.value.name in _OPTIONAL_TOOLS:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {error.value.name} is not installed")
+    return report
+
+
+@pytest.fixture(scope="session")
+def _zarr_config_baseline() -> dict:
+    """zarr's config as the session starts, with this package's codecs registered first (so
+    the ``codecs.n5_default`` pin, set when another package also registers the name, is in it)."""
+    import zarr
+
+    from napari_n5zarr.access import ensure_codecs_registered
+
+    ensure_codecs_registered()
+    return copy.deepcopy(zarr.config.config)
+
+
+@pytest.fixture(autouse=True)
+def _zarr_config_restored(_zarr_config_baseline: dict):
+    """Whatever a test sets in zarr's config (``zarr.config.set`` without a ``with``, ...) is
+    undone after it: every test starts from the baseline."""
+    import zarr
+
+    yield
+    if zarr.config.config != _zarr_config_baseline:
+        with zarr.config.config_lock:
+            zarr.config.config.clear()
+            zarr.config.config.update(copy.deepcopy(_zarr_config_baseline))
 
 
 @pytest.fixture(scope="session")

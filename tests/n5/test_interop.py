@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -11,8 +13,19 @@ import zarr
 
 import napari_n5zarr
 
-ts = pytest.importorskip("tensorstore")
-z5py = pytest.importorskip("z5py")
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+# Each tool's tests skip on their own without it (one missing tool must not hide the other's).
+ts = _optional("tensorstore")
+z5py = _optional("z5py")
+needs_tensorstore = pytest.mark.skipif(ts is None, reason="tensorstore is not installed")
+needs_z5py = pytest.mark.skipif(z5py is None, reason="z5py is not installed")
 
 TS_COMPRESSIONS = {
     "raw": {"type": "raw"},
@@ -48,6 +61,7 @@ def write_ours(path: Path, data: np.ndarray, compression: dict, block=(8, 8, 4),
     arr[...] = data
 
 
+@needs_tensorstore
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", TS_COMPRESSIONS)
 def test_tensorstore_writes_we_read(tmp_path: Path, name: str, dtype: str) -> None:
@@ -61,6 +75,7 @@ def test_tensorstore_writes_we_read(tmp_path: Path, name: str, dtype: str) -> No
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "t.n5")[...], data)
 
 
+@needs_tensorstore
 @pytest.mark.parametrize("dual", [True, False], ids=["dual", "n5-only"])
 @pytest.mark.parametrize("name", TS_COMPRESSIONS)
 def test_we_write_tensorstore_reads(tmp_path: Path, name: str, dual: bool) -> None:
@@ -69,15 +84,17 @@ def test_we_write_tensorstore_reads(tmp_path: Path, name: str, dual: bool) -> No
     np.testing.assert_array_equal(ts_n5(tmp_path / "o.n5").read().result(), data)
 
 
+@needs_tensorstore
 def test_tensorstore_reads_our_truncated_blocks(tmp_path: Path) -> None:
-    from test_roundtrip import write_n5  # same folder
+    from test_roundtrip import write_blocks  # same folder
     from zarr.storage import LocalStore
 
     data = data_for("float32", (19, 10, 3))
-    write_n5(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
+    write_blocks(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
     np.testing.assert_array_equal(ts_n5(tmp_path / "c/d").read().result(), data)
 
 
+@needs_z5py
 @pytest.mark.parametrize("name", Z5_COMPRESSIONS)
 def test_z5py_writes_we_read(tmp_path: Path, name: str) -> None:
     data = data_for("int32")  # z5py is C order: its array is the transpose of ours
@@ -87,6 +104,7 @@ def test_z5py_writes_we_read(tmp_path: Path, name: str) -> None:
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "z.n5" / "d")[...], data)
 
 
+@needs_z5py
 def test_z5py_lz4_bare_block_reads(tmp_path: Path) -> None:
     """z5py's lz4 is a bare LZ4 block, not lz4-java framing: still read."""
     data = data_for("uint16")
@@ -95,6 +113,7 @@ def test_z5py_lz4_bare_block_reads(tmp_path: Path) -> None:
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "z.n5" / "d")[...], data)
 
 
+@needs_z5py
 @pytest.mark.parametrize("name", Z5_COMPRESSIONS)
 def test_we_write_z5py_reads(tmp_path: Path, name: str) -> None:
     data = data_for("float64")
@@ -103,6 +122,7 @@ def test_we_write_z5py_reads(tmp_path: Path, name: str) -> None:
     np.testing.assert_array_equal(z5py.File(str(tmp_path / "c.n5"), "r")["d"][:], data.T)
 
 
+@needs_z5py
 def test_z5py_refuses_dual_folders_so_we_offer_n5_only(tmp_path: Path) -> None:
     """Documents a z5py 3 limitation the README mentions."""
     data = data_for("uint8")

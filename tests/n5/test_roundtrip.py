@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from zarr.storage import LocalStore, MemoryStore
 
 import napari_n5zarr
@@ -37,8 +40,9 @@ def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
     return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
 
 
-def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
-    """Write ``data`` (N5 order) as an N5 dataset; boundary blocks padded, truncated or mixed."""
+def write_blocks(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
+    """Write ``data`` (N5 order) as an N5 dataset block by block (boundary blocks padded,
+    truncated or mixed); named apart from the ``write_n5`` fixture, which writes through zarr."""
     group = zarr.open_group(N5DefaultStore(store), mode="a")
     arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     codec: N5DefaultCodec = arr.metadata.codecs[0]
@@ -59,36 +63,82 @@ def write_n5(store, path: str, data: np.ndarray, block: tuple[int, ...], compres
 @pytest.mark.parametrize("name", COMPRESSIONS)
 def test_every_compression_and_dtype(tmp_path: Path, name: str, dtype: str) -> None:
     data = sample((13, 7, 5), dtype)
-    write_n5(LocalStore(tmp_path), "d", data, (4, 4, 3), COMPRESSIONS[name], "truncate")
+    write_blocks(LocalStore(tmp_path), "d", data, (4, 4, 3), COMPRESSIONS[name], "truncate")
     arr = napari_n5zarr.open(tmp_path / "d")
     out = arr[...]
     assert out.dtype == data.dtype
     np.testing.assert_array_equal(out, data)
 
 
-@pytest.mark.parametrize("ndim", [1, 2, 3, 4, 5])
-@pytest.mark.parametrize("boundary", ["pad", "truncate", "mixed"])
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", COMPRESSIONS)
-def test_boundaries_and_dimensionality(name: str, dtype: str, boundary: str, ndim: int) -> None:
-    """The full product: every compression x dtype x boundary style x 1D..5D."""
-    shape = (11, 6, 5, 3, 2)[:ndim]
-    block = (4, 4, 2, 2, 1)[:ndim]
-    data = sample(shape, dtype, seed=ndim)
+BOUNDARIES = ["pad", "truncate", "mixed"]
+
+
+def _check_round_trip(data: np.ndarray, block: tuple[int, ...], name: str, boundary: str, sel: tuple[slice, ...]) -> None:
+    """Write ``data`` with N5 blocks, read it back through the store stack: exactly equal
+    (bit for bit: NaN payloads, signed zeros), whole and over ``sel``."""
     store = MemoryStore()
-    write_n5(store, "d", data, block, COMPRESSIONS[name], boundary)
+    write_blocks(store, "d", data, block, COMPRESSIONS[name], boundary)
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
-    np.testing.assert_array_equal(arr[...], data)
-    # a region crossing block boundaries
-    sel = tuple(slice(1, s - 1) if s > 2 else slice(None) for s in shape)
+    out = arr[...]
+    assert out.dtype == data.dtype and out.shape == data.shape
+    np.testing.assert_array_equal(out, data)
+    assert out.tobytes() == data.tobytes()
     np.testing.assert_array_equal(arr[sel], data[sel])
+
+
+@st.composite
+def round_trip_cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], str, str, tuple[slice, ...]]:
+    """compression x dtype x boundary style x 1..5D x shape x block x data x a region."""
+    ndim = draw(st.integers(1, 5))
+    most = {1: 40, 2: 12, 3: 7, 4: 5, 5: 4}[ndim]  # at most ~1,600 elements
+    shape = tuple(draw(st.integers(1, most)) for _ in range(ndim))
+    block = tuple(draw(st.integers(1, n + 2)) for n in shape)  # blocks beyond the extent too
+    dtype = draw(st.sampled_from(DTYPES))
+    data = draw(hnp.arrays(dtype, shape))
+    sel = []
+    for n in shape:
+        start = draw(st.integers(0, n - 1))
+        sel.append(slice(start, draw(st.integers(start + 1, n))))
+    return data, block, draw(st.sampled_from(sorted(COMPRESSIONS))), draw(st.sampled_from(BOUNDARIES)), tuple(sel)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=round_trip_cases())
+def test_round_trip_property(case) -> None:
+    """Any compression, dtype, boundary style, 1D..5D shape and block size round-trips exactly."""
+    _check_round_trip(*case)
+
+
+# Hand-picked corners, always run (the property samples; these must never be missed).
+CORNERS = [
+    pytest.param("raw", "uint8", (1,), (1,), "truncate", id="one-element"),
+    pytest.param("gzip", "int16", (5, 3), (8, 8), "truncate", id="block-beyond-array-truncated"),
+    pytest.param("gzip", "int16", (5, 3), (8, 8), "pad", id="block-beyond-array-padded"),
+    pytest.param("zstd", "uint32", (8, 4), (4, 2), "mixed", id="no-edge-blocks"),
+    pytest.param("lz4", "float64", (3, 3, 3), (1, 1, 1), "truncate", id="unit-blocks"),
+    *(
+        pytest.param(name, dtype, (11, 6, 5, 3, 2), (4, 4, 2, 2, 1), "mixed", id=f"5d-mixed-{name}-{dtype}")
+        for name, dtype in zip(sorted(COMPRESSIONS), itertools.cycle(["int64", "float32", "uint16", "int8"]))
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "dtype", "shape", "block", "boundary"), CORNERS)
+def test_round_trip_corners(name: str, dtype: str, shape: tuple[int, ...], block: tuple[int, ...], boundary: str) -> None:
+    data = sample(shape, dtype, seed=len(shape))
+    if data.dtype.kind in "iu":  # the extremes of the type at the first and last element
+        data.flat[0], data.flat[-1] = np.iinfo(dtype).min, np.iinfo(dtype).max
+    else:
+        data.flat[0], data.flat[-1] = np.nan, -np.inf
+    sel = tuple(slice(1, s - 1) if s > 2 else slice(None) for s in shape)
+    _check_round_trip(data, block, name, boundary, sel)
 
 
 def test_truncated_blocks_really_are_truncated(tmp_path: Path) -> None:
     data = sample((10, 7), "int32")
-    write_n5(LocalStore(tmp_path), "d", data, (4, 4), {"type": "raw"}, "truncate")
+    write_blocks(LocalStore(tmp_path), "d", data, (4, 4), {"type": "raw"}, "truncate")
     assert parse_header((tmp_path / "d/2/1").read_bytes()).shape == (2, 3)
-    write_n5(LocalStore(tmp_path), "p", data, (4, 4), {"type": "raw"}, "pad")
+    write_blocks(LocalStore(tmp_path), "p", data, (4, 4), {"type": "raw"}, "pad")
     assert parse_header((tmp_path / "p/2/1").read_bytes()).shape == (4, 4)
 
 
@@ -116,7 +166,7 @@ def test_many_blocks_decoded_concurrently(name: str) -> None:
 
     data = sample((64, 64, 32), "uint16", seed=3)
     store = MemoryStore()
-    write_n5(store, "d", data, (16, 16, 8), COMPRESSIONS[name], "truncate")
+    write_blocks(store, "d", data, (16, 16, 8), COMPRESSIONS[name], "truncate")
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: arr[...], range(8)))

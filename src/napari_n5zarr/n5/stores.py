@@ -22,6 +22,7 @@ import numpy as np
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
+from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.n5.describe import describe_store, store_location
 from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
@@ -53,6 +54,15 @@ def _meta_prefix(key: str) -> str | None:
 def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) -> Buffer:
     proto = prototype or default_buffer_prototype()
     return proto.buffer.from_bytes(json.dumps(doc, indent=2).encode())
+
+
+def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
+    """The part of a generated document that ``byte_range`` asks for (zarr's own stores
+    slice with the same helper, so ranges mean the same here as in every store)."""
+    if byte_range is None:
+        return value
+    start, stop = _normalize_byte_range_index(value, byte_range)
+    return value[start:stop]
 
 
 def _parse_json(raw: Buffer, where: str) -> Any:
@@ -217,7 +227,7 @@ class N5DefaultStore(_ReadsThroughGet):
         raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
         if raw is None:
             return await self._store.get(key, prototype, byte_range)
-        return _json_buffer(self._translate(prefix, raw), prototype)
+        return _in_range(_json_buffer(self._translate(prefix, raw), prototype), byte_range)
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
         proto = prototype or default_buffer_prototype()
@@ -229,7 +239,7 @@ class N5DefaultStore(_ReadsThroughGet):
         raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
         if raw is None:
             return self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
-        return _json_buffer(self._translate(prefix, raw), proto)
+        return _in_range(_json_buffer(self._translate(prefix, raw), proto), byte_range)
 
     async def exists(self, key: str) -> bool:
         prefix = _meta_prefix(key)
@@ -279,6 +289,16 @@ class N5DefaultStore(_ReadsThroughGet):
                 await self._store.delete(prefix + N5_JSON)
             self._array_ndim.pop(prefix, None)
         await self._store.delete(key)
+
+    def delete_sync(self, key: str) -> None:
+        # WrapperStore.delete_sync goes straight to the inner store: it would leave the
+        # attributes.json of a deleted zarr.json behind (the async delete removes both).
+        if _meta_prefix(key) is not None:
+            from zarr.core.sync import sync
+
+            sync(self.delete(key))
+        else:
+            self._store.delete_sync(key)  # type: ignore[attr-defined]
 
     # -- listings: attributes.json shows as zarr.json ----------------------------------
     async def _renamed(self, keys: AsyncIterator[str], *, names: bool = False) -> AsyncGenerator[str, None]:
@@ -340,7 +360,7 @@ class ImplicitGroupStore(_ReadsThroughGet):
         if value is None:
             prefix = _meta_prefix(key)
             if prefix is not None and await self._is_implicit_group(prefix):
-                return _json_buffer(GROUP_DOC, prototype)
+                return _in_range(_json_buffer(GROUP_DOC, prototype), byte_range)
         return value
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
