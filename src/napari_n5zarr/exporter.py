@@ -355,10 +355,11 @@ def export(
     folder = safe_destination.local_folder(dest)
     lock_at = folder if folder is not None else _local_zip(dest)
     with safe_destination.DestinationLock(lock_at, where) if lock_at is not None else contextlib.nullcontext():
-        target = None
+        target = created = None
         if folder is not None:
             target = safe_destination.check_inside(folder, prefix)
             safe_destination.recover(target)
+            created = None if target.exists() else target  # removed again if the export fails
         store = base_store(dest, "a", storage_options)
         staging, swapped = None, False
         try:
@@ -411,7 +412,7 @@ def export(
             except BaseException as e:
                 if swapped:  # the new node is complete and in place: keep it
                     raise
-                cleaned = _clean_up(store, prefix, staging, where)
+                cleaned = _clean_up(store, prefix, staging, where, created)
                 if safe_destination.is_disk_full(e):
                     kept = "; the existing destination was not touched" if staging is not None else ""
                     raise OSError(e.errno, f"disk full while exporting to {where}: {cleaned}{kept} ({e})") from e
@@ -469,13 +470,16 @@ def _prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Pat
     return safe_destination.staging_folder(target)
 
 
-def _clean_up(store: Store, prefix: str, staging: Path | None, where: str) -> str:
-    """Remove a failed export's partial output; say what was removed."""
+def _clean_up(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+    """Remove a failed export's partial output (and the folder it created); say what."""
     if staging is not None:
         shutil.rmtree(staging, ignore_errors=True)
         return f"removed the partial export {staging}"
     if store.supports_deletes:
         _remove(store, prefix)
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only if empty
         return f"removed the partial export at {where}"
     return f"could not remove the partial export at {where} (its store cannot delete)"
 
