@@ -34,7 +34,7 @@ import dask.array as da
 import numpy as np
 
 from napari_n5zarr import pyramid, safe_destination
-from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, store_get, store_set
+from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
 from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.errors import N5FormatError
@@ -366,11 +366,12 @@ def export(
             staging = _prepare(store, prefix, overwrite, where, target)
             out, out_prefix = (base_store(staging, "a"), "") if staging is not None else (store, prefix)
             marker = _join(out_prefix, INCOMPLETE_MARKER) if out.supports_deletes else None
+            gate = None
             try:
                 local = _is_local_scheduler(scheduler)
                 total = sum(math.prod(math.ceil(n / b) for n, b in zip(s, bl, strict=True)) for s, bl in zip(shapes, blocks, strict=True))
                 counter = Progress(total, progress)
-                docs, targets = [], []
+                docs, targets, gate = [], [], WriteGate()
                 for k, (shape, bl, attrs) in enumerate(zip(shapes, blocks, level_attrs, strict=True)):
                     n5 = {"dimensions": list(shape[::-1]), "blockSize": list(bl[::-1]), "dataType": dtype.name, "compression": comp}
                     docs.append(attributes_to_zarr({**n5, **attrs}, path=f"s{k}"))
@@ -378,7 +379,7 @@ def export(
                     targets.append(
                         N5Blocks(
                             out, f"{out_prefix}s{k}/", shape, bl, dtype, codec, boundary, write_empty_blocks,
-                            progress=counter if local else None, cancel=cancel_fn if local else None,
+                            progress=counter if local else None, cancel=cancel_fn if local else None, gate=gate,
                         )
                     )  # fmt: skip
                 if marker:
@@ -412,6 +413,8 @@ def export(
             except BaseException as e:
                 if swapped:  # the new node is complete and in place: keep it
                     raise
+                if gate is not None:
+                    gate.close()  # no block write after this (threads still running finish first)
                 cleaned = _clean_up(store, prefix, staging, where, created)
                 if safe_destination.is_disk_full(e):
                     kept = "; the existing destination was not touched" if staging is not None else ""
