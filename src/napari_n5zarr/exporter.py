@@ -9,10 +9,16 @@ Layout (per-axis lists in N5 order, the reverse of napari's):
   pixels, N5 Viewer), ``axes``/``units``/``resolution`` (of this level's pixels, tensorstore).
 * attributes.json and zarr.json (``n5_default`` codec) at every node.
 
-Safety: an existing destination is refused unless ``overwrite=True`` (and then only if it
-is an N5/Zarr node). Blocks are written first, then each dataset's metadata, the root
-group last; until then a marker file ``.n5zarr-incomplete`` sits in the root. An
-interrupted export therefore never looks complete; a failed or cancelled one is removed.
+Safety (see :mod:`napari_n5zarr.safe_destination`): an existing destination is refused
+unless ``overwrite=True``; a local one is then replaced only if everything in it is what an
+export writes (else the error lists what would have been deleted), by writing the new
+pyramid in a staging folder beside it and swapping it in once complete: the old data stays
+readable until then and survives any failure, cancel or ``kill -9`` before (so re-compressing
+a destination in place works). Stores that cannot rename (zip, fsspec URLs, memory) refuse
+overwrite. A lock file beside the container keeps a second export out. Blocks are written
+first, then each dataset's metadata, the root group last; until then a marker file
+``.n5zarr-incomplete`` sits in the root. An interrupted export therefore never looks
+complete; a failed or cancelled one is removed (a full disk says so).
 Memory stays bounded (one block per task per thread): level k+1 is computed from the
 blocks of level k just written (or in memory when the input is a numpy array).
 """
