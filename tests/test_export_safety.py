@@ -484,3 +484,46 @@ def test_quota_limited_store_keeps_the_old_data_and_cleans_up(old, monkeypatch):
     assert not fresh.exists() or not any(fresh.rglob("*.json"))
     monkeypatch.undo()
     assert_levels(dest, before)
+
+
+# -- undeletable and immutable folders ---------------------------------------------------
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """chattr +i a folder (undone afterwards); skips where chattr does not work."""
+    marked = []
+
+    def mark(path: Path) -> None:
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True) if shutil.which("chattr") else None
+        if done is None or done.returncode != 0:
+            pytest.skip(f"chattr +i not available here: {done.stderr.strip() if done else 'no chattr'}")
+        marked.append(path)
+
+    yield mark
+    for path in marked:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+def test_undeletable_old_block_folder_keeps_the_new_data(old, tmp_path, immutable):
+    dest, _ = old
+    immutable(dest / "s0" / "0")
+    with pytest.warns(UserWarning, match="could not delete the old copy"):
+        export(new_data(), dest, overwrite=True, **OPTS)
+    assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
+    leftover = [p for p in dest.parent.iterdir() if ".n5zarr-" in p.name]
+    assert len(leftover) == 1
+    subprocess.run(["chattr", "-i", str(leftover[0] / "s0" / "0")], check=True)
+    export(old_data(), dest, overwrite=True, **OPTS)  # the next export removes the old copy
+    assert siblings(dest) == ["data.n5", "ref.n5"]
+
+
+def test_immutable_destination_keeps_the_old_data(old, immutable):
+    dest, before = old
+    files = snapshot(dest)
+    immutable(dest)
+    with pytest.raises(OSError, match="cannot swap|Operation not permitted"):
+        export(new_data(), dest, overwrite=True, **OPTS)
+    assert snapshot(dest) == files
+    assert siblings(dest) == ["data.n5"]
+    assert_levels(dest, before)

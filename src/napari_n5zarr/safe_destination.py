@@ -115,6 +115,17 @@ class DestinationLock:
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
+        try:
+            return self._lock()
+        except DestinationBusyError:
+            raise
+        except OSError as e:
+            raise OSError(
+                e.errno, f"cannot lock {self.where}: cannot create {self.path} ({e.strerror}); an export needs a "
+                "writable folder around its destination"
+            ) from e
+
+    def _lock(self) -> DestinationLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(20):
             try:
@@ -274,7 +285,13 @@ def describe_foreign(found: list[str], total: int, shown: int = 10) -> str:
 def staging_folder(target: Path) -> Path:
     """A new, empty folder beside ``target`` (same parent, so same filesystem)."""
     path = target.parent / f".{target.name}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}"
-    path.mkdir(parents=True)
+    try:
+        path.mkdir()
+    except OSError as e:
+        raise OSError(
+            e.errno, f"cannot replace {target}: overwrite writes the new data beside it first, but {path} "
+            f"cannot be created ({e.strerror}); nothing was changed"
+        ) from e
     return path
 
 
@@ -331,7 +348,11 @@ def swap_in(staging: Path, target: Path) -> None:
     else:
         old = target.parent / staging.name.replace(STAGING_TAG, OLD_TAG)
         os.rename(target, old)
-        os.rename(staging, target)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            os.rename(old, target)  # put the old one back
+            raise
     try:
         shutil.rmtree(old)
     except OSError as e:
