@@ -268,8 +268,10 @@ elif how == "deleting-old":
     shutil.rmtree = rmtree
 
 def gate(block):
-    while how == "gate" and not os.path.exists(arg):
-        time.sleep(0.01)
+    if how == "gate":
+        open(arg + ".entered", "w").close()  # the export is writing blocks (it holds the lock)
+        while not os.path.exists(arg):
+            time.sleep(0.01)
     return block
 
 rng = np.random.default_rng(1)
@@ -301,7 +303,8 @@ def test_concurrent_export_is_refused_by_the_lock(old, tmp_path):
     lock, gate_file = dest.parent / f".{dest.name}{LOCK_SUFFIX}", tmp_path / "go"
     first = run_script(dest, "gate", str(gate_file))
     try:
-        wait_for(lock, first)
+        wait_for(tmp_path / "go.entered", first)
+        assert lock.exists()
         second = run_script(dest, value=0)
         out, err = second.communicate(timeout=120)
         assert second.returncode != 0
@@ -313,21 +316,21 @@ def test_concurrent_export_is_refused_by_the_lock(old, tmp_path):
         gate_file.touch()
         first.kill()
     assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
-    assert not lock.exists()
+    assert not lock.exists() and siblings(dest) == ["data.n5", "go", "go.entered", "ref.n5"]
 
 
 def test_lock_of_a_killed_export_is_taken_over(old, tmp_path):
     dest, before = old
     lock = dest.parent / f".{dest.name}{LOCK_SUFFIX}"
     proc = run_script(dest, "gate", str(tmp_path / "never"))
-    wait_for(lock, proc)
+    wait_for(tmp_path / "never.entered", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert lock.exists()
     assert_levels(dest, before)  # the killed overwrite left the old data
     export(new_data(), dest, overwrite=True, **OPTS)
     assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
-    assert siblings(dest) == ["data.n5", "ref.n5"]  # the killed export's staging folder was removed
+    assert siblings(dest) == ["data.n5", "never.entered", "ref.n5"]  # the killed export's staging folder was removed
 
 
 # -- kill -9 during an overwrite ---------------------------------------------------------
