@@ -359,7 +359,7 @@ def export(
     prefix = safe_destination.group_prefix(path)
     where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
     folder = safe_destination.local_folder(dest)
-    lock_at = folder if folder is not None else _local_zip(dest)
+    lock_at = folder if folder is not None else safe_destination.local_zip(dest)
     with safe_destination.DestinationLock(lock_at, where) if lock_at is not None else contextlib.nullcontext():
         target = created = None
         if folder is not None:
@@ -491,14 +491,6 @@ def _clean_up(store: Store, prefix: str, staging: Path | None, where: str, creat
                 created.rmdir()  # only if empty
         return f"removed the partial export at {where}"
     return f"could not remove the partial export at {where} (its store cannot delete)"
-
-
-def _local_zip(dest: str | os.PathLike[str]) -> Path | None:
-    """A local ``.zip`` destination (locked like a folder), else None."""
-    text = os.fspath(dest).removeprefix("file://")
-    if "://" in text or not text.lower().endswith(".zip"):
-        return None
-    return Path(text).expanduser().resolve()
 
 
 class _NoCopy:

@@ -74,6 +74,14 @@ def local_folder(dest: str | os.PathLike[str]) -> Path | None:
     return Path(target).expanduser().resolve()
 
 
+def local_zip(dest: str | os.PathLike[str]) -> Path | None:
+    """The absolute path of a local ``.zip`` destination (locked like a folder), else None."""
+    text = os.fspath(dest).removeprefix("file://")
+    if "://" in text or not text.lower().endswith(".zip"):
+        return None
+    return Path(text).expanduser().resolve()
+
+
 def check_inside(folder: Path, prefix: str) -> Path:
     """``folder/prefix``; refuses it when a symlinked folder on the way leads outside ``folder``."""
     target = folder / prefix if prefix else folder
