@@ -530,3 +530,43 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
     assert_levels(dest, before)
+
+
+def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
+    """dask raises the first error while other threads still run: a block computed before
+    the error but stored after the cleanup must not leave a partial export behind."""
+    from napari_n5zarr import blocks, exporter
+
+    release, stored = threading.Event(), threading.Event()
+    calls, lock = [], threading.Lock()
+
+    def source(block):
+        with lock:
+            calls.append(1)
+            first = len(calls) == 1
+        if not first:
+            raise RuntimeError("source failed")
+        assert release.wait(60)  # the first block finishes only after the cleanup
+        return block
+
+    real_setitem, real_clean_up = blocks.N5Blocks.__setitem__, exporter._clean_up
+
+    def setitem(self, key, value):
+        try:
+            real_setitem(self, key, value)
+        finally:
+            stored.set()
+
+    def clean_up(*args):
+        done = real_clean_up(*args)
+        release.set()
+        assert stored.wait(60)
+        return done
+
+    monkeypatch.setattr(blocks.N5Blocks, "__setitem__", setitem)
+    monkeypatch.setattr(exporter, "_clean_up", clean_up)
+    data = da.ones((32, 32), dtype="uint8", chunks=8).map_blocks(source, dtype="uint8", meta=np.array((), "uint8"))
+    with pytest.raises(RuntimeError, match="source failed"):
+        export(data, tmp_path / "f.n5", chunks=8, scheduler="threads")
+    assert stored.is_set()
+    assert not (tmp_path / "f.n5").exists()
