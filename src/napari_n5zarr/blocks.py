@@ -7,6 +7,7 @@ It needs no metadata in the store: export publishes metadata only after every bl
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -79,6 +80,36 @@ class Progress:
             self.callback(self.done, self.total)
 
 
+class WriteGate:
+    """Lets block writes through until :meth:`close`, which also waits for writes in flight:
+    a failed export removes its partial output only after the last of its threads has
+    written (dask returns the first error while other threads still run)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closed = False
+
+    def __enter__(self) -> WriteGate:
+        with self._cond:
+            if self._closed:
+                raise ExportCancelled("export stopped")
+            self._active += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._active == 0)
+
+
 @dataclass
 class N5Blocks:
     """Blocks of the dataset at ``prefix`` (``"s0/"``) of ``store``, napari order.
@@ -96,6 +127,7 @@ class N5Blocks:
     write_empty_blocks: bool = False
     progress: Progress | None = field(default=None, repr=False)
     cancel: Callable[[], bool] | None = field(default=None, repr=False)
+    gate: WriteGate | None = field(default=None, repr=False)
 
     @property
     def ndim(self) -> int:
@@ -117,7 +149,7 @@ class N5Blocks:
         return (type(self).__name__, str(self.store), self.prefix, self.shape, self.block, str(self.dtype))
 
     def __getstate__(self) -> dict[str, Any]:  # progress/cancel live in the calling process
-        return {**self.__dict__, "progress": None, "cancel": None}
+        return {**self.__dict__, "progress": None, "cancel": None, "gate": None}
 
     # -- write: one block per call (dask chunks == blocks) -----------------------------
     def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
@@ -132,7 +164,9 @@ class N5Blocks:
         if self.write_empty_blocks or value.any():
             if self.boundary == "pad" and value.shape != self.block:
                 value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
-            store_set(self.store, self.key(index), self.codec.encode_block(value.T))
+            encoded = self.codec.encode_block(value.T)
+            with self.gate or contextlib.nullcontext():
+                store_set(self.store, self.key(index), encoded)
         if self.progress is not None:
             self.progress.add()
 

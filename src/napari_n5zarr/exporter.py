@@ -9,29 +9,38 @@ Layout (per-axis lists in N5 order, the reverse of napari's):
   pixels, N5 Viewer), ``axes``/``units``/``resolution`` (of this level's pixels, tensorstore).
 * attributes.json and zarr.json (``n5_default`` codec) at every node.
 
-Safety: an existing destination is refused unless ``overwrite=True`` (and then only if it
-is an N5/Zarr node). Blocks are written first, then each dataset's metadata, the root
-group last; until then a marker file ``.n5zarr-incomplete`` sits in the root. An
-interrupted export therefore never looks complete; a failed or cancelled one is removed.
+Safety (see :mod:`napari_n5zarr.safe_destination`): an existing destination is refused
+unless ``overwrite=True``; a local one is then replaced only if everything in it is what an
+export writes (else the error lists what would have been deleted), by writing the new
+pyramid in a staging folder beside it and swapping it in once complete: the old data stays
+readable until then and survives any failure, cancel or ``kill -9`` before (so re-compressing
+a destination in place works). Stores that cannot rename (zip, fsspec URLs, memory) refuse
+overwrite. A lock file beside the container keeps a second export out. Blocks are written
+first, then each dataset's metadata, the root group last; until then a marker file
+``.n5zarr-incomplete`` sits in the root. An interrupted export therefore never looks
+complete; a failed or cancelled one is removed (a full disk says so).
 Memory stays bounded (one block per task per thread): level k+1 is computed from the
 blocks of level k just written (or in memory when the input is a numpy array).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import dask.array as da
 import numpy as np
 
-from napari_n5zarr import pyramid
-from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, store_get, store_set
+from napari_n5zarr import pyramid, safe_destination
+from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
 from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.errors import N5FormatError
@@ -347,55 +356,78 @@ def export(
     blocks = [tuple(min(b, n) for b, n in zip(block, s, strict=True)) for s in shapes]
     group_attrs, level_attrs = _metadata(ndim, scale_l, translate_l, units_l, axes, factors, labels, attributes)
 
-    store = base_store(dest, "a", storage_options)
-    prefix = f"{path.strip('/')}/" if path.strip("/") else ""
-    try:
-        _prepare(store, prefix, overwrite, f"{os.fspath(dest)}{'/' + path.strip('/') if prefix else ''}")
-        local = _is_local_scheduler(scheduler)
-        total = sum(math.prod(math.ceil(n / b) for n, b in zip(s, bl, strict=True)) for s, bl in zip(shapes, blocks, strict=True))
-        counter = Progress(total, progress)
-        docs, targets = [], []
-        for k, (shape, bl, attrs) in enumerate(zip(shapes, blocks, level_attrs, strict=True)):
-            n5 = {"dimensions": list(shape[::-1]), "blockSize": list(bl[::-1]), "dataType": dtype.name, "compression": comp}
-            docs.append(attributes_to_zarr({**n5, **attrs}, path=f"s{k}"))
-            codec = N5DefaultCodec.from_dict(docs[-1]["codecs"][0])
-            targets.append(
-                N5Blocks(
-                    store, f"{prefix}s{k}/", shape, bl, dtype, codec, boundary, write_empty_blocks,
-                    progress=counter if local else None, cancel=cancel_fn if local else None,
-                )
-            )  # fmt: skip
-        marker = _join(prefix, INCOMPLETE_MARKER) if store.supports_deletes else None
-        if marker:
-            store_set(store, marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
+    prefix = safe_destination.group_prefix(path)
+    where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
+    folder = safe_destination.local_folder(dest)
+    lock_at = folder if folder is not None else safe_destination.local_zip(dest)
+    with safe_destination.DestinationLock(lock_at, where) if lock_at is not None else contextlib.nullcontext():
+        target = created = None
+        if folder is not None:
+            target = safe_destination.check_inside(folder, prefix)
+            safe_destination.recover(target)
+            created = None if target.exists() else target  # removed again if the export fails
+        store = base_store(dest, "a", storage_options)
+        staging, swapped = None, False
         try:
-            in_memory = not given_levels and isinstance(first, np.ndarray)
-            numpy_levels = pyramid.numpy_pyramid(np.asarray(first, dtype=dtype), steps, method) if in_memory else None
-            for k, target in enumerate(targets):
-                _check_cancel(cancel_fn)
-                if numpy_levels is not None:
-                    level = da.from_array(_NoCopy(numpy_levels[k]), chunks=target.block)
-                elif given_levels or k == 0:
-                    level = _as_dask(sources[k], target.block).astype(dtype).rechunk(target.block)
-                else:
-                    level = _next_level(targets[k - 1], target, steps[k - 1], method)
-                da.store(level, target, lock=False, scheduler=scheduler)
-                if not local:
-                    counter.add(target.nblocks)
-            # Publish: datasets, then the pyramid group, then groups above it; the marker last.
-            for k, doc in enumerate(docs):
-                _publish(store, f"{prefix}s{k}/", doc, zarr_json)
-            _publish(store, prefix, {"zarr_format": 3, "node_type": "group", "attributes": group_attrs}, zarr_json)
-            if prefix:
-                _publish_parents(store, prefix, zarr_json)
-            if marker:
-                sync(store.delete(marker))
-        except BaseException:
-            if store.supports_deletes:
-                _remove(store, prefix)
-            raise
-    finally:
-        store.close()
+            staging = _prepare(store, prefix, overwrite, where, target)
+            out, out_prefix = (base_store(staging, "a"), "") if staging is not None else (store, prefix)
+            marker = _join(out_prefix, INCOMPLETE_MARKER) if out.supports_deletes else None
+            gate = None
+            try:
+                local = _is_local_scheduler(scheduler)
+                total = sum(math.prod(math.ceil(n / b) for n, b in zip(s, bl, strict=True)) for s, bl in zip(shapes, blocks, strict=True))
+                counter = Progress(total, progress)
+                docs, targets, gate = [], [], WriteGate()
+                for k, (shape, bl, attrs) in enumerate(zip(shapes, blocks, level_attrs, strict=True)):
+                    n5 = {"dimensions": list(shape[::-1]), "blockSize": list(bl[::-1]), "dataType": dtype.name, "compression": comp}
+                    docs.append(attributes_to_zarr({**n5, **attrs}, path=f"s{k}"))
+                    codec = N5DefaultCodec.from_dict(docs[-1]["codecs"][0])
+                    targets.append(
+                        N5Blocks(
+                            out, f"{out_prefix}s{k}/", shape, bl, dtype, codec, boundary, write_empty_blocks,
+                            progress=counter if local else None, cancel=cancel_fn if local else None, gate=gate,
+                        )
+                    )  # fmt: skip
+                if marker:
+                    store_set(out, marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
+                in_memory = not given_levels and isinstance(first, np.ndarray)
+                numpy_levels = pyramid.numpy_pyramid(np.asarray(first, dtype=dtype), steps, method) if in_memory else None
+                for k, tgt in enumerate(targets):
+                    _check_cancel(cancel_fn)
+                    if numpy_levels is not None:
+                        level = da.from_array(_NoCopy(numpy_levels[k]), chunks=tgt.block)
+                    elif given_levels or k == 0:
+                        level = _as_dask(sources[k], tgt.block).astype(dtype).rechunk(tgt.block)
+                    else:
+                        level = _next_level(targets[k - 1], tgt, steps[k - 1], method)
+                    da.store(level, tgt, lock=False, scheduler=scheduler)
+                    if not local:
+                        counter.add(tgt.nblocks)
+                # Publish: datasets, then the pyramid group, then groups above it; the marker last.
+                for k, doc in enumerate(docs):
+                    _publish(out, f"{out_prefix}s{k}/", doc, zarr_json)
+                _publish(out, out_prefix, {"zarr_format": 3, "node_type": "group", "attributes": group_attrs}, zarr_json)
+                if staging is not None:
+                    sync(out.delete(marker))
+                    out.close()
+                    safe_destination.swap_in(staging, target)  # the old node stays whole until here
+                    staging, swapped = None, True
+                if prefix:
+                    _publish_parents(store, prefix, zarr_json)
+                if marker and out is store:
+                    sync(store.delete(marker))
+            except BaseException as e:
+                if swapped:  # the new node is complete and in place: keep it
+                    raise
+                if gate is not None:
+                    gate.close()  # no block write after this (threads still running finish first)
+                cleaned = _clean_up(store, prefix, staging, where, created)
+                if safe_destination.is_disk_full(e):
+                    kept = "; the existing destination was not touched" if staging is not None else ""
+                    raise OSError(e.errno, f"disk full while exporting to {where}: {cleaned}{kept} ({e})") from e
+                raise
+        finally:
+            store.close()
     return os.fspath(dest)
 
 
@@ -420,18 +452,45 @@ def _levels(
     return steps, shapes, pyramid.absolute_factors(steps, len(shape))
 
 
-def _prepare(store: Store, prefix: str, overwrite: bool, where: str) -> None:
-    """Refuse an existing node unless ``overwrite``; then only replace an N5/Zarr node."""
+def _prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path | None) -> Path | None:
+    """Refuse an existing node unless ``overwrite``; then only replace a node an export of
+    this project wrote, in a local folder: return a staging folder beside it (None: the
+    destination is empty, write in place)."""
     exists, known = _node_state(store, prefix)
     if not exists:
-        return
+        return None
     if not overwrite:
         raise FileExistsError(f"{where} already exists (pass overwrite=True to replace it)")
     if not known:
-        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node")
-    if not store.supports_deletes:
-        raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
-    _remove(store, prefix)
+        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+    if target is None:
+        if not store.supports_deletes:
+            raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+        raise FileExistsError(
+            f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
+            f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
+        )
+    found, total = safe_destination.foreign_entries(target)
+    if found:
+        raise FileExistsError(
+            f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
+            "Overwrite only replaces what an export wrote; nothing was deleted"
+        )
+    return safe_destination.staging_folder(target)
+
+
+def _clean_up(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+    """Remove a failed export's partial output (and the folder it created); say what."""
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        return f"removed the partial export {staging}"
+    if store.supports_deletes:
+        _remove(store, prefix)
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only if empty
+        return f"removed the partial export at {where}"
+    return f"could not remove the partial export at {where} (its store cannot delete)"
 
 
 class _NoCopy:
