@@ -529,3 +529,21 @@ def test_other_stores(tmp_path, where):
     if where == "zip":  # no deletes in a zip: no marker, and no overwrite
         with pytest.raises(FileExistsError, match="cannot delete"):
             export(a, dest, overwrite=True)
+
+
+def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
+    """Pyramid levels are computed from the blocks just written (N5Blocks): a block that
+    cannot be decoded there is named with its key and container, as on every read path."""
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.blocks import N5Blocks
+    from napari_n5zarr.n5.codec import N5DefaultCodec
+    from napari_n5zarr.n5.errors import N5BlockError
+
+    dest = tmp_path / "x.n5"
+    export(np.arange(64 * 64, dtype="uint16").reshape(64, 64), dest, chunks=32, levels=1)
+    (dest / "s0/1/1").write_bytes((dest / "s0/1/1").read_bytes()[:-5])
+    doc = json.loads((dest / "s0/zarr.json").read_text())
+    codec = N5DefaultCodec.from_dict(doc["codecs"][0])
+    blocks = N5Blocks(base_store(dest, "r"), "s0/", (64, 64), (32, 32), np.dtype("uint16"), codec, "truncate", False)
+    with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {dest}: truncated gzip payload"):
+        blocks[0:64, 0:64]

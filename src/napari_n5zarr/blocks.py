@@ -22,6 +22,7 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.describe import describe_store
 
 Boundary = Literal["truncate", "pad"]
 
@@ -185,10 +186,12 @@ class N5Blocks:
         out = np.zeros([b - a for a, b in region], dtype=self.dtype)
         ranges = [range(a // b, math.ceil(e / b)) for (a, e), b in zip(region, self.block, strict=True)]
         for index in itertools.product(*ranges):
-            raw = store_get(self.store, self.key(index))
+            block_key = self.key(index)
+            raw = store_get(self.store, block_key)
             if raw is None:
                 continue
-            data = self.codec.decode_block(raw, self.dtype, self.ndim).T
+            where = f"N5 block {block_key} in {describe_store(self.store)}"
+            data = self.codec.decode_block(raw, self.dtype, self.ndim, where=where).T
             origin = [i * b for i, b in zip(index, self.block, strict=True)]
             lo = [max(a, o) for (a, _), o in zip(region, origin, strict=True)]
             hi = [min(e, o + d, n) for (_, e), o, d, n in zip(region, origin, data.shape, self.shape, strict=True)]
