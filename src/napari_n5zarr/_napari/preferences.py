@@ -18,7 +18,7 @@ from typing import Any
 PLUGIN = "napari-n5zarr"
 N5_FOLDERS = f"*.n5{os.sep}"
 
-_connected = False
+_watched: list[Any] = []  # the settings object watched (napari may replace it, e.g. in tests)
 
 
 def generalize(mapping: dict[str, str]) -> dict[str, str] | None:
@@ -50,15 +50,17 @@ def _on_change(event: Any = None) -> None:
 
 
 def remember_n5_folders() -> None:
-    """Watch napari's reader preferences (once per process; only inside napari)."""
-    global _connected
-    if _connected or "napari.settings" not in sys.modules and "napari" not in sys.modules:
+    """Watch napari's reader preferences (once per settings object; only inside napari)."""
+    if "napari" not in sys.modules:
         return
     try:
         from napari.settings import get_settings
 
-        get_settings().plugins.events.extension2reader.connect(_on_change)
-        _connected = True
+        settings = get_settings()
+        if _watched and _watched[0] is settings:
+            return
+        settings.plugins.events.extension2reader.connect(_on_change)
+        _watched[:] = [settings]
         _on_change()  # a choice remembered in an earlier session
     except Exception:
         pass
