@@ -497,16 +497,17 @@ def _n5_codec(dtype: str, ndim: int):
         ((100, 50, 10), (64, 64, 64), 1, (100, 50, 10)),  # whole array smaller than a block
         ((3, 512, 512), (1, 100, 100), 1, (3, 512, 100)),  # grows to the full extent
         ((10**4, 10**4), (512, 512), 8, (512, 512)),  # a 2 MiB block is a task
-        ((10**6, 10**6), (128, 128), 8, (8192, 8192)),  # 7.6M blocks: grown to <= 2**14 tasks
-        ((2**17, 2**17, 4096), (64, 64, 64), 1, (8192, 8192, 64)),  # x and y first
-        ((2**32 - 1, 2**32 - 1), (1, 1), 1, (2**25, 2**25)),  # declared 2^64 pixels in 1 x 1 blocks
-        ((100000, 100000, 20000), (64, 64, 64), 1, (16384, 16384, 64)),
+        ((10**6, 10**6), (128, 128), 8, (4096, 2048)),  # 7.6M blocks: grown towards <= 2**15 tasks, 64 MiB at most
+        ((2**17, 2**17, 4096), (64, 64, 64), 1, (1024, 1024, 64)),  # ... so still too many: a LevelReader
+        ((2**32 - 1, 2**32 - 1), (1, 1), 1, (64, 64)),  # at most 4096 blocks per task
+        ((100000, 100000, 20000), (64, 64, 64), 1, (1024, 1024, 64)),
     ],
 )
 def test_dask_chunks(shape, blocks, itemsize, expected):
     chunks = dask_chunks(shape, blocks, itemsize)
     assert chunks == expected
-    assert math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)) <= 2**14
+    per_task = math.prod(math.ceil(c / b) for c, b in zip(chunks, blocks, strict=True))
+    assert per_task <= 4096 and math.prod(chunks) * itemsize <= 64 * 2**20
     for c, b, s in zip(chunks, blocks, shape, strict=True):
         assert c == s or c % b == 0
 

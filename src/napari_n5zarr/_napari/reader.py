@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr._napari.levels import contrast_limits, dask_chunks, dask_level  # noqa: F401 (dask_chunks: public)
+from napari_n5zarr._napari.levels import (  # noqa: F401 (dask_chunks, dask_level: public)
+    contrast_limits,
+    dask_chunks,
+    dask_level,
+    lazy_level,
+    preview_levels,
+)
 from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
 from napari_n5zarr.spatial import Multiscale
 
@@ -341,6 +347,8 @@ def layer_data(
     if ms.ndim < 2:
         raise ValueError(f"{ms.ndim}-D data cannot be shown as an image")
     levels = [_level(node, ms, k, report) for k in range(len(ms.paths))]
+    if len(levels) == 1:
+        levels = preview_levels(levels[0])  # a huge single level gets nearest-neighbour previews
     n5_axes = list(range(ms.ndim))
     kwargs: dict[str, Any] = {
         "name": ms.name,
@@ -369,15 +377,13 @@ def layer_data(
     kwargs["rgb"] = False
     channel = ms.channel_axis
     if channel is not None and 1 < ms.shapes[0][channel] <= 16 and ms.ndim > 2:
-        import dask.array as da
-
         napari_channel = ms.ndim - 1 - channel
         kwargs["channel_axis"] = napari_channel
         _spatial_kwargs(kwargs, ms, [a for a in n5_axes if a != channel])
         coarsest = levels[-1]
         per_channel = [b for i, b in enumerate(blocks) if i != napari_channel]
         kwargs["contrast_limits"] = [
-            contrast_limits(da.take(coarsest, i, axis=napari_channel), per_channel)
+            contrast_limits(coarsest[(slice(None),) * napari_channel + (i,)], per_channel)
             for i in range(coarsest.shape[napari_channel])
         ]
         kwargs["name"] = [f"{ms.name} [{i}]" for i in range(coarsest.shape[napari_channel])]
@@ -428,12 +434,10 @@ def _level(
     if ms.time_paths:
         import dask.array as da
 
-        return da.stack([_array_level(_child(node, paths[k]), report) for paths in ms.time_paths], axis=0)
-    return _array_level(_child(node, ms.paths[k]), report)
-
-
-def _array_level(array: zarr.Array, report: Callable[[str], None] | None) -> da.Array:
-    return dask_level(array, n5_order=spatial.n5_ordered(array), report=report)
+        arrays = [_child(node, paths[k]) for paths in ms.time_paths]
+        return da.stack([dask_level(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays], axis=0)
+    array = _child(node, ms.paths[k])
+    return lazy_level(array, n5_order=spatial.n5_ordered(array), report=report)
 
 
 def _child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
