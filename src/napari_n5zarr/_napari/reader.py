@@ -212,9 +212,6 @@ def read_path(
         import napari_n5zarr
 
         node = napari_n5zarr.open(target)
-    except ModuleNotFoundError as exc:
-        notify("error", f"napari-n5zarr: cannot open {target}: {missing_extra_message(exc)}")
-        return []
     except Exception as exc:
         notify("error", f"napari-n5zarr: cannot open {target}: {missing_extra_message(exc)}")
         return []
@@ -232,12 +229,9 @@ def read_path(
 
 def missing_extra_message(exc: BaseException) -> str:
     """The error's text, or which extra to install when a remote backend is missing."""
-    text = str(exc)
-    name = getattr(exc, "name", None) or ""
-    for module, extra in (("aiohttp", "http"), ("requests", "http"), ("s3fs", "s3"), ("gcsfs", "gcs")):
-        if name == module or f"'{module}'" in text or f"install {module}" in text:
-            return f"this URL needs {module}: pip install 'napari-n5zarr[{extra}]'"
-    return text or type(exc).__name__
+    from napari_n5zarr.extras import describe
+
+    return describe(exc)
 
 
 def _too_many_children(node: zarr.Array | zarr.Group) -> bool:
