@@ -64,14 +64,28 @@ def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **
     return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, **kwargs)
 
 
+SAVE_EXISTS = (
+    "{path} already exists: File > Save Layers never replaces a container. Choose a new name, "
+    'or use Plugins > Export as N5 + Zarr v3 with "overwrite" ticked.'
+)
+
+
+def _saving(path: str, write: Callable[[], Any]) -> Any:
+    """Run a Save Layers write; an existing destination is explained in menu words."""
+    try:
+        return write()
+    except FileExistsError as exc:
+        raise FileExistsError(SAVE_EXISTS.format(path=path)) from exc
+
+
 def write_image(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for image layers."""
-    return [export_layer(path, data, meta, labels=False)]
+    return [_saving(path, lambda: export_layer(path, data, meta, labels=False))]
 
 
 def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for labels layers."""
-    return [export_layer(path, data, meta, labels=True)]
+    return [_saving(path, lambda: export_layer(path, data, meta, labels=True))]
 
 
 def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
@@ -79,7 +93,7 @@ def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
     names = _unique_names([meta.get("name") or layer_type for _, meta, layer_type in layer_data])
     written = []
     for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
-        export_layer(path, data, meta, labels=layer_type == "labels", path=name)
+        _saving(path, lambda: export_layer(path, data, meta, labels=layer_type == "labels", path=name))  # noqa: B023 (called at once)
         written.append(f"{path.rstrip('/')}/{name}")
     return written
 
