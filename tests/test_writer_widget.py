@@ -223,17 +223,18 @@ def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
 @pytest.mark.napari
 def test_widget_refuses_absurd_block_sizes_with_the_reason(widget, tmp_path, monkeypatch):
     viewer, w = widget
-    viewer.add_image(np.zeros((64, 512, 512), "uint8"), name="vol")
+    viewer.add_image(da.zeros((2048, 2048, 2048), dtype="uint16", chunks=256), name="vol", contrast_limits=(0, 1))
     w.destination.value = tmp_path / "vol.n5"
     shown = []
     monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
-    for size, reason in ((1, "too small"), (4, "too small"), (4096, "MiB")):
+    for size, reason in ((1, "too small"), (4, "too small"), (16, "blocks (at most 250,000)"), (2048, "MiB")):
         w.block_size.value = size
         assert w.start() is None and w.worker is None
-        assert reason in w.status.value and w.status.value == shown[-1]
+        assert reason in w.status.value and w.status.value == shown[-1], w.status.value
     assert not (tmp_path / "vol.n5").exists()
     w.block_size.value = 0
-    assert w.block_size.native.text() == "auto" and w.levels.native.text() == "auto"
+    for spin in (w.block_size.native, w.levels.native):  # 0 is shown as "auto"
+        assert spin.specialValueText() == "auto" and spin.value() == spin.minimum() == 0
 
 
 @pytest.mark.napari
