@@ -256,21 +256,25 @@ def _too_many(source: str, what: str, notify: Callable[[str, str], None]) -> lis
 
 
 def _open_browser(source: str) -> bool:
-    """Dock the N5 browser showing ``source`` in the current viewer (False if none)."""
+    """Show ``source`` in the N5 browser of the current viewer (docked once; reused).
+    False outside napari's main thread (e.g. a read started by the browser itself)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
     try:
         import napari
 
         viewer = napari.current_viewer()
         if viewer is None:
             return False
-        from napari_n5zarr._napari.browser import BrowserWidget
+        browser = dict(viewer.window.dock_widgets).get("N5 browser")
+        if browser is None:
+            from napari_n5zarr._napari.browser import BrowserWidget
 
-        browser = BrowserWidget(viewer)
-        viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
-        if hasattr(browser, "location"):
-            browser.location.setText(source)
-        if hasattr(browser, "load"):
-            browser.load()
+            browser = BrowserWidget(viewer)
+            viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+        browser.load(source)
         return True
     except Exception:
         return False
