@@ -152,3 +152,19 @@ def test_corrupt_block_in_first_slice_leaves_a_drawn_layer(make_napari_viewer, t
     grey = shot[..., :3].reshape(-1, 3)
     assert len(np.unique(grey, axis=0)) > 10  # the data is drawn, not the welcome screen
     assert any("fill value" in n for n in notes), notes
+
+
+@pytest.mark.napari
+def test_huge_single_level_is_shown_through_preview_levels(make_napari_viewer, tmp_path):
+    root = napari_n5zarr.open(tmp_path / "h.n5", mode="w")
+    array = napari_n5zarr.create_dataset(root, "big", shape=(100000, 100000), dtype="uint8", chunks=(1024, 1024), compression={"type": "gzip"})
+    array[45056:55296, 45056:55296] = 200  # a bright square in the middle (N5 order x, y)
+    viewer = make_napari_viewer(show=True)
+    viewer.open(str(tmp_path / "h.n5" / "big"), plugin="napari-n5zarr")
+    (layer,) = viewer.layers
+    assert layer.multiscale and isinstance(layer.data[0], lv.LevelReader)
+    layer.contrast_limits = (0, 200)
+    shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3].mean(axis=-1)
+    h, w = shot.shape
+    assert shot[h // 2, w // 2] > 150  # the square is drawn at the centre
+    assert shot[h // 2, 2] < 50 or shot[2, w // 2] < 50  # on a dark background

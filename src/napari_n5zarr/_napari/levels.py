@@ -63,6 +63,15 @@ class LevelReader:
         self._reported: set[str] = set()
         self._lock = threading.Lock()
 
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
+        out = self[(slice(None),) * self.ndim]
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
         selection = basic[::-1] if self.n5_order else basic
@@ -233,6 +242,15 @@ class StridedReader:
         self.shape = tuple(base.shape[:-2]) + tuple(math.ceil(n / self.step) for n in base.shape[-2:])
         self.storage_blocks = tuple(base.storage_blocks[:-2]) + tuple(max(1, b // self.step) for b in base.storage_blocks[-2:])
 
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
+        out = self[(slice(None),) * self.ndim]
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
         parent = list(basic[:-2]) + [slice(s.start * self.step, s.stop * self.step, (s.step or 1) * self.step) for s in basic[-2:]]
@@ -243,17 +261,20 @@ class StridedReader:
 
 
 PREVIEW_EDGE = 1024
-"""A single huge level gets nearest-neighbour preview levels down to this y/x extent."""
+"""A single huge level gets nearest-neighbour preview levels down to this y/x extent..."""
+HUGE_EDGE = 16384
+"""...when its y or x extent is above this (napari reads a single level's plane whole)."""
 
 
-def preview_levels(level: Any) -> list[Any]:
+def needs_preview(shape: Sequence[int]) -> bool:
+    """True for a level whose y-x plane napari could not read whole."""
+    return len(shape) >= 2 and max(shape[-2:]) > HUGE_EDGE
+
+
+def preview_levels(level: LevelReader) -> list[Any]:
     """``[level, every 2nd pixel, every 4th, ...]`` until y and x fit :data:`PREVIEW_EDGE`
     (napari shows a single level whole: a 100000^2 plane would be read in full)."""
-    if level.ndim < 2 or max(level.shape[-2:]) <= PREVIEW_EDGE:
-        return [level]
-    base = level if isinstance(level, LevelReader) else None
-    if base is None:
-        return [level]
+    base = level
     out: list[Any] = [level]
     step = 2
     while max(math.ceil(n / (step // 2)) for n in level.shape[-2:]) > PREVIEW_EDGE:

@@ -20,7 +20,9 @@ from napari_n5zarr._napari.levels import (  # noqa: F401 (dask_chunks, dask_leve
     contrast_limits,
     dask_chunks,
     dask_level,
+    LevelReader,
     lazy_level,
+    needs_preview,
     preview_levels,
 )
 from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
@@ -344,9 +346,11 @@ def layer_data(
     Building it reads metadata and a bounded sample of the coarsest level (contrast)."""
     if ms.ndim < 2:
         raise ValueError(f"{ms.ndim}-D data cannot be shown as an image")
-    levels = [_level(node, ms, k, report) for k in range(len(ms.paths))]
-    if len(levels) == 1:
-        levels = preview_levels(levels[0])  # a huge single level gets nearest-neighbour previews
+    if len(ms.paths) == 1 and not ms.time_paths and needs_preview(ms.shapes[0][::-1]):
+        array = _child(node, ms.paths[0])  # no pyramid: nearest-neighbour preview levels
+        levels = preview_levels(LevelReader(array, n5_order=spatial.n5_ordered(array), report=report))
+    else:
+        levels = [_level(node, ms, k, report) for k in range(len(ms.paths))]
     n5_axes = list(range(ms.ndim))
     kwargs: dict[str, Any] = {
         "name": ms.name,
