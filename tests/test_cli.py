@@ -344,7 +344,11 @@ def test_missing_remote_extra_is_named(tmp_path):
 def test_reader_names_the_missing_extra(monkeypatch):
     from napari_n5zarr._napari.reader import read_path
 
-    monkeypatch.setitem(sys.modules, "s3fs", None)
+    import importlib
+
+    registry = importlib.import_module("fsspec.registry")._registry
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed...
+    monkeypatch.delitem(registry, "s3", raising=False)  # ...nor loaded before
     notes = []
     assert read_path("s3://bucket/data.n5", notify=lambda level, msg: notes.append(msg)) == []
     assert len(notes) == 1 and "pip install 'napari-n5zarr[s3]'" in notes[0]
