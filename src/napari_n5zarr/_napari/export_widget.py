@@ -198,6 +198,7 @@ class ExportWidget(Container):
         worker.returned.connect(lambda result: self._done(result, dest))
         worker.finished.connect(self._finished)
         self.worker = worker
+        self._close_guard.attach()
         self.export_button.enabled = False
         self.cancel_button.enabled = True
         self.status.value = f"exporting {layer.name}: {total:,} blocks"
@@ -291,11 +292,14 @@ class _CloseGuard:
 
         self.widget = widget
         self.filter = Filter()
-        try:
-            window = widget.viewer.window._qt_window
+        self.watched = 0  # id() of the watched window: no reference that would keep it alive
+
+    def attach(self) -> None:
+        """Watch the window this widget is docked in (napari's main window)."""
+        window = self.widget.native.window()
+        if window is not None and id(window) != self.watched and window is not self.widget.native:
             window.installEventFilter(self.filter)
-        except Exception:
-            pass
+            self.watched = id(window)
 
     def confirm(self) -> bool:
         """True: cancel the export and close."""
