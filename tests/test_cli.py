@@ -274,3 +274,128 @@ def test_console_script_is_installed():
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
     for command in ("tree", "info", "convert", "add-zarr-metadata", "view"):
         assert command in out.stdout
+
+
+# -- errors and exit codes ------------------------------------------------------------------
+
+
+def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.CompletedProcess:
+    import os
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "napari_n5zarr.cli", *args], capture_output=True, text=True, timeout=120, env=full_env, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["view", "MISSING"],
+        ["view", "MISSING.n5"],
+        ["convert", "MISSING", "out.n5"],
+        ["add-zarr-metadata", "MISSING"],
+        ["convert", "{pyr}", "{tmp}/out.n5", "--compression", "zstd:abc"],
+        ["convert", "{pyr}", "{tmp}/out.n5", "--compression", "nonsense"],
+        ["convert", "{pyr}", "{tmp}/out.n5", "--levels", "many"],
+        ["convert", "{pyr}", "{tmp}/out.n5", "--chunks", "a,b"],
+    ],
+)
+def test_user_errors_give_one_line_and_exit_2(pyramid, tmp_path, args):
+    args = [a.format(pyr=pyramid[0], tmp=tmp_path) for a in args]
+    run = run_cli(*args)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("n5zarr: error: "), run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_existing_destination_says_what_to_do(pyramid, tmp_path):
+    export(np.zeros((4, 4), "uint8"), tmp_path / "out.n5")
+    run = run_cli("convert", str(pyramid[0]), str(tmp_path / "out.n5"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "--overwrite" in run.stderr
+
+
+def test_every_subcommand_documents_exit_codes():
+    for command in ("tree", "info", "convert", "add-zarr-metadata", "view"):
+        out = run_cli(command, "--help").stdout
+        assert "exit status:" in out and "0  all good" in out and "2  usage error" in out, command
+    assert "exit status:" in run_cli("--help").stdout
+
+
+def test_missing_remote_extra_is_named(tmp_path):
+    """As if s3fs / aiohttp were not installed (the README's plain install)."""
+    block = tmp_path / "block"
+    block.mkdir()
+    for module in ("s3fs", "aiohttp"):
+        (block / f"{module}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{module}'\", name='{module}')\n")
+    import os
+
+    env = {"PYTHONPATH": os.pathsep.join([str(block), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    for url, extra in (("s3://bucket/data.n5", "s3"), ("https://127.0.0.1:9/data.n5", "http")):
+        for command in ("info", "view", "convert"):
+            args = [command, url] + ([str(tmp_path / "o.n5")] if command == "convert" else [])
+            run = run_cli(*args, env=env)
+            assert run.returncode == 2, (command, url, run.stderr)
+            assert f"pip install 'napari-n5zarr[{extra}]'" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_reader_names_the_missing_extra(monkeypatch):
+    from napari_n5zarr._napari.reader import read_path
+
+    import importlib
+
+    registry = importlib.import_module("fsspec.registry")._registry
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed...
+    monkeypatch.delitem(registry, "s3", raising=False)  # ...nor loaded before
+    notes = []
+    assert read_path("s3://bucket/data.n5", notify=lambda level, msg: notes.append(msg)) == []
+    assert len(notes) == 1 and "pip install 'napari-n5zarr[s3]'" in notes[0]
+
+
+def test_default_install_reads_http():
+    """aiohttp and requests are core dependencies: http(s) URLs work without an extra."""
+    import tomllib
+
+    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(d.startswith("aiohttp") for d in deps) and any(d.startswith("requests") for d in deps)
+
+
+def test_broken_pipe_is_silent(tmp_path):
+    root = napari_n5zarr.open(tmp_path / "wide.n5", mode="w")
+    for i in range(120):
+        g = root.create_group(f"group_with_a_long_name_{i:04d}")
+        for j in range(12):
+            g.create_group(f"subgroup_with_a_long_name_{j:03d}")
+    script = f"{sys.executable} -m napari_n5zarr.cli tree {tmp_path / 'wide.n5'} | head -1"
+    run = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert run.stderr == "", run.stderr
+    assert len(run.stdout.splitlines()) == 1
+
+
+@pytest.mark.napari
+def test_view_fits_the_data_in_the_visible_canvas(make_napari_viewer, tmp_path, monkeypatch, qtbot):
+    """With the docks in place, the data is fitted to the canvas that is left."""
+    from napari_n5zarr._napari import viewer_launch
+
+    wide = np.full((100, 1000), 200, "uint8")
+    wide[:2] = 0  # contrast limits 0..200: the data is bright on a black canvas
+    export(wide, tmp_path / "wide.n5", levels=1)
+    made = []
+
+    def viewer_factory(*args, **kwargs):
+        kwargs.pop("title", None)
+        made.append(make_napari_viewer(show=True))
+        return made[-1]
+
+    monkeypatch.setattr("napari.Viewer", viewer_factory)
+    viewer = viewer_launch.view(str(tmp_path / "wide.n5"), block=False)
+    viewer.window._qt_window.resize(1000, 700)
+    qtbot.wait(300)
+    shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3].mean(axis=-1)
+    bright = np.argwhere(shot > 100)
+    (top, left), (bottom, right) = bright.min(axis=0), bright.max(axis=0)
+    height, width = shot.shape
+    assert left > 0 and right < width - 1, (left, right, width)  # not cut off at the sides
+    assert (right - left) > 0.6 * width  # and fitted, not tiny

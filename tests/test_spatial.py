@@ -450,3 +450,54 @@ def test_detect_ignores_objects_that_are_not_nodes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(sp.detect(root)) == 5
+
+
+# --- store inheritance, colour axis, C order, limit -------------------------------------------
+
+
+def test_detect_inherits_from_groups_above_the_store_root(tmp_path):
+    import napari_n5zarr
+
+    root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
+    g = root.create_group("g", attributes={"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 3.0]}})
+    napari_n5zarr.create_dataset(g, "s0", shape=(8, 8, 4), dtype="uint8", chunks=(4, 4, 4))
+    (ms,) = sp.detect(napari_n5zarr.open(tmp_path / "c.n5" / "g" / "s0"))  # the store starts at s0
+    assert ms.scale == (0.5, 0.5, 3.0) and ms.units == ("um",) * 3
+    (tmp_path / "c.n5" / "g" / "attributes.json").write_text("{}")  # nothing to inherit any more
+    (ms,) = sp.detect(napari_n5zarr.open(tmp_path / "c.n5" / "g" / "s0"))
+    assert ms.scale == (1.0, 1.0, 1.0)
+
+
+def test_uncalibrated_c_order_rgb_gets_a_colour_axis(tmp_path):
+    import napari_n5zarr
+
+    root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
+    napari_n5zarr.create_dataset(root, "rgb", shape=(3, 40, 30), dtype="uint8", chunks=(3, 16, 16))
+    napari_n5zarr.create_dataset(root, "rgba", shape=(4, 40, 30), dtype="uint8", chunks=(4, 16, 16))
+    napari_n5zarr.create_dataset(root, "stack", shape=(3, 40, 30), dtype="uint16", chunks=(3, 16, 16))
+    found = {ms.name: ms for ms in sp.detect(napari_n5zarr.open(tmp_path / "c.n5"))}
+    assert found["rgb"].axes == ("rgb", "x", "y")
+    assert found["rgba"].axes == ("rgba", "x", "y")
+    assert found["stack"].axes == ("x", "y", "z")  # not uint8: a z stack, not colour
+
+
+def test_plain_zarr_arrays_are_described_in_n5_order(tmp_path):
+    import zarr
+
+    import napari_n5zarr
+
+    zarr.create_array(tmp_path / "p.zarr", shape=(5, 7, 9), dtype="uint8")
+    array = napari_n5zarr.open(tmp_path / "p.zarr")
+    assert not sp.n5_ordered(array)
+    (ms,) = sp.detect(array)
+    assert ms.shapes == ((9, 7, 5),)
+
+
+def test_detect_stops_above_the_limit(tmp_path):
+    import napari_n5zarr
+
+    root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
+    for i in range(10):
+        napari_n5zarr.create_dataset(root, f"d{i}", shape=(4, 4), dtype="uint8", chunks=(4, 4))
+    assert len(sp.detect(root, limit=3)) == 4  # one more than the limit: "too many"
+    assert len(sp.detect(root)) == 10

@@ -34,10 +34,10 @@ def test_rgb_layer_keeps_its_colour_axis(tmp_path):
     rgb = np.random.default_rng(0).integers(0, 255, (300, 400, 3), dtype=np.uint8)
     layer = Image(rgb, rgb=True, scale=(2.0, 0.5))
     kwargs = layer_export_kwargs(*layer.as_layer_data_tuple()[:2])
-    assert kwargs["scale"] == [2.0, 0.5, 1.0] and kwargs["axis_labels"][-1] == "c"
+    assert kwargs["scale"] == [2.0, 0.5, 1.0] and kwargs["axis_labels"][-1] == "rgb"
     [written] = write_image(str(tmp_path / "rgb.n5"), *layer.as_layer_data_tuple()[:2])
     root = attrs(Path(written))
-    assert root["axes"] == ["c", "x", "y"] and root["resolution"] == [1.0, 0.5, 2.0]
+    assert root["axes"] == ["rgb", "x", "y"] and root["resolution"] == [1.0, 0.5, 2.0]
     # colours are never averaged; y (2.0) is coarser than x (0.5), so x is halved first
     assert attrs(Path(written) / "s1")["downsamplingFactors"] == [1, 2, 1]
     np.testing.assert_array_equal(napari_n5zarr.open(written)["s0"][...], rgb.T)
@@ -189,17 +189,14 @@ def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
     qtbot.waitUntil(lambda: any((tmp_path / "slow.n5").rglob("*/0/0/*")), timeout=20000)
     qtbot.wait(200)
     timer.stop()
-    from napari.utils import progress
-
-    [bar] = [p for p in progress._all_instances if p.desc == "Exporting slow"]
-    qtbot.waitUntil(lambda: bar.n > 0, timeout=5000)
-    assert bar.total == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3
+    assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
+    qtbot.waitUntil(lambda: w.progress.value > 0, timeout=5000)
     assert w.worker is not None  # still exporting while the event loop ran
     assert len(ticks) >= 5 and max(np.diff(ticks)) < 0.5
     w.cancel_button.clicked.emit()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert w.status.value == "cancelled"
-    assert not (tmp_path / "slow.n5").exists() or not any((tmp_path / "slow.n5").iterdir())
+    assert not (tmp_path / "slow.n5").exists()  # no empty folder left behind
 
 
 @pytest.mark.napari
@@ -212,10 +209,78 @@ def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
     (tmp_path / "taken.n5" / "notes.txt").write_text("keep")
     w.destination.value = tmp_path / "taken.n5"
     w.overwrite.value = True
-    errors = []
-    monkeypatch.setattr(notification_manager, "receive_error", lambda *exc: errors.append(exc[1]))
+    tracebacks, shown = [], []
+    monkeypatch.setattr(notification_manager, "receive_error", lambda *exc: tracebacks.append(exc[1]))
+    monkeypatch.setattr("napari.utils.notifications.show_error", shown.append)
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
-    assert w.status.value.startswith("failed: refusing to overwrite")
-    assert len(errors) == 1 and isinstance(errors[0], FileExistsError)
+    assert w.status.value.startswith("failed: ")
+    assert tracebacks == [] and len(shown) == 1 and shown[0].startswith("Export failed: ")  # no traceback
+    assert "overwrite=True" not in w.status.value
     assert (tmp_path / "taken.n5" / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.napari
+def test_widget_refuses_absurd_block_sizes_with_the_reason(widget, tmp_path, monkeypatch):
+    viewer, w = widget
+    viewer.add_image(da.zeros((2048, 2048, 2048), dtype="uint16", chunks=256), name="vol", contrast_limits=(0, 1))
+    w.destination.value = tmp_path / "vol.n5"
+    shown = []
+    monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
+    for size, reason in ((1, "too small"), (4, "too small"), (16, "blocks (at most 250,000)"), (2048, "MiB")):
+        w.block_size.value = size
+        assert w.start() is None and w.worker is None
+        assert reason in w.status.value and w.status.value == shown[-1], w.status.value
+    assert not (tmp_path / "vol.n5").exists()
+    w.block_size.value = 0
+    for spin in (w.block_size.native, w.levels.native):  # 0 is shown as "auto"
+        assert spin.specialValueText() == "auto" and spin.value() == spin.minimum() == 0
+
+
+@pytest.mark.napari
+def test_widget_levels_disabled_for_multiscale_layers(widget):
+    viewer, w = widget
+    viewer.add_image([np.zeros((64, 64), "uint8"), np.zeros((32, 32), "uint8")], name="pyr", multiscale=True)
+    viewer.add_image(np.zeros((64, 64), "uint8"), name="flat")
+    w.layer.value = viewer.layers["pyr"]
+    assert not w.levels.enabled and "its own 2 levels" in w.levels.tooltip
+    w.layer.value = viewer.layers["flat"]
+    assert w.levels.enabled
+
+
+@pytest.mark.napari
+def test_widget_message_says_tick_overwrite(widget, qtbot, tmp_path):
+    viewer, w = widget
+    viewer.add_image(volume(), name="raw")
+    napari_n5zarr.export(volume(), tmp_path / "raw.n5")
+    w.destination.value = tmp_path / "raw.n5"
+    w.start()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    assert 'tick "overwrite"' in w.status.value or "overwrite" in w.status.value and "=True" not in w.status.value
+
+
+@pytest.mark.napari
+def test_save_layers_onto_an_existing_n5_explains(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.add_image(volume(), name="raw")
+    viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
+    with pytest.raises(FileExistsError, match="Save Layers never replaces"):
+        viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
+
+
+@pytest.mark.napari
+def test_closing_during_an_export_asks_first(widget, qtbot, tmp_path, monkeypatch):
+    from napari_n5zarr._napari import export_widget
+
+    viewer, w = widget
+    viewer.add_image(slow_volume(), name="slow")
+    w.destination.value = tmp_path / "slow.n5"
+    w.block_size.value = 16
+    asked = []
+    monkeypatch.setattr(export_widget._CloseGuard, "confirm", lambda self: asked.append(1) or False)
+    viewer.window._qt_window.show()
+    w.start()
+    viewer.window._qt_window.close()  # the user closes napari: "No" keeps it open
+    assert asked == [1] and w.worker is not None and not w._cancel.is_set()
+    w.cancel()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)

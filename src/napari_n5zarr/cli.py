@@ -426,9 +426,26 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
-    from napari_n5zarr._napari.viewer_launch import view
+    if args.path is not None:  # fail here, in one line, not in an empty viewer
+        from napari_n5zarr._napari.reader import bdv_xml_target
+        from napari_n5zarr.access import open as open_node
 
+        target = args.path
+        if target.lower().endswith(".xml") and "://" not in target:
+            from pathlib import Path
+
+            if not Path(target).is_file():
+                raise FileNotFoundError(f"no such file: {target}")
+            found = bdv_xml_target(Path(target))
+            if found is None:
+                raise ValueError(f"{target} is not a BigDataViewer N5 XML")
+            target = found[0]
+        for name in ("attributes.json", "zarr.json"):
+            target = target[: -len(name) - 1] if target.endswith("/" + name) else target
+        open_node(target)
     try:
+        from napari_n5zarr._napari.viewer_launch import view
+
         view(args.path, screenshot=args.screenshot)
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
@@ -480,13 +497,73 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_CODES = """exit status:
+  0  all good
+  1  done, but something was skipped or unreadable (listed in the output)
+  2  usage error or fatal error (one line on stderr: what and why)"""
+
+
+def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """The same exit status rule in every command's --help."""
+    parser.epilog = EXIT_CODES
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.epilog = EXIT_CODES
+                sub.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe (``n5zarr tree ... | head``): no more output, no error at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``n5zarr`` console script."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``n5zarr`` console script (exit status: see :data:`EXIT_CODES`).
+
+    Ordinary mistakes (a missing path, a bad option value, a missing extra, unreadable
+    metadata, a remote fault) end with one line on stderr, never a traceback;
+    ``N5ZARR_DEBUG=1`` shows the traceback of an unexpected error."""
+    from napari_n5zarr.extras import describe, missing_extra
+
+    parser = build_parser()
+    _document_exit_codes(parser)
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
-        return _error(str(e))
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        print("n5zarr: interrupted", file=sys.stderr, flush=True)  # noqa: T201
+        return 130
+    except ImportError as e:
+        if missing_extra(e) is None and os.environ.get("N5ZARR_DEBUG"):
+            raise
+        return _error(describe(e))
+    except (OSError, ValueError, KeyError, TypeError) as e:  # includes N5FormatError, FileNotFoundError
+        if os.environ.get("N5ZARR_DEBUG"):
+            raise
+        return _error(_cli_wording(_one_line(e)))
+    except Exception as e:
+        if os.environ.get("N5ZARR_DEBUG"):
+            raise
+        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)")
+
+
+def _cli_wording(text: str) -> str:
+    """The library speaks Python (``overwrite=True``); here the option is ``--overwrite``."""
+    return text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

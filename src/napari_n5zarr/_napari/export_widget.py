@@ -1,17 +1,21 @@
 """Dock widget: export an image or labels layer as an N5 + Zarr v3 pyramid.
 
-The export runs in a worker thread (the viewer stays responsive) with a napari progress
-bar; Cancel stops it at the next block and removes the partial output. Errors become
-napari notifications.
+The export runs in a worker thread (the viewer stays responsive) with a progress bar in
+the widget, determinate from the start (blocks are counted before writing); Cancel stops
+it at the next block and removes the partial output (and an empty destination folder).
+Block sizes are checked before anything is written. Ordinary mistakes (an existing
+destination, a bad block size) are explained in the widget and a notification, without a
+traceback; closing napari during an export asks first.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, Label, PushButton, SpinBox
+from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, Label, ProgressBar, PushButton, SpinBox
 
 from napari_n5zarr.blocks import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
@@ -19,6 +23,58 @@ from napari_n5zarr.n5.compression import N5_TYPES
 if TYPE_CHECKING:
     import napari
     from napari.qt.threading import FunctionWorker
+
+
+MIN_BLOCK = 8
+"""Smallest block edge on spatial axes the widget accepts (smaller: millions of files)."""
+MAX_BLOCKS = 250_000
+"""Most blocks one export may write from the widget (over all levels)."""
+MAX_BLOCK_BYTES = 512 * 2**20
+"""Largest decoded block (N5 blocks are decoded whole by every reader)."""
+ORDINARY = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError, OSError)
+"""Errors that are a person's mistake or situation: explained, never shown as a traceback."""
+
+
+def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_size: int, levels: int, rgb: bool) -> tuple[int, int]:
+    """(blocks over all levels, bytes of one block) that an export would write."""
+    import numpy as np
+
+    from napari_n5zarr import pyramid
+    from napari_n5zarr.exporter import default_chunks
+
+    labels = list(axis_labels) if axis_labels is not None else None
+    if rgb:
+        labels = [*(labels or [str(-i) for i in range(len(shape) - 1, 0, -1)])[: len(shape) - 1], "rgb"]
+    spatial = pyramid.spatial_axes(len(shape), labels if labels and any(str(a) in ("x", "y", "z") for a in labels) else None)
+    if rgb and len(shape) - 1 in spatial:
+        spatial = tuple(a for a in spatial if a != len(shape) - 1)
+    block = default_chunks(shape, spatial) if not block_size else tuple(block_size if i in spatial else 1 for i in range(len(shape)))
+    block = tuple(max(1, min(b, n)) for b, n in zip(block, shape, strict=True))
+    steps = pyramid.plan(shape, block, spatial, None, levels or "auto")
+    total, cur = 0, list(shape)
+    for step in [None, *steps]:
+        if step is not None:
+            cur = [math.ceil(n / f) for n, f in zip(cur, step, strict=True)]
+        total += math.prod(math.ceil(n / min(b, n)) for n, b in zip(cur, block, strict=True))
+    return total, math.prod(block) * np.dtype(dtype).itemsize
+
+
+def check_block_size(total: int, block_bytes: int, block_size: int) -> str | None:
+    """Why these blocks are refused, or None."""
+    if block_size and block_size < MIN_BLOCK:
+        return f"block size {block_size} is too small (at least {MIN_BLOCK}, or auto): it would write {total:,} blocks"
+    if total > MAX_BLOCKS:
+        return f"this would write {total:,} blocks (at most {MAX_BLOCKS:,}): choose a larger block size, or auto"
+    if block_bytes > MAX_BLOCK_BYTES:
+        return f"one block would hold {block_bytes / 2**20:,.0f} MiB (at most {MAX_BLOCK_BYTES // 2**20} MiB): choose a smaller block size, or auto"
+    return None
+
+
+def gui_wording(exc: BaseException) -> str:
+    """An error in the words of this form (``overwrite=True`` is the "overwrite" box)."""
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = text.replace("(pass overwrite=True to replace it)", '(tick "overwrite" to replace it)')
+    return text.replace("pass overwrite=True", 'tick "overwrite"').replace("overwrite=True", '"overwrite" ticked')
 
 
 def _run_export(layer: Any, dest: str, options: dict[str, Any], progress: Any, cancel: threading.Event) -> str | None:
@@ -41,17 +97,23 @@ class ExportWidget(Container):
         self.destination = FileEdit(label="destination", mode="w", filter="*.n5")
         self.compression = ComboBox(label="compression", choices=list(N5_TYPES), value="gzip")
         self.block_size = SpinBox(
-            label="block size", value=0, min=0, max=8192, tooltip="block edge on spatial axes; 0 = automatic (64^3 / 256^2)"
-        )
-        self.levels = SpinBox(label="levels", value=0, min=0, max=32, tooltip="pyramid levels; 0 = until one block")
+            label="block size", value=0, min=0, max=4096,
+            tooltip=f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)",
+        )  # fmt: skip
+        self.block_size.native.setSpecialValueText("auto")
+        self.levels = SpinBox(label="levels", value=0, min=0, max=32, tooltip="pyramid levels; auto = until one block")
+        self.levels.native.setSpecialValueText("auto")
         self.overwrite = CheckBox(label="overwrite", value=False, tooltip="replace an existing N5/Zarr destination")
         self.export_button = PushButton(text="Export")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
+        self.progress = ProgressBar(label="progress", value=0, min=0, max=1, visible=False)
         self.status = Label(value="")
+        self.status.native.setWordWrap(True)  # long messages wrap instead of widening the dock
+        self.status.native.setMinimumWidth(1)
         super().__init__(
             widgets=[
                 self.layer, self.destination, self.compression, self.block_size, self.levels,
-                self.overwrite, self.export_button, self.cancel_button, self.status,
+                self.overwrite, self.export_button, self.cancel_button, self.progress, self.status,
             ]
         )  # fmt: skip
         self.worker: FunctionWorker | None = None
@@ -60,9 +122,22 @@ class ExportWidget(Container):
         self.export_button.changed.connect(self.start)
         self.cancel_button.changed.connect(self.cancel)
         self.layer.changed.connect(self._suggest_destination)
+        self.layer.changed.connect(self._levels_for_layer)
+        self._close_guard = _CloseGuard(self)
         for event in (napari_viewer.layers.events.inserted, napari_viewer.layers.events.removed):
             event.connect(self._refresh)
         self._suggest_destination()
+        self._levels_for_layer()
+
+    def _levels_for_layer(self, _value: Any = None) -> None:
+        """A multiscale layer is saved with its own levels: the field says so, disabled."""
+        layer = self.layer.value
+        if layer is not None and getattr(layer, "multiscale", False):
+            self.levels.enabled = False
+            self.levels.tooltip = f"{layer.name} is multiscale: its own {len(layer.data)} levels are saved as they are"
+        else:
+            self.levels.enabled = True
+            self.levels.tooltip = "pyramid levels; auto = until one block"
 
     def _layer_choices(self, _widget: Any = None) -> list[tuple[str, Any]]:
         from napari.layers import Image, Labels
@@ -92,40 +167,65 @@ class ExportWidget(Container):
         }
 
     def start(self, _value: Any = None) -> FunctionWorker | None:
-        """Start the export in a worker thread; returns the worker."""
+        """Check the form, then start the export in a worker thread; returns the worker."""
         from napari.qt.threading import create_worker
-        from napari.utils import notifications, progress
         from superqt.utils import ensure_main_thread
 
         layer = self.layer.value
         if layer is None:
-            notifications.show_warning("Choose an image or labels layer to export")
-            return None
+            return self._refuse("Choose an image or labels layer to export")
         if self.worker is not None:
             return self.worker
+        problem, total = self._check(layer)
+        if problem:
+            return self._refuse(problem)
         dest = str(self.destination.value)
+        self._existed = Path(dest).exists()
         self._cancel = threading.Event()
-        bar = progress(total=0, desc=f"Exporting {layer.name}")
+        self.progress.max = max(1, total)
+        self.progress.value = 0
+        self.progress.visible = True
 
         @ensure_main_thread
         def on_progress(done: int, total: int) -> None:
-            if bar.total != total:
-                bar.total = total
-            bar.update(done - bar.n)
+            self.progress.max = max(1, total)
+            self.progress.value = min(done, total)
 
         worker = create_worker(
             _run_export, layer, dest, self.options(), on_progress, self._cancel,
-            _start_thread=False, _connect={"errored": self._failed},
+            _start_thread=False, _connect={"errored": lambda exc: self._failed(exc, dest)},
         )  # fmt: skip
         worker.returned.connect(lambda result: self._done(result, dest))
-        worker.finished.connect(bar.close)
         worker.finished.connect(self._finished)
         self.worker = worker
+        self._close_guard.attach()
         self.export_button.enabled = False
         self.cancel_button.enabled = True
-        self.status.value = f"exporting {layer.name}..."
+        self.status.value = f"exporting {layer.name}: {total:,} blocks"
         worker.start()
         return worker
+
+    def _check(self, layer: Any) -> tuple[str | None, int]:
+        """(why the form cannot be exported, blocks it would write)."""
+        multiscale = getattr(layer, "multiscale", False)
+        data = layer.data[0] if multiscale else layer.data
+        try:
+            total, block_bytes = planned_blocks(
+                tuple(data.shape), data.dtype, getattr(layer, "axis_labels", None),
+                self.block_size.value, 1 if multiscale else self.levels.value, bool(getattr(layer, "rgb", False)),
+            )  # fmt: skip
+        except Exception as exc:  # a plan we cannot make: let export() say why
+            return None if not isinstance(exc, ValueError) else str(exc), 0
+        if multiscale:
+            total = total * 4 // 3 + len(layer.data)  # the given levels: about a third more
+        return check_block_size(total, block_bytes, self.block_size.value), total
+
+    def _refuse(self, message: str) -> None:
+        from napari.utils import notifications
+
+        self.status.value = message
+        notifications.show_warning(message)
+        return None
 
     def cancel(self, _value: Any = None) -> None:
         """Stop the running export at its next block."""
@@ -136,19 +236,77 @@ class ExportWidget(Container):
         from napari.utils import notifications
 
         if result is None:
+            self._remove_empty(dest)
             self.status.value = "cancelled"
             notifications.show_info(f"Export to {dest} cancelled")
         else:
+            self.progress.value = self.progress.max
             self.status.value = f"saved {result}"
             notifications.show_info(f"Exported to {result}")
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, dest: str = "") -> None:
+        from napari.utils import notifications
         from napari.utils.notifications import notification_manager
 
-        self.status.value = f"failed: {exc}"
-        notification_manager.receive_error(type(exc), exc, exc.__traceback__)
+        self._remove_empty(dest)
+        message = gui_wording(exc)
+        self.status.value = f"failed: {message}"
+        if isinstance(exc, ORDINARY):
+            notifications.show_error(f"Export failed: {message}")  # no traceback for a person's mistake
+        else:
+            notification_manager.receive_error(type(exc), exc, exc.__traceback__)
+
+    def _remove_empty(self, dest: str) -> None:
+        """A destination folder this export created and left empty goes away."""
+        path = Path(dest) if dest else None
+        if path is None or getattr(self, "_existed", True):
+            return
+        try:
+            path.rmdir()  # only ever removes an empty folder
+        except OSError:
+            pass
 
     def _finished(self) -> None:
         self.worker = None
         self.export_button.enabled = True
         self.cancel_button.enabled = False
+        self.progress.visible = self.status.value.startswith("saved")
+
+
+class _CloseGuard:
+    """Asks before napari's window closes while an export runs (Cancel keeps it open)."""
+
+    def __init__(self, widget: ExportWidget) -> None:
+        from qtpy.QtCore import QEvent, QObject
+
+        guard = self
+
+        class Filter(QObject):
+            def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802 (Qt's name)
+                if event.type() == QEvent.Type.Close and widget.worker is not None and obj.isVisible():
+                    if not guard.confirm():
+                        event.ignore()
+                        return True
+                    widget.cancel()
+                return False
+
+        self.widget = widget
+        self.filter = Filter()
+        self.watched = 0  # id() of the watched window: no reference that would keep it alive
+
+    def attach(self) -> None:
+        """Watch the window this widget is docked in (napari's main window)."""
+        window = self.widget.native.window()
+        if window is not None and id(window) != self.watched and window is not self.widget.native:
+            window.installEventFilter(self.filter)
+            self.watched = id(window)
+
+    def confirm(self) -> bool:
+        """True: cancel the export and close."""
+        from qtpy.QtWidgets import QMessageBox
+
+        answer = QMessageBox.question(
+            None, "Export running", "An export is still running. Cancel it and close napari?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No,
+        )  # fmt: skip
+        return answer == QMessageBox.StandardButton.Yes

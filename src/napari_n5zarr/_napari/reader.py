@@ -8,7 +8,6 @@ plus a bounded sample of the coarsest level for the contrast limits.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import zipfile
@@ -17,6 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr._napari.levels import (  # noqa: F401 (dask_chunks, dask_level: public)
+    contrast_limits,
+    dask_chunks,
+    dask_level,
+    LevelReader,
+    lazy_level,
+    needs_preview,
+    preview_levels,
+)
+from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
 from napari_n5zarr.spatial import Multiscale
 
 if TYPE_CHECKING:
@@ -26,14 +35,10 @@ if TYPE_CHECKING:
 LayerData = tuple  # (data, kwargs, layer_type) or (None,)
 PathLike = str | os.PathLike[str]
 
-TASK_BYTES = 2**20
-"""Target decoded size of one dask task (grown from the storage block in x and y)."""
-MAX_TASKS = 2**17
-"""Above this many tasks per level, tasks grow (dask culls the whole graph on every compute)."""
-MAX_TASK_BYTES = 64 * 2**20
-"""...but never beyond this decoded size per task."""
-CONTRAST_BUDGET = 16 * 2**20
-"""Largest coarsest level read whole for the contrast limits; above, a central sample."""
+MAX_LAYERS = 32
+"""Above this many pyramids, a dropped container opens nothing but the N5 browser."""
+MAX_CHILDREN = 256
+"""Above this many entries at a container's top, it is not walked (one listing decides)."""
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _N5_URL = re.compile(r"\.n5(/|$)", re.IGNORECASE)
@@ -51,19 +56,45 @@ _XML_MAX_BYTES = 8 * 2**20
 
 
 def get_reader(path: PathLike | Sequence[PathLike]) -> Callable[[Any], list[LayerData]] | None:
-    """npe2 reader hook: :func:`read` for N5 (or ``n5_default`` Zarr) paths, else None."""
+    """npe2 reader hook: :func:`read` for N5 / Zarr v3 paths; for a file our patterns claim
+    (a zip or XML holding no N5) a reader that explains and opens nothing; else None."""
     try:
         paths = [path] if isinstance(path, str | os.PathLike) else list(path)
-        if paths and all(is_n5(p) for p in paths):
+        if not paths or not all(isinstance(p, str | os.PathLike) for p in paths):
+            return None
+        _remember_n5_folders()
+        if all(is_n5(p) for p in paths):
             return read
+        if len(paths) == 1 and _claimed_file(os.fspath(paths[0])):
+            return _decline
     except Exception:  # never raise from a reader hook
         pass
     return None
 
 
+CLAIMED_FILES = (".zip", ".xml", "attributes.json", "zarr.json")
+"""Files napari.yaml's patterns offer to this plugin that may turn out to hold no N5."""
+
+
+def _claimed_file(text: str) -> bool:
+    """A zip, XML or metadata file (or such a URL): what napari.yaml's patterns claim."""
+    if not text.lower().endswith(CLAIMED_FILES):
+        return False
+    if _URL.match(text) and not text.startswith("file://"):
+        return True
+    return Path(text.removeprefix("file://")).expanduser().is_file()
+
+
+def _decline(path: PathLike | Sequence[PathLike], **_: Any) -> list[LayerData]:
+    """Reader for a zip/XML/metadata file without N5 in it: one notice, no layer, no error."""
+    text = os.fspath(path if isinstance(path, str | os.PathLike) else path[0])
+    _notify("info", f"{display_name(text)} holds no N5 or Zarr v3 data: nothing opened (napari-n5zarr reads zips of N5 and BigDataViewer N5 XML)")
+    return [(None,)]
+
+
 def is_n5(path: PathLike) -> bool:
     """True for an N5 container/group/dataset, a path inside one, a ``.n5`` folder, a zip
-    holding N5, or a Zarr node whose ``zarr.json`` uses the ``n5_default`` codec."""
+    holding N5, a BigDataViewer N5 XML, or a Zarr v3 node (plain or ``n5_default``)."""
     text = os.fspath(path)
     if text.startswith("file://"):
         text = text[len("file://") :]
@@ -71,6 +102,8 @@ def is_n5(path: PathLike) -> bool:
         return _is_n5_url(text)
     p = Path(text).expanduser()
     if p.name in ("attributes.json", "zarr.json"):
+        if not p.is_file():
+            return False
         p = p.parent
     if p.is_file():
         if p.suffix.lower() == ".xml":
@@ -78,7 +111,7 @@ def is_n5(path: PathLike) -> bool:
         return p.suffix.lower() == ".zip" and _zip_holds_n5(p)
     if not p.is_dir():
         return False
-    if (p / "attributes.json").is_file() or p.suffix.lower() == ".n5" or _uses_n5_codec(p / "zarr.json"):
+    if (p / "attributes.json").is_file() or p.suffix.lower() == ".n5" or _is_zarr_v3(p / "zarr.json"):
         return True
     if _child_holds_n5(p):
         return True
@@ -98,12 +131,24 @@ def _is_n5_url(url: str) -> bool:
         return False
 
 
-def _uses_n5_codec(zarr_json: Path) -> bool:
+def _zarr_json(path: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(zarr_json.read_text())
+        if path.stat().st_size > 2**20:
+            return None
+        doc = json.loads(path.read_text())
     except (OSError, ValueError):
-        return False
-    codecs = doc.get("codecs") if isinstance(doc, dict) else None
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _is_zarr_v3(zarr_json: Path) -> bool:
+    doc = _zarr_json(zarr_json)
+    return doc is not None and doc.get("zarr_format") == 3 and doc.get("node_type") in ("array", "group")
+
+
+def _uses_n5_codec(zarr_json: Path) -> bool:
+    doc = _zarr_json(zarr_json)
+    codecs = doc.get("codecs") if doc is not None else None
     return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == "n5_default" for c in codecs)
 
 
@@ -146,8 +191,18 @@ def read(path: PathLike | Sequence[PathLike]) -> list[LayerData]:
     return layers or [(None,)]  # claimed: problems were already reported
 
 
-def read_path(path: PathLike, notify: Callable[[str, str], None] | None = None) -> list[LayerData]:
-    """Layers for one path or URL; problems go to ``notify(level, message)``, never raised."""
+def read_path(
+    path: PathLike,
+    notify: Callable[[str, str], None] | None = None,
+    *,
+    max_layers: int | None = MAX_LAYERS,
+) -> list[LayerData]:
+    """Layers for one path or URL; problems go to ``notify(level, message)``, never raised.
+
+    A container holding more than ``max_layers`` pyramids (or more than
+    :data:`MAX_CHILDREN` entries at its top) gives no layers: the N5 browser is opened
+    on it instead (when a viewer is open) and ``notify`` says so.
+    """
     notify = _notify if notify is None else notify
     target = _target(os.fspath(path))
     setups = None
@@ -160,16 +215,71 @@ def read_path(path: PathLike, notify: Callable[[str, str], None] | None = None) 
 
         node = napari_n5zarr.open(target)
     except Exception as exc:
-        notify("error", f"napari-n5zarr: cannot open {target}: {exc}")
+        notify("error", f"napari-n5zarr: cannot open {target}: {missing_extra_message(exc)}")
         return []
+    if max_layers is not None and _too_many_children(node):
+        return _too_many(target, f"more than {MAX_CHILDREN} entries", notify)
     return layers_from_node(
         node,
         name=display_name(target),
         source=target,
-        inherited=_local_ancestors(target),
         bdv_setups=setups,
         notify=notify,
+        max_layers=max_layers,
     )
+
+
+def missing_extra_message(exc: BaseException) -> str:
+    """The error's text, or which extra to install when a remote backend is missing."""
+    from napari_n5zarr.extras import describe
+
+    return describe(exc)
+
+
+def _too_many_children(node: zarr.Array | zarr.Group) -> bool:
+    import zarr
+
+    if not isinstance(node, zarr.Group):
+        return False
+    try:
+        from napari_n5zarr.access import child_names
+
+        return len(child_names(node)) > MAX_CHILDREN
+    except Exception:
+        return False
+
+
+def _too_many(source: str, what: str, notify: Callable[[str, str], None]) -> list[LayerData]:
+    """Open the N5 browser on ``source`` instead of thousands of layers."""
+    opened = _open_browser(source)
+    where = "the N5 browser is open on it: pick what to show" if opened else f"open it with the N5 browser (Plugins > N5 browser) or `n5zarr view {source}`"
+    notify("warning", f"napari-n5zarr: {display_name(source)} holds {what}; no layers were added: {where}")
+    return []
+
+
+def _open_browser(source: str) -> bool:
+    """Show ``source`` in the N5 browser of the current viewer (docked once; reused).
+    False outside napari's main thread (e.g. a read started by the browser itself)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        import napari
+
+        viewer = napari.current_viewer()
+        if viewer is None:
+            return False
+        browser = dict(viewer.window.dock_widgets).get("N5 browser")
+        if browser is None:
+            from napari_n5zarr._napari.browser import BrowserWidget
+
+            browser = BrowserWidget(viewer)
+            viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+        browser.load(source)
+        return True
+    except Exception:
+        return False
 
 
 def layers_from_node(
@@ -180,21 +290,31 @@ def layers_from_node(
     inherited: dict[str, Any] | None = None,
     bdv_setups: dict[int, spatial.BdvSetup] | None = None,
     notify: Callable[[str, str], None] | None = None,
+    max_layers: int | None = None,
 ) -> list[LayerData]:
     """Layer data tuples for every :class:`Multiscale` under ``node``; BigDataViewer
-    setups take their voxel size from ``bdv_setups`` (the dataset's XML)."""
+    setups take their voxel size from ``bdv_setups`` (the dataset's XML). Ancestors'
+    calibration is inherited through the node's store (any backend). Above
+    ``max_layers`` pyramids: no layers (see :func:`read_path`)."""
     notify = _notify if notify is None else notify
     problems: list[str] = []
     found = spatial.detect(
-        node, name, inherited=inherited, on_error=lambda p, e: problems.append(spatial.describe_error(p, e))
+        node,
+        name,
+        inherited=inherited,
+        on_error=lambda p, e: problems.append(spatial.describe_error(p, e)),
+        limit=max_layers,
     )
+    if max_layers is not None and len(found) > max_layers:
+        return _too_many(source or name, f"more than {max_layers} images", notify)
+    report = _block_reporter(notify)
     layers = []
     for ms in found:
         setup = _SETUP_NAME.search(ms.name) if bdv_setups and ms.convention == "bdv" else None
         if setup and int(setup.group(1)) in bdv_setups:
             ms = spatial.with_bdv_setup(ms, bdv_setups[int(setup.group(1))])
         try:
-            layers.append(layer_data(node, ms, source=source))
+            layers.append(layer_data(node, ms, source=source, report=report))
         except Exception as exc:
             problems.append(spatial.describe_error(ms.name, exc))
     for problem in problems:
@@ -206,11 +326,31 @@ def layers_from_node(
     return layers
 
 
-def layer_data(node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "") -> LayerData:
-    """One (data, kwargs, layer_type) tuple; dask levels in napari order (..., z, y, x)."""
+def _block_reporter(notify: Callable[[str, str], None]) -> Callable[[str], None]:
+    """Unreadable blocks are notified once each (from whatever thread reads them)."""
+    seen: set[str] = set()
+
+    def report(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            notify("warning", f"napari-n5zarr: {message}")
+
+    return report
+
+
+def layer_data(
+    node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
+) -> LayerData:
+    """One (data, kwargs, layer_type) tuple; dask levels in napari order (..., z, y, x).
+
+    Building it reads metadata and a bounded sample of the coarsest level (contrast)."""
     if ms.ndim < 2:
         raise ValueError(f"{ms.ndim}-D data cannot be shown as an image")
-    levels = [_level(node, ms, k) for k in range(len(ms.paths))]
+    if len(ms.paths) == 1 and not ms.time_paths and needs_preview(ms.shapes[0][::-1]):
+        array = _child(node, ms.paths[0])  # no pyramid: nearest-neighbour preview levels
+        levels = preview_levels(LevelReader(array, n5_order=spatial.n5_ordered(array), report=report))
+    else:
+        levels = [_level(node, ms, k, report) for k in range(len(ms.paths))]
     n5_axes = list(range(ms.ndim))
     kwargs: dict[str, Any] = {
         "name": ms.name,
@@ -226,31 +366,43 @@ def layer_data(node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "
         },
     }
     data: Any = levels if len(levels) > 1 else levels[0]
+    blocks = _blocks(node, ms)
     if ms.is_labels:
         _spatial_kwargs(kwargs, ms, n5_axes)
         return (data, kwargs, "labels")
     if _is_rgb(ms):
-        kwargs["rgb"] = True  # the colour axis is N5 axis 0; the others are uncalibrated
-        _spatial_kwargs(kwargs, spatial.identity(ms.ndim - 1), range(ms.ndim - 1))
-        kwargs["contrast_limits"] = (0, 255)
+        kwargs["rgb"] = True  # the colour axis is N5 axis 0 (napari's last), not a layer dimension
+        _spatial_kwargs(kwargs, ms, range(1, ms.ndim))
+        if ms.dtype == "uint8":
+            kwargs["contrast_limits"] = (0, 255)
         return (data, kwargs, "image")
     kwargs["rgb"] = False
     channel = ms.channel_axis
     if channel is not None and 1 < ms.shapes[0][channel] <= 16 and ms.ndim > 2:
-        import dask.array as da
-
         napari_channel = ms.ndim - 1 - channel
         kwargs["channel_axis"] = napari_channel
         _spatial_kwargs(kwargs, ms, [a for a in n5_axes if a != channel])
         coarsest = levels[-1]
+        per_channel = [b for i, b in enumerate(blocks) if i != napari_channel]
         kwargs["contrast_limits"] = [
-            contrast_limits(da.take(coarsest, i, axis=napari_channel)) for i in range(coarsest.shape[napari_channel])
+            contrast_limits(coarsest[(slice(None),) * napari_channel + (i,)], per_channel)
+            for i in range(coarsest.shape[napari_channel])
         ]
         kwargs["name"] = [f"{ms.name} [{i}]" for i in range(coarsest.shape[napari_channel])]
         return (data, kwargs, "image")
     _spatial_kwargs(kwargs, ms, n5_axes)
-    kwargs["contrast_limits"] = contrast_limits(levels[-1])
+    kwargs["contrast_limits"] = contrast_limits(levels[-1], blocks)
     return (data, kwargs, "image")
+
+
+def _blocks(node: zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:
+    """Storage block shape of the coarsest level, napari order."""
+    paths = ms.time_paths[0] if ms.time_paths else ms.paths
+    array = _child(node, paths[-1])
+    blocks = tuple(int(b) for b in array.chunks)
+    if spatial.n5_ordered(array):
+        blocks = blocks[::-1]
+    return ((1,) + blocks) if ms.time_paths else blocks
 
 
 def _spatial_kwargs(
@@ -260,98 +412,38 @@ def _spatial_kwargs(
     order = list(n5_axes)[::-1]
     kwargs["scale"] = tuple(ms.scale[i] for i in order)
     kwargs["translate"] = tuple(ms.translate[i] for i in order)
-    kwargs["units"] = tuple(napari_unit(ms.units[i]) for i in order)
+    units = tuple(napari_unit(ms.units[i]) for i in order)
+    # napari splits channel_axis kwargs per channel when every entry is None-or-iterable
+    kwargs["units"] = tuple(u or "pixel" for u in units) if "channel_axis" in kwargs else units
     kwargs["axis_labels"] = tuple(ms.axes[i] for i in order)
 
 
 def _is_rgb(ms: Multiscale) -> bool:
-    """Uncalibrated uint8 data whose fastest N5 axis has 3 or 4 entries (C-order RGB(A) writers)."""
+    """A colour axis (named ``rgb``/``rgba`` by the writer or by :func:`spatial.detect` for
+    uncalibrated C-order RGB) as N5 axis 0 with 3 or 4 entries."""
     return (
-        ms.convention == "none"
-        and ms.ndim >= 3
+        ms.ndim >= 3
+        and ms.axes[0] in spatial.COLOUR_AXES
         and ms.shapes[0][0] in (3, 4)
-        and ms.dtype == "uint8"
-        and ms.channel_axis is None
         and not ms.time_paths
+        and not ms.is_labels
     )
 
 
-def _level(node: zarr.Array | zarr.Group, ms: Multiscale, k: int) -> da.Array:
+def _level(
+    node: zarr.Array | zarr.Group, ms: Multiscale, k: int, report: Callable[[str], None] | None = None
+) -> da.Array:
     if ms.time_paths:
         import dask.array as da
 
-        return da.stack([dask_level(_child(node, paths[k])) for paths in ms.time_paths], axis=0)
-    return dask_level(_child(node, ms.paths[k]))
+        arrays = [_child(node, paths[k]) for paths in ms.time_paths]
+        return da.stack([dask_level(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays], axis=0)
+    array = _child(node, ms.paths[k])
+    return lazy_level(array, n5_order=spatial.n5_ordered(array), report=report)
 
 
 def _child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
     return node if path == "" else node[path]
-
-
-def dask_level(array: zarr.Array) -> da.Array:
-    """A lazy dask view of an N5-order zarr array, transposed to napari order."""
-    import dask.array as da
-
-    chunks = dask_chunks(tuple(array.shape), tuple(array.chunks), array.dtype.itemsize)
-    return da.from_zarr(array, chunks=chunks).T
-
-
-def dask_chunks(
-    shape: Sequence[int],
-    blocks: Sequence[int],
-    itemsize: int,
-    target: int = TASK_BYTES,
-    max_tasks: int = MAX_TASKS,
-    max_bytes: int = MAX_TASK_BYTES,
-) -> tuple[int, ...]:
-    """Dask chunks (N5 order): whole storage blocks, doubled along x and y (N5 axes 0
-    and 1, napari's last two) until a task decodes ``target`` bytes, so a 2D slice reads
-    no block it does not show along the slower axes. Then, while the level has more than
-    ``max_tasks`` tasks (dask's per-compute graph cost grows with it), doubled further,
-    x and y first, up to ``max_bytes`` per task."""
-    chunks = [max(1, min(b, s)) for b, s in zip(blocks, shape, strict=True)]
-    xy = [i for i in (0, 1) if i < len(shape)]
-    rest = [i for i in range(len(shape)) if i not in xy]
-
-    def grow(wanted: Callable[[], bool], axes: Sequence[int]) -> None:
-        while wanted():
-            candidates = [i for i in axes if chunks[i] < shape[i]]
-            if not candidates:
-                return
-            i = min(candidates, key=lambda j: chunks[j] / blocks[j])
-            chunks[i] = min(chunks[i] * 2, shape[i])
-
-    def nbytes() -> int:
-        return math.prod(chunks) * itemsize
-
-    def tasks() -> int:
-        return math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
-
-    grow(lambda: nbytes() < target, xy)
-    for axes in (xy, rest):
-        grow(lambda: tasks() > max_tasks and nbytes() * 2 <= max_bytes, axes)
-    return tuple(chunks)
-
-
-def contrast_limits(level: da.Array, budget: int = CONTRAST_BUDGET) -> tuple[float, float]:
-    """(min, max) of a (coarsest) level; above ``budget`` bytes, of a central 2D sample."""
-    import dask.array as da
-    import numpy as np
-
-    sample = level
-    if level.nbytes > budget:
-        index = tuple(s // 2 for s in level.shape[:-2]) + tuple(
-            slice(max(0, s // 2 - 512), s // 2 + 512) for s in level.shape[-2:]
-        )
-        sample = level[index]
-    if np.issubdtype(sample.dtype, np.floating):
-        lo, hi = da.compute(da.nanmin(sample), da.nanmax(sample))
-    else:
-        lo, hi = da.compute(sample.min(), sample.max())
-    lo, hi = float(lo), float(hi)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return (0.0, 1.0)
-    return (lo, hi) if hi > lo else (lo, lo + 1.0)
 
 
 def napari_unit(unit: str | None) -> str | None:
@@ -429,22 +521,6 @@ def display_name(target: str) -> str:
     return target.rstrip("/").rsplit("/", 1)[-1] or target
 
 
-def _local_ancestors(target: str) -> dict[str, Any]:
-    """Attributes of enclosing N5 groups on disk, root first (N5 Viewer/neuroglancer
-    let children inherit resolution, units and axes)."""
-    if _URL.match(target):
-        return {}
-    merged: dict[str, Any] = {}
-    for parent in reversed(list(Path(target).resolve().parents)[:_ANCESTOR_LEVELS]):
-        try:
-            doc = json.loads((parent / "attributes.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(doc, dict):
-            merged.update(doc)
-    return merged
-
-
 def _notify(level: str, message: str) -> None:
     """A napari notification (falls back to a warning outside napari)."""
     try:
@@ -454,4 +530,5 @@ def _notify(level: str, message: str) -> None:
 
         warnings.warn(message, spatial.SkippedNodeWarning, stacklevel=3)
         return
-    (notifications.show_error if level == "error" else notifications.show_warning)(message)
+    show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
+    show(message)

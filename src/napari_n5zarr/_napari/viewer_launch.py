@@ -36,6 +36,20 @@ def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
     return [browser, exporter]
 
 
+def fit_after_layout(viewer: napari.Viewer) -> None:
+    """Fit the data to the canvas as it is once the docks took their room (napari fits
+    each new layer to the canvas of that moment: before the docks, most was cut off)."""
+    from qtpy.QtCore import QTimer
+    from qtpy.QtWidgets import QApplication
+
+    window = viewer.window._qt_window
+    if not window.isVisible():
+        window.show()  # lay out the docks (an offscreen window for --screenshot)
+    QApplication.processEvents()
+    viewer.reset_view()
+    QTimer.singleShot(0, viewer.reset_view)  # once more after the first paint settles the sizes
+
+
 def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None) -> napari.Viewer:
     """Open napari on ``path`` (default: the sample) with this plugin's widgets docked.
 
@@ -50,6 +64,7 @@ def view(path: str | None = None, *, block: bool = True, screenshot: str | None 
     viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
     add_to_viewer(viewer, location)
     add_widgets(viewer, location)
+    fit_after_layout(viewer)
     if screenshot is not None:
         viewer.screenshot(screenshot, canvas_only=False)
         viewer.close()

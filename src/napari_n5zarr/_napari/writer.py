@@ -2,7 +2,8 @@
 
 A multiscale layer's levels are written as they are; other layers get a pyramid.
 napari's data is (..., z, y, x); scale, translate, units and axis labels come from the
-layer. RGB(A) layers keep their colour axis as a last (non-spatial) axis ``c``.
+layer. RGB(A) layers keep their colour axis as a last axis named ``rgb``/``rgba``: never
+downsampled, and read back as an RGB layer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.exporter import export
+from napari_n5zarr.spatial import COLOUR_AXES
 
 LayerData = tuple[Any, dict[str, Any], str]
 
@@ -28,11 +30,13 @@ def layer_export_kwargs(data: Any, meta: dict[str, Any]) -> dict[str, Any]:
     units = [str(u) for u in meta["units"]] if meta.get("units") is not None else None
     labels = list(meta["axis_labels"]) if meta.get("axis_labels") is not None else None
     extra = first.ndim - len(scale)
-    if extra > 0:  # rgb(a): the colour axis is not a layer dimension
-        scale += [1.0] * extra
-        translate += [0.0] * extra
-        units = units + ["pixel"] * extra if units is not None else None
-        labels = (labels or [f"-{i}" for i in range(len(scale) - extra, 0, -1)]) + ["c"] * extra
+    if extra > 0 or meta.get("rgb"):  # rgb(a): the colour axis is not a layer dimension
+        extra = max(extra, 1)
+        scale = scale[: first.ndim - extra] + [1.0] * extra
+        translate = translate[: first.ndim - extra] + [0.0] * extra
+        units = [*units[: first.ndim - extra], *([None] * extra)] if units is not None else None
+        colour = COLOUR_AXES[1] if first.shape[-1] == 4 else COLOUR_AXES[0]
+        labels = (labels or [f"-{i}" for i in range(first.ndim - extra, 0, -1)])[: first.ndim - extra] + [colour] * extra
     _warn_transforms(meta)
     return {
         "data": levels if levels else data,
@@ -60,14 +64,28 @@ def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **
     return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, **kwargs)
 
 
+SAVE_EXISTS = (
+    "{path} already exists: File > Save Layers never replaces a container. Choose a new name, "
+    'or use Plugins > Export as N5 + Zarr v3 with "overwrite" ticked.'
+)
+
+
+def _saving(path: str, write: Callable[[], Any]) -> Any:
+    """Run a Save Layers write; an existing destination is explained in menu words."""
+    try:
+        return write()
+    except FileExistsError as exc:
+        raise FileExistsError(SAVE_EXISTS.format(path=path)) from exc
+
+
 def write_image(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for image layers."""
-    return [export_layer(path, data, meta, labels=False)]
+    return [_saving(path, lambda: export_layer(path, data, meta, labels=False))]
 
 
 def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for labels layers."""
-    return [export_layer(path, data, meta, labels=True)]
+    return [_saving(path, lambda: export_layer(path, data, meta, labels=True))]
 
 
 def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
@@ -75,7 +93,7 @@ def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
     names = _unique_names([meta.get("name") or layer_type for _, meta, layer_type in layer_data])
     written = []
     for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
-        export_layer(path, data, meta, labels=layer_type == "labels", path=name)
+        _saving(path, lambda: export_layer(path, data, meta, labels=layer_type == "labels", path=name))  # noqa: B023 (called at once)
         written.append(f"{path.rstrip('/')}/{name}")
     return written
 

@@ -17,7 +17,7 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 from __future__ import annotations
 
 from napari_n5zarr.spatial.conventions import calibrate, cosem, downsampling_factors, imagej, n5viewer, neuroglancer
-from napari_n5zarr.spatial.detect import describe_error, detect
+from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
 from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, SkippedNodeWarning, normalize_unit, identity
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
@@ -31,6 +31,7 @@ from napari_n5zarr.spatial.pyramids import (
 )
 
 __all__ = [
+    "COLOUR_AXES",
     "ArrayInfo",
     "BdvSetup",
     "Calibration",
@@ -47,6 +48,8 @@ __all__ = [
     "identity",
     "imagej",
     "is_labels",
+    "looks_rgb",
+    "n5_ordered",
     "n5viewer",
     "n5viewer_pyramid",
     "neuroglancer",

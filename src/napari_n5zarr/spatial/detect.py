@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Iterable, Mapping
@@ -12,7 +13,16 @@ if TYPE_CHECKING:
     import zarr
 
 from napari_n5zarr.spatial.conventions import _inherited, calibrate
-from napari_n5zarr.spatial.model import _SETUP, _TIMEPOINT, ArrayInfo, Attrs, ErrorHandler, Multiscale, SkippedNodeWarning
+from napari_n5zarr.spatial.model import (
+    _SETUP,
+    _TIMEPOINT,
+    ArrayInfo,
+    Attrs,
+    ErrorHandler,
+    Multiscale,
+    SkippedNodeWarning,
+    default_axes,
+)
 from napari_n5zarr.spatial.pyramids import _assemble, bdv_setup, cosem_pyramid, is_labels, n5viewer_pyramid, ngff_pyramid
 
 
@@ -34,8 +44,19 @@ def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
 
 
+def n5_ordered(array: zarr.Array) -> bool:
+    """True for ``n5_default`` arrays (shape in N5 order, fastest axis first); plain Zarr
+    arrays are in C order (their shape is reversed to describe them in N5 order)."""
+    codecs = getattr(array.metadata, "codecs", None) or ()
+    try:
+        return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
+    except Exception:
+        return False
+
+
 def _info(array: zarr.Array) -> ArrayInfo:
-    return ArrayInfo(dict(array.attrs), tuple(int(s) for s in array.shape), str(array.dtype))
+    shape = tuple(int(s) for s in array.shape)
+    return ArrayInfo(dict(array.attrs), shape if n5_ordered(array) else shape[::-1], str(array.dtype))
 
 
 def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
@@ -84,12 +105,88 @@ def _probe_levels(group: zarr.Group, limit: int = 32) -> dict[str, Any]:
     return out
 
 
+OUTER_LEVELS = 8
+"""How many folders above a store's root are searched for inherited attributes."""
+
+
+def _base_store(store: Any) -> Any:
+    """The plain store under the N5 wrappers."""
+    seen = 0
+    while hasattr(store, "_store") and seen < 8:
+        store, seen = store._store, seen + 1
+    return store
+
+
+def _parent_stores(store: Any) -> list[Any]:
+    """Plain stores rooted at the folders above ``store``'s root, nearest first (local
+    folders and fsspec URLs: the same filesystem, so the same credentials and options)."""
+    import posixpath
+    from pathlib import Path
+
+    from zarr.storage import FsspecStore, LocalStore
+
+    base = _base_store(store)
+    out: list[Any] = []
+    if isinstance(base, LocalStore):
+        for parent in list(Path(base.root).resolve().parents)[:OUTER_LEVELS]:
+            out.append(LocalStore(parent, read_only=True))
+    elif isinstance(base, FsspecStore):
+        path = base.path.rstrip("/")
+        for _ in range(OUTER_LEVELS):
+            parent = posixpath.dirname(path)
+            if not parent or parent == path or parent.endswith(":/"):  # the host or bucket
+                break
+            if "://" in parent and parent.split("://", 1)[1].count("/") == 0:
+                break  # http(s)://host: no container above it
+            out.append(FsspecStore(base.fs, read_only=True, path=parent))
+            path = parent
+    return out
+
+
+def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
+    """Inheritable attributes of N5 groups above the store's root, root first.
+
+    The walk stops above the first folder named ``*.n5`` or holding the ``"n5"`` version
+    key (the container root), and at the second folder in a row without attributes.json.
+    """
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    found: list[dict[str, Any]] = []
+    missing = 0
+    try:
+        parents = _parent_stores(node.store)
+    except Exception:
+        return {}
+    for parent in parents:
+        try:
+            raw = sync(parent.get("attributes.json", default_buffer_prototype()))
+            doc = json.loads(raw.to_bytes()) if raw is not None else None
+        except Exception:
+            doc = None
+        if not isinstance(doc, dict):
+            missing += 1
+            if missing >= 2:
+                break
+            continue
+        missing = 0
+        found.append(_inherited(doc))
+        where = str(getattr(parent, "root", None) or getattr(parent, "path", ""))
+        if "n5" in doc or where.rstrip("/").lower().endswith(".n5"):
+            break
+    merged: dict[str, Any] = {}
+    for attrs in reversed(found):
+        merged.update(attrs)
+    return merged
+
+
 def _ancestor_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
-    """Inheritable attributes of the node's ancestors in its store (root first)."""
+    """Inheritable attributes of the node's ancestors (root first): the groups above its
+    store's root (same backend), then the groups above it in its store."""
     import zarr
 
     parts = [p for p in node.path.split("/") if p]
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = _outer_attrs(node)
     for i in range(len(parts)):
         try:
             parent = zarr.open_group(store=node.store, path="/".join(parts[:i]), mode="r")
@@ -124,7 +221,34 @@ def _referenced_paths(attrs: Attrs) -> list[str]:
     return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
 
 
+COLOUR_AXES = ("rgb", "rgba")
+"""Names of a colour axis (N5 axis 0, napari's last): written by this package's writer;
+given by :func:`detect` to uncalibrated C-order RGB(A) data."""
+
+
+def looks_rgb(ms: Multiscale) -> bool:
+    """Uncalibrated uint8 data whose fastest N5 axis has 3 or 4 entries: an RGB(A) image
+    written in C order (y, x, c) by a tool without metadata."""
+    return (
+        ms.convention == "none"
+        and ms.ndim >= 3
+        and bool(ms.shapes)
+        and ms.shapes[0][0] in (3, 4)
+        and ms.dtype == "uint8"
+        and ms.channel_axis is None
+        and not ms.time_paths
+    )
+
+
+def _name_colour_axis(ms: Multiscale) -> Multiscale:
+    if not looks_rgb(ms):
+        return ms
+    axes = (COLOUR_AXES[ms.shapes[0][0] - 3], *default_axes(ms.ndim - 1))
+    return replace(ms, axes=axes)
+
+
 def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
+    ms = _name_colour_axis(ms)
     return replace(
         ms,
         name=name,
@@ -141,6 +265,7 @@ def detect(
     inherited: Attrs | None = None,
     on_error: ErrorHandler | None = None,
     max_depth: int = 6,
+    limit: int | None = None,
 ) -> list[Multiscale]:
     """Every image/labels pyramid under ``node``; paths relative to ``node``.
 
@@ -150,7 +275,8 @@ def detect(
     the node's basename). ``inherited`` holds attributes of ancestors outside the
     node's store (N5 Viewer/neuroglancer defaults). Reads metadata only. A child that cannot be read is passed
     to ``on_error(path, exception)`` (default: a :class:`SkippedNodeWarning`) and its
-    siblings are still described.
+    siblings are still described. With ``limit``, the walk stops once more than ``limit``
+    pyramids were found (so ``len(result) > limit`` says "too many to show").
     """
     import zarr
 
@@ -162,7 +288,7 @@ def detect(
         cal = calibrate(info.attrs, len(info.shape), name=node.basename or "", inherited=inherited)
         ms = _assemble([""], [info], [cal], cal.convention, info.attrs)
         return [_finish(ms, base, "")] if ms else []
-    return _detect_group(node, base, "", inherited, on_error, max_depth)
+    return _detect_group(node, base, "", inherited, on_error, max_depth, limit)
 
 
 def _detect_group(
@@ -172,6 +298,7 @@ def _detect_group(
     inherited: Attrs,
     on_error: ErrorHandler,
     depth: int,
+    limit: int | None = None,
 ) -> list[Multiscale]:
     import zarr
 
@@ -212,6 +339,8 @@ def _detect_group(
     if depth <= 0:
         return found
     for key in sorted(set(children) - used, key=_natural_key):
+        if limit is not None and len(found) > limit:
+            break
         path = _join(prefix, key)
         child = children[key]
         if isinstance(child, zarr.Array):
@@ -222,7 +351,8 @@ def _detect_group(
                 found.append(_finish(ms, path, prefix))
         else:
             try:
-                found.extend(_detect_group(child, "", path, merged, on_error, depth - 1))
+                left = None if limit is None else limit - len(found)
+                found.extend(_detect_group(child, "", path, merged, on_error, depth - 1, left))
             except Exception as exc:
                 on_error(path, exc)
     return found
