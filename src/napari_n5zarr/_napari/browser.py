@@ -61,6 +61,16 @@ NODE_ROLE = Qt.ItemDataRole.UserRole
 GREY = QColor(128, 128, 128)
 
 
+_EXITING = threading.Event()
+"""Set when the interpreter shuts down: browser workers return instead of waiting for a GUI
+thread that no longer takes their results (a waiting worker kept the process alive after
+``viewer.close()``: concurrent.futures joins its threads at exit)."""
+
+# concurrent.futures joins its worker threads from a threading-atexit hook; hooks run in
+# reverse order of registration, so this one (registered later) sets the flag first.
+getattr(threading, "_register_atexit", lambda f: None)(_EXITING.set)
+
+
 def spare_gui_from_full_collections() -> None:
     """``gc.freeze()``: CPython's full garbage collections skip the objects alive now.
 
@@ -193,6 +203,7 @@ class BrowserWidget(QWidget):
         self._details: dict[tuple[str, str], dict[str, Any]] = {}
         self._recent = load_recent()
         self._permits = threading.Semaphore(1)
+        self._closed = threading.Event()  # set by closeEvent: workers stop at their next step
         self._lister = ThreadPoolExecutor(1, thread_name_prefix="n5-browser-list")
         self._reader = ThreadPoolExecutor(2, thread_name_prefix="n5-browser-read")
         self._bridge = _Bridge()
@@ -253,6 +264,8 @@ class BrowserWidget(QWidget):
 
         self.thumbnail = QLabel(alignment=Qt.AlignmentFlag.AlignCenter)
         self.thumbnail.setFixedHeight(THUMB_SIZE)
+        self.thumbnail.hide()  # shown with a preview: an empty one must not squeeze the tree
+        self.tree.setMinimumHeight(120)
         self.details = QTextBrowser()
         self.details.setOpenLinks(False)
         pane = QWidget()
@@ -303,15 +316,20 @@ class BrowserWidget(QWidget):
                 assert permits is not None
                 permits.release()
 
+        closed = self._closed
+
+        def stale() -> bool:
+            return gen != self._gen or closed.is_set() or _EXITING.is_set()
+
         def run() -> None:
             try:
                 for item in work():
                     if permits is not None:
                         while not permits.acquire(timeout=0.05):
-                            if gen != self._gen:
+                            if stale():
                                 return
                         item = lambda a=item: released(a)  # noqa: E731
-                    if gen != self._gen or not emit(item):
+                    if stale() or not emit(item):
                         return
             except Exception as exc:  # shown in the status line, never lost in a thread
                 emit(lambda e=exc: self._set_status(f"error: {e}"))
@@ -396,6 +414,7 @@ class BrowserWidget(QWidget):
         self.tree_model = None
         self.details.clear()
         self.thumbnail.clear()
+        self.thumbnail.hide()
         self.open_button.setEnabled(False)
 
     def _failed(self, location: str, exc: BaseException) -> None:
@@ -658,6 +677,7 @@ class BrowserWidget(QWidget):
         key = (tree.location, node.path)
         self._render_details(node, self._details.get(key, {}))
         self.thumbnail.clear()
+        self.thumbnail.hide()
         if key in self._thumbs:
             self._set_thumbnail(key, self._thumbs[key])
         if key in self._details or not node.openable:
@@ -703,6 +723,7 @@ class BrowserWidget(QWidget):
             return
         if isinstance(image, Exception):
             self.thumbnail.setText(f"(no preview: {image})")
+            self.thumbnail.show()
             return
         import numpy as np
 
@@ -713,6 +734,7 @@ class BrowserWidget(QWidget):
             THUMB_SIZE, THUMB_SIZE, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
         )
         self.thumbnail.setPixmap(pix)
+        self.thumbnail.show()
 
     def _render_details(self, node: Node, extra: dict[str, Any]) -> None:
         row = node.row()
@@ -823,6 +845,7 @@ class BrowserWidget(QWidget):
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802
         self._gen += 1
+        self._closed.set()
         self._lister.shutdown(wait=False, cancel_futures=True)
         self._reader.shutdown(wait=False, cancel_futures=True)
         release_frozen()

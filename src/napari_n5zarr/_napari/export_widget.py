@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, Label, ProgressBar, PushButton, SpinBox
+from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, Label, ProgressBar, PushButton
 
 from napari_n5zarr.blocks import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
@@ -33,6 +33,15 @@ MAX_BLOCK_BYTES = 512 * 2**20
 """Largest decoded block (N5 blocks are decoded whole by every reader)."""
 ORDINARY = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError, OSError)
 """Errors that are a person's mistake or situation: explained, never shown as a traceback."""
+
+
+def _count_box(label: str, maximum: int, tooltip: str) -> FloatSpinBox:
+    """A whole-number spin box whose 0 reads "auto". magicgui's SpinBox is superqt's
+    QLargeIntSpinBox, which has no special-value text; QDoubleSpinBox (0 decimals) has."""
+    box = FloatSpinBox(label=label, value=0, min=0, max=maximum, step=1, tooltip=tooltip)
+    box.native.setDecimals(0)
+    box.native.setSpecialValueText("auto")
+    return box
 
 
 def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_size: int, levels: int, rgb: bool) -> tuple[int, int]:
@@ -96,13 +105,10 @@ class ExportWidget(Container):
         self.layer = ComboBox(label="layer", choices=self._layer_choices, nullable=False)
         self.destination = FileEdit(label="destination", mode="w", filter="*.n5")
         self.compression = ComboBox(label="compression", choices=list(N5_TYPES), value="gzip")
-        self.block_size = SpinBox(
-            label="block size", value=0, min=0, max=4096,
-            tooltip=f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)",
-        )  # fmt: skip
-        self.block_size.native.setSpecialValueText("auto")
-        self.levels = SpinBox(label="levels", value=0, min=0, max=32, tooltip="pyramid levels; auto = until one block")
-        self.levels.native.setSpecialValueText("auto")
+        self.block_size = _count_box(
+            "block size", 4096, f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)"
+        )
+        self.levels = _count_box("levels", 32, "pyramid levels; auto = until one block")
         self.overwrite = CheckBox(label="overwrite", value=False, tooltip="replace an existing N5/Zarr destination")
         self.export_button = PushButton(text="Export")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
@@ -161,8 +167,8 @@ class ExportWidget(Container):
         """The export keywords the form describes."""
         return {
             "compression": self.compression.value,
-            "chunks": self.block_size.value or None,
-            "levels": self.levels.value or "auto",
+            "chunks": int(self.block_size.value) or None,
+            "levels": int(self.levels.value) or "auto",
             "overwrite": self.overwrite.value,
         }
 
@@ -212,13 +218,13 @@ class ExportWidget(Container):
         try:
             total, block_bytes = planned_blocks(
                 tuple(data.shape), data.dtype, getattr(layer, "axis_labels", None),
-                self.block_size.value, 1 if multiscale else self.levels.value, bool(getattr(layer, "rgb", False)),
+                int(self.block_size.value), 1 if multiscale else int(self.levels.value), bool(getattr(layer, "rgb", False)),
             )  # fmt: skip
         except Exception as exc:  # a plan we cannot make: let export() say why
             return None if not isinstance(exc, ValueError) else str(exc), 0
         if multiscale:
             total = total * 4 // 3 + len(layer.data)  # the given levels: about a third more
-        return check_block_size(total, block_bytes, self.block_size.value), total
+        return check_block_size(total, block_bytes, int(self.block_size.value)), total
 
     def _refuse(self, message: str) -> None:
         from napari.utils import notifications

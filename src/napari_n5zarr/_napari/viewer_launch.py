@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import napari
@@ -50,6 +50,20 @@ def fit_after_layout(viewer: napari.Viewer) -> None:
     QTimer.singleShot(0, viewer.reset_view)  # once more after the first paint settles the sizes
 
 
+def _settle(browser: Any, timeout: float = 15.0) -> None:
+    """Run the event loop until the browser has listed its location (or ``timeout`` s),
+    so that a screenshot shows the tree rather than its "loading…" row."""
+    import time
+
+    from qtpy.QtWidgets import QApplication
+
+    end = time.monotonic() + timeout
+    while browser.busy and time.monotonic() < end:
+        QApplication.processEvents()
+        time.sleep(0.01)
+    QApplication.processEvents()
+
+
 def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None) -> napari.Viewer:
     """Open napari on ``path`` (default: the sample) with this plugin's widgets docked.
 
@@ -63,9 +77,10 @@ def view(path: str | None = None, *, block: bool = True, screenshot: str | None 
     location = str(path or make_sample())
     viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
     add_to_viewer(viewer, location)
-    add_widgets(viewer, location)
+    browser, _ = add_widgets(viewer, location)
     fit_after_layout(viewer)
     if screenshot is not None:
+        _settle(browser)
         viewer.screenshot(screenshot, canvas_only=False)
         viewer.close()
         return viewer
