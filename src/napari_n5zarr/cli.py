@@ -129,7 +129,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     tree = open_tree(args.path)
     root = tree.root
-    problems: list[str] = [f"{root.path or '/'}: {root.error}"] if root.kind == "error" else []
+    if root.kind == "error":  # nothing to show (a 500, bad metadata): fatal, one line
+        error = " ".join(str(root.error).split())
+        return _error(error if args.path.rstrip("/") in error else f"{args.path}: {error}")
+    problems: list[str] = []
     found: list[Multiscale] = []
     blocks: tuple[int, int, bool] | None = None
     if root.kind != "error":
