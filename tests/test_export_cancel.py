@@ -206,3 +206,36 @@ def test_uncancelled_export_is_unchanged(tmp_path, threads):
     np.testing.assert_array_equal(np.asarray(a["s0"][...]).T, data)  # N5 order in zarr
     for name in names:
         np.testing.assert_array_equal(a[name][...], b[name][...])
+
+
+@pytest.mark.napari
+def test_widget_cancel_does_not_wait_for_a_block_still_computing(make_napari_viewer, qtbot, tmp_path):
+    """Cancel in the dock widget: the export ends ('cancelled', no folder left) while a
+    block of the layer is still being computed."""
+    viewer = make_napari_viewer()
+    _, w = viewer.window.add_plugin_dock_widget("napari-n5zarr", "Export as N5 + Zarr v3")
+    exporting, release = threading.Event(), threading.Event()
+    running, finished = [], []
+
+    def hangs_in_the_export(block):
+        if exporting.is_set() and threading.current_thread() is not threading.main_thread():
+            running.append(1)
+            release.wait(2 * HANG_GUARD)  # outlasts the waits below; napari's own reads (main thread) are not held
+            finished.append(1)
+        return block + 1
+
+    data = da.zeros((32, 64, 64), dtype="uint16", chunks=16).map_blocks(hangs_in_the_export, dtype="uint16")
+    viewer.add_image(data, name="slow")
+    w.destination.value = tmp_path / "slow.n5"
+    w.block_size.value = 16
+    exporting.set()
+    try:
+        w.start()
+        qtbot.waitUntil(lambda: bool(running), timeout=HANG_GUARD * 1000)
+        w.cancel_button.clicked.emit()
+        qtbot.waitUntil(lambda: w.worker is None, timeout=HANG_GUARD * 1000)
+        assert w.status.value == "cancelled"
+        assert len(finished) < len(running)  # a block was still computing when it ended
+        assert not (tmp_path / "slow.n5").exists() and leftovers(tmp_path) == []
+    finally:
+        release.set()

@@ -372,8 +372,10 @@ def export(
     (``downsample`` overrides: ``"mean"``, ``"mode"``, ``"nearest"``). ``path``: write the
     pyramid at this group inside the container ``dest``. ``zarr_json=False`` writes N5
     only (z5py 3 refuses folders holding both). ``progress(done, total)`` counts blocks;
-    ``cancel`` (a ``threading.Event`` or a callable) stops at the next block and removes
-    the partial output (raising :class:`ExportCancelled`). ``scheduler`` is passed to
+    ``cancel`` (a ``threading.Event`` or a callable) stops the export within a fraction of
+    a second, even while a block is still being computed: no block task starts and no block
+    is written after it; the partial output is removed and :class:`ExportCancelled` raised
+    (blocks already computing finish in the background, their results discarded). ``scheduler`` is passed to
     dask (a distributed ``Client`` also works; there progress is per level and cancel
     is checked between levels).
     """
