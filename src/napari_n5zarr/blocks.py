@@ -153,9 +153,12 @@ class N5Blocks:
         return {**self.__dict__, "progress": None, "cancel": None, "gate": None}
 
     # -- write: one block per call (dask chunks == blocks) -----------------------------
-    def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+    def _check_cancel(self) -> None:
         if self.cancel is not None and self.cancel():
             raise ExportCancelled("export cancelled")
+
+    def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+        self._check_cancel()
         start = tuple(s.start or 0 for s in key)
         index = tuple(st // b for st, b in zip(start, self.block, strict=True))
         expected = tuple(min(b, n - st) for st, b, n in zip(start, self.block, self.shape, strict=True))
@@ -167,6 +170,7 @@ class N5Blocks:
                 value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
             encoded = self.codec.encode_block(value.T)
             with self.gate or contextlib.nullcontext():
+                self._check_cancel()  # encoding a big block takes a while: look again
                 store_set(self.store, self.key(index), encoded)
         if self.progress is not None:
             self.progress.add()
@@ -186,6 +190,7 @@ class N5Blocks:
         out = np.zeros([b - a for a, b in region], dtype=self.dtype)
         ranges = [range(a // b, math.ceil(e / b)) for (a, e), b in zip(region, self.block, strict=True)]
         for index in itertools.product(*ranges):
+            self._check_cancel()  # the next pyramid level reads many blocks per task
             block_key = self.key(index)
             raw = store_get(self.store, block_key)
             if raw is None:

@@ -129,7 +129,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     tree = open_tree(args.path)
     root = tree.root
-    problems: list[str] = [f"{root.path or '/'}: {root.error}"] if root.kind == "error" else []
+    if root.kind == "error":  # nothing to show (a 500, bad metadata): fatal, one line
+        error = " ".join(str(root.error).split())
+        return _error(error if args.path.rstrip("/") in error else f"{args.path}: {error}")
+    problems: list[str] = []
     found: list[Multiscale] = []
     blocks: tuple[int, int, bool] | None = None
     if root.kind != "error":
@@ -349,9 +352,12 @@ class _Report:
 
 
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
+    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.n5.metadata import parse_document
+
     try:
-        return json.loads(raw) == doc
-    except ValueError:
+        return parse_document(raw, None) == doc
+    except N5FormatError:  # an unreadable zarr.json is rewritten
         return False
 
 
@@ -360,16 +366,22 @@ def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) ->
     from napari_n5zarr.blocks import store_get
     from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.header import MODE_NAMES
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
+    from napari_n5zarr.n5.describe import store_location
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset, parse_document
 
     where = prefix.rstrip("/")
-    raw = store_get(store, f"{prefix}attributes.json")
+    key = f"{prefix}attributes.json"
+    try:
+        raw = store_get(store, key)
+    except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place
+        report.refuse(where, _one_line(e))
+        return True
     attrs: Any = None
     if raw is not None:
-        try:
-            attrs = json.loads(raw)
-        except ValueError as e:
-            report.refuse(where, f"attributes.json is not valid JSON ({e})")
+        try:  # the library's one parser: size cap, nesting limit, the file named
+            attrs = parse_document(raw, store_location(store, key))
+        except N5FormatError as e:
+            report.refuse(where, _one_line(e))
             return True
     if isinstance(attrs, dict) and is_dataset(attrs):
         try:

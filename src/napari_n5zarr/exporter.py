@@ -55,6 +55,9 @@ __all__ = ["INCOMPLETE_MARKER", "ExportCancelled", "default_chunks", "export", "
 INCOMPLETE_MARKER = ".n5zarr-incomplete"
 """Written first, removed last: its presence means the export never finished."""
 
+CANCEL_POLL = 0.05
+"""Seconds between two looks at ``cancel`` while a level is being written."""
+
 LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
 """Which N5 compression parameter ``"name:N"`` sets."""
 
@@ -274,6 +277,54 @@ def _check_cancel(cancel: Callable[[], bool] | None) -> None:
         raise ExportCancelled("export cancelled")
 
 
+def _built(level: da.Array | Callable[[], da.Array]) -> da.Array:
+    return level if isinstance(level, da.Array) else level()
+
+
+def _store_local(level: da.Array, target: N5Blocks, scheduler: Any, cancel: Callable[[], bool] | None) -> None:
+    """``da.store`` on a local scheduler that starts no task once ``cancel`` is set: dask
+    keeps firing queued tasks until a failed one comes back, so the check runs in the
+    scheduler's own loop (a pre-task callback), not only in the block writes."""
+    kwargs: dict[str, Any] = {}
+    if cancel is not None:
+        from dask.callbacks import Callback
+
+        def stop(key: Any, dsk: Any, state: Any) -> None:
+            _check_cancel(cancel)
+
+        # Passing callbacks replaces dask's global ones (e.g. a ProgressBar): keep them.
+        kwargs["callbacks"] = [*Callback.active, (None, None, stop, None, None)]
+    da.store(level, target, lock=False, scheduler=scheduler, **kwargs)
+
+
+def _cancellable(work: Callable[[], Any], cancel: Callable[[], bool] | None) -> Any:
+    """``work()``, but raise :class:`ExportCancelled` as soon as ``cancel`` is set even while a
+    block is still being computed (a slow source, a big in-memory level, building a large
+    dask graph): ``work`` then runs on in a daemon thread that starts nothing new (tasks
+    check ``cancel`` before they start, block writes are shut by the export's WriteGate)."""
+    if cancel is None:
+        return work()
+    import threading
+
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as e:  # handed to the exporting thread
+            result["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="n5zarr-export", daemon=True).start()
+    while not done.wait(CANCEL_POLL):
+        _check_cancel(cancel)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
 def _as_cancel(cancel: Any) -> Callable[[], bool] | None:
     if cancel is None:
         return None
@@ -321,8 +372,10 @@ def export(
     (``downsample`` overrides: ``"mean"``, ``"mode"``, ``"nearest"``). ``path``: write the
     pyramid at this group inside the container ``dest``. ``zarr_json=False`` writes N5
     only (z5py 3 refuses folders holding both). ``progress(done, total)`` counts blocks;
-    ``cancel`` (a ``threading.Event`` or a callable) stops at the next block and removes
-    the partial output (raising :class:`ExportCancelled`). ``scheduler`` is passed to
+    ``cancel`` (a ``threading.Event`` or a callable) stops the export within a fraction of
+    a second, even while a block is still being computed: no block task starts and no block
+    is written after it; the partial output is removed and :class:`ExportCancelled` raised
+    (blocks already computing finish in the background, their results discarded). ``scheduler`` is passed to
     dask (a distributed ``Client`` also works; there progress is per level and cancel
     is checked between levels).
     """
@@ -391,16 +444,21 @@ def export(
                 if marker:
                     store_set(out, marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
                 in_memory = not given_levels and isinstance(first, np.ndarray)
-                numpy_levels = pyramid.numpy_pyramid(np.asarray(first, dtype=dtype), steps, method) if in_memory else None
+                array = np.asarray(first, dtype=dtype) if in_memory else None
                 for k, tgt in enumerate(targets):
                     _check_cancel(cancel_fn)
-                    if numpy_levels is not None:
-                        level = da.from_array(_NoCopy(numpy_levels[k]), chunks=tgt.block)
+                    if array is not None:
+                        if k:  # the in-memory pyramid, one level at a time (cancel stops between)
+                            array = _cancellable(lambda a=array, s=steps[k - 1]: pyramid.downsample_block(a, s, method), cancel_fn)
+                        level = da.from_array(_NoCopy(array), chunks=tgt.block)
                     elif given_levels or k == 0:
-                        level = _as_dask(sources[k], tgt.block).astype(dtype).rechunk(tgt.block)
+                        level = lambda k=k, t=tgt: _as_dask(sources[k], t.block).astype(dtype).rechunk(t.block)  # noqa: E731
                     else:
-                        level = _next_level(targets[k - 1], tgt, steps[k - 1], method)
-                    da.store(level, tgt, lock=False, scheduler=scheduler)
+                        level = lambda k=k, t=tgt: _next_level(targets[k - 1], t, steps[k - 1], method)  # noqa: E731
+                    if local:  # building a large graph takes seconds too: cancellable
+                        _cancellable(lambda lv=level, t=tgt: _store_local(_built(lv), t, scheduler, cancel_fn), cancel_fn)
+                    else:
+                        da.store(_built(level), tgt, lock=False, scheduler=scheduler)
                     if not local:
                         counter.add(tgt.nblocks)
                 # Publish: datasets, then the pyramid group, then groups above it; the marker last.
