@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr.spatial.detect import referenced_paths
+from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 
 if TYPE_CHECKING:
@@ -48,7 +50,6 @@ FIRST_PAGE = 100
 _LEVEL = re.compile(r"^s(\d+)$")
 _TIMEPOINT = re.compile(r"^timepoint(\d+)$")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_INHERITABLE = ("pixelResolution", "resolution", "units", "axes", "offset")  # as spatial.model.INHERITABLE
 _CONVENTIONS = {
     "n5viewer": "N5 Viewer",
     "n5viewer-old": "N5 Viewer (old)",
@@ -576,7 +577,7 @@ class Tree:
             node.kind = "error"
             node.error = _error_text(exc, self._source.where(_join(path, N5_JSON if node.n5 else ZARR_JSON)), path)
             return node
-        own = {k: attrs[k] for k in _INHERITABLE if k in attrs} if (attrs := node.attributes) else {}
+        own = {k: attrs[k] for k in INHERITABLE if k in attrs} if (attrs := node.attributes) else {}
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
             self._calibrate_array(node, inherited, attrs)
@@ -675,7 +676,7 @@ class Tree:
     def _multiscale_of(self, group: Node) -> spatial.Multiscale | None:
         names = self.names(group.path)
         attrs = dict(group.attributes)
-        refs = _referenced_paths(attrs)
+        refs = referenced_paths(attrs)
         referenced: dict[str, spatial.ArrayInfo] = {}
         for ref in refs:
             child = self._child(group, ref)
@@ -842,19 +843,6 @@ def _validate_array(doc: dict[str, Any], where: str) -> None:
             _VALID[key] = message
     if message is not None:
         raise N5MetadataError(message)
-
-
-def _referenced_paths(attrs: Mapping[str, Any]) -> list[str]:
-    """Dataset paths named by OME-NGFF / COSEM ``multiscales`` metadata."""
-    ome = attrs.get("ome")
-    root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
-    ms = root.get("multiscales")
-    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
-        return []
-    ds = ms[0].get("datasets")
-    if not isinstance(ds, list):
-        return []
-    return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)]
 
 
 # ---------------------------------------------------------------------------

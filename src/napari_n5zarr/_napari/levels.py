@@ -45,7 +45,26 @@ FALLBACK_BLOCKS = 4096
 Report = Callable[[str], None]
 
 
-class LevelReader:
+class _Level:
+    """What napari asks of a level besides indexing: ``size`` and ``__array__``."""
+
+    shape: tuple[int, ...]
+    ndim: int
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
+        out = self[(slice(None),) * self.ndim]
+        return out.astype(dtype, copy=False) if dtype is not None else out
+
+
+class LevelReader(_Level):
     """A zarr array seen in napari order (basic indexing only): ``n5_default`` arrays are
     transposed, plain Zarr arrays kept in their own C order. Reads that fail are retried
     block by block; unreadable blocks become the fill value and go to ``report`` once."""
@@ -62,15 +81,6 @@ class LevelReader:
         self.report = report
         self._reported: set[str] = set()
         self._lock = threading.Lock()
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
-        out = self[(slice(None),) * self.ndim]
-        return out.astype(dtype, copy=False) if dtype is not None else out
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
@@ -231,7 +241,7 @@ def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:
     return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=False, fancy=True, meta=meta)
 
 
-class StridedReader:
+class StridedReader(_Level):
     """Every ``step``-th pixel of a level in y and x (napari's last two axes): a
     nearest-neighbour preview level for a huge array stored without a pyramid."""
 
@@ -241,15 +251,6 @@ class StridedReader:
         self.ndim = base.ndim
         self.shape = tuple(base.shape[:-2]) + tuple(math.ceil(n / self.step) for n in base.shape[-2:])
         self.storage_blocks = tuple(base.storage_blocks[:-2]) + tuple(max(1, b // self.step) for b in base.storage_blocks[-2:])
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
-        out = self[(slice(None),) * self.ndim]
-        return out.astype(dtype, copy=False) if dtype is not None else out
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)

@@ -211,7 +211,8 @@ def _lookup(group: zarr.Group, paths: Iterable[str], known: Mapping[str, Any]) -
     return out
 
 
-def _referenced_paths(attrs: Attrs) -> list[str]:
+def referenced_paths(attrs: Attrs) -> list[str]:
+    """Dataset paths named by OME-NGFF / COSEM ``multiscales`` metadata."""
     ome = attrs.get("ome")
     root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
     ms = root.get("multiscales")
@@ -311,7 +312,7 @@ def _detect_group(
     found: list[Multiscale] = []
     used: set[str] = set()
 
-    referenced = _lookup(group, _referenced_paths(attrs), children)
+    referenced = _lookup(group, referenced_paths(attrs), children)
     pyramid = (
         ngff_pyramid(attrs, referenced)
         or cosem_pyramid(attrs, referenced)
