@@ -31,6 +31,7 @@ from qtpy.QtWidgets import (
     QLineEdit,
     QMenu,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTextBrowser,
     QToolButton,
@@ -263,7 +264,10 @@ class BrowserWidget(QWidget):
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
         self.thumbnail = QLabel(alignment=Qt.AlignmentFlag.AlignCenter)
-        self.thumbnail.setFixedHeight(THUMB_SIZE)
+        # At most THUMB_SIZE tall, but never a minimum: in a short dock (n5zarr view docks two
+        # widgets) a fixed height pushed the status row and the Open button out of sight.
+        self.thumbnail.setMaximumHeight(THUMB_SIZE)
+        self.thumbnail.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Ignored)
         self.thumbnail.hide()  # shown with a preview: an empty one must not squeeze the tree
         self.tree.setMinimumHeight(120)
         self.details = QTextBrowser()
@@ -271,8 +275,8 @@ class BrowserWidget(QWidget):
         pane = QWidget()
         pane_layout = QVBoxLayout(pane)
         pane_layout.setContentsMargins(0, 0, 0, 0)
-        pane_layout.addWidget(self.thumbnail)
-        pane_layout.addWidget(self.details)
+        pane_layout.addWidget(self.thumbnail, 1)
+        pane_layout.addWidget(self.details, 1)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.tree)
         split.addWidget(pane)
