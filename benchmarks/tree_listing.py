@@ -1,4 +1,4 @@
-"""Listing times of the tree model (``napari_n5zarr.tree``) on synthetic containers.
+"""Listing times of the tree model (``napari_n5zarr.read.tree``) on synthetic containers.
 
 Writes containers of 10,000 and 50,000 small N5 datasets (attributes.json only: listing
 never reads blocks) and prints, for each: the time to the first page of the root, to the
@@ -34,7 +34,7 @@ def make_container(root: Path, nodes: int, per_group: int = 500) -> Path:
 
 
 def bench(path: Path) -> dict[str, float]:
-    from napari_n5zarr.tree import open_tree
+    from napari_n5zarr.read.tree import open_tree
 
     out = {}
     t0 = time.perf_counter()

@@ -23,8 +23,8 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr import export
-from napari_n5zarr.exporter import INCOMPLETE_MARKER, ExportCancelled, parse_compression
-from napari_n5zarr.pyramid import plan
+from napari_n5zarr.write.exporter import INCOMPLETE_MARKER, ExportCancelled, parse_compression
+from napari_n5zarr.write.pyramid import plan
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")  # plain zarr listing a dual group
 
@@ -535,7 +535,7 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     """Pyramid levels are computed from the blocks just written (N5Blocks): a block that
     cannot be decoded there is named with its key and container, as on every read path."""
     from napari_n5zarr.access import base_store
-    from napari_n5zarr.blocks import N5Blocks
+    from napari_n5zarr.write.blocks import N5Blocks
     from napari_n5zarr.n5.codec import N5DefaultCodec
     from napari_n5zarr.n5.errors import N5BlockError
 

@@ -14,8 +14,9 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from napari_n5zarr import blocks, export, pyramid
-from napari_n5zarr.blocks import ExportCancelled
+from napari_n5zarr import export
+from napari_n5zarr.write import blocks, pyramid
+from napari_n5zarr.write.blocks import ExportCancelled
 
 THREADS = 3
 HANG_GUARD = 60  # seconds: only keeps a broken implementation from hanging the suite

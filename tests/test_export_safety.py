@@ -22,8 +22,8 @@ from zarr.storage import WrapperStore
 
 import napari_n5zarr
 from napari_n5zarr import access, export
-from napari_n5zarr.exporter import INCOMPLETE_MARKER, ExportCancelled
-from napari_n5zarr.safe_destination import LOCK_SUFFIX, foreign_entries
+from napari_n5zarr.write.exporter import INCOMPLETE_MARKER, ExportCancelled
+from napari_n5zarr.write.safe_destination import LOCK_SUFFIX, foreign_entries
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 
@@ -240,7 +240,8 @@ def test_symlinked_subfolder_leading_outside_is_refused(tmp_path):
 SCRIPT = """
 import os, shutil, signal, sys, time
 import dask.array as da, numpy as np
-from napari_n5zarr import export, safe_destination
+from napari_n5zarr import export
+from napari_n5zarr.write import safe_destination
 dest, how, arg, value = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def die(*args, **kwargs):
@@ -535,7 +536,7 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
 def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
     """dask raises the first error while other threads still run: a block computed before
     the error but stored after the cleanup must not leave a partial export behind."""
-    from napari_n5zarr import blocks, exporter
+    from napari_n5zarr.write import blocks, exporter
 
     release, stored = threading.Event(), threading.Event()
     calls, lock = [], threading.Lock()

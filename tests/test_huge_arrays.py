@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr._napari import levels as lv
+from napari_n5zarr.read import levels as lv
 from napari_n5zarr._napari import reader
 from napari_n5zarr._napari.reader import read_path
 

@@ -19,13 +19,13 @@ _LAZY = {
     "N5FormatError": "napari_n5zarr.n5.errors",
     "open": "napari_n5zarr.access",
     "create_dataset": "napari_n5zarr.access",
-    "export": "napari_n5zarr.exporter",
+    "export": "napari_n5zarr.write.exporter",
 }
 
 __all__ = [*_LAZY, "__version__"]
 
 if TYPE_CHECKING:
-    from napari_n5zarr.exporter import export
+    from napari_n5zarr.write.exporter import export
     from napari_n5zarr.n5.codec import N5DefaultCodec
     from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec

@@ -13,7 +13,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
-from napari_n5zarr.local_store import SafeLocalStore
+from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
 
@@ -41,15 +41,15 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     """The plain zarr store for a local path, ``file://``, ``.zip`` or fsspec URL.
 
     Local folders refuse non-regular files (FIFOs, devices) and oversized metadata
-    (:class:`~napari_n5zarr.local_store.SafeLocalStore`); URLs get timeouts, retries with
-    backoff and errors naming the URL (:class:`~napari_n5zarr.remote_store.RemoteStore`).
+    (:class:`~napari_n5zarr.storage.local.SafeLocalStore`); URLs get timeouts, retries with
+    backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`).
     """
     read_only = mode == "r"
     target = os.fspath(path_or_url)
     if target.startswith("file://"):
         target = target[len("file://") :]
     if target.startswith(_URL_SCHEMES):
-        from napari_n5zarr.remote_store import RemoteStore
+        from napari_n5zarr.storage.remote import RemoteStore
 
         return RemoteStore.open_url(target.rstrip("/"), storage_options, read_only=read_only)
     path = Path(target).expanduser()

@@ -70,7 +70,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     """Print the hierarchy as it is read: shape (napari order, axis names), dtype, blocks,
     N5 compression, voxel size, uncompressed size; unreadable nodes in place. ``--json``:
     one JSON object per line (JSON Lines), depth first."""
-    from napari_n5zarr.tree import open_tree
+    from napari_n5zarr.read.tree import open_tree
 
     tree = open_tree(args.path)
     counts: dict[str, int] = {}
@@ -119,9 +119,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
     the reader finds under it: levels, scale, translate, units."""
     from napari_n5zarr.access import base_store
-    from napari_n5zarr.blocks import store_get
-    from napari_n5zarr.exporter import INCOMPLETE_MARKER
-    from napari_n5zarr.tree import open_tree
+    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.exporter import INCOMPLETE_MARKER
+    from napari_n5zarr.read.tree import open_tree
 
     as_json = getattr(args, "json", False)
     incomplete = store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None
@@ -244,7 +244,7 @@ def _scheduler(value: str | None) -> tuple[Any, Any]:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
-    from napari_n5zarr.exporter import export
+    from napari_n5zarr.write.exporter import export
     from napari_n5zarr.access import open as open_node
 
     if _overlap(args.src, args.dest):
@@ -312,7 +312,7 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
 
 def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
     """Mode of the first block found (None if the dataset has no blocks)."""
-    from napari_n5zarr.blocks import store_get
+    from napari_n5zarr.write.blocks import store_get
     from napari_n5zarr.n5.header import parse_header
 
     path = prefix.rstrip("/")
@@ -332,7 +332,7 @@ class _Report:
         self.refused: list[str] = []
 
     def write(self, store: Store, prefix: str, doc: dict[str, Any]) -> None:
-        from napari_n5zarr.blocks import store_get, store_set
+        from napari_n5zarr.write.blocks import store_get, store_set
 
         key = f"{prefix}zarr.json"
         text = json.dumps(doc, indent=2)
@@ -363,7 +363,7 @@ def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
 
 def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
-    from napari_n5zarr.blocks import store_get
+    from napari_n5zarr.write.blocks import store_get
     from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.header import MODE_NAMES
     from napari_n5zarr.n5.describe import store_location

@@ -18,7 +18,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 import napari_n5zarr
-from napari_n5zarr.local_store import SafeLocalStore
+from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.n5.errors import N5MetadataError, N5StoreError
 
 SRC = Path(__file__).parents[2] / "src"

@@ -1,6 +1,6 @@
 """The N5 browser dock widget: browse a container's tree, see details, open nodes as layers.
 
-The model is :mod:`napari_n5zarr.tree` (pure Python, tested without Qt); this module is the
+The model is :mod:`napari_n5zarr.read.tree` (pure Python, tested without Qt); this module is the
 view. Nothing that reads storage runs on the GUI thread: opening a location, listing a
 group (page by page, behind a "loading…" row), details, thumbnails and reading layers run
 in worker threads, and their results are put into the tree a few milliseconds at a time so
@@ -42,7 +42,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_n5zarr.tree import Node, Tree, join, open_tree
+from napari_n5zarr.read.tree import Node, Tree, join, open_tree
 
 if TYPE_CHECKING:
     import napari

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, Label, ProgressBar, PushButton
 
-from napari_n5zarr.blocks import ExportCancelled
+from napari_n5zarr.write.blocks import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
 
 if TYPE_CHECKING:
@@ -48,8 +48,8 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
     """(blocks over all levels, bytes of one block) that an export would write."""
     import numpy as np
 
-    from napari_n5zarr import pyramid
-    from napari_n5zarr.exporter import default_chunks
+    from napari_n5zarr.write import pyramid
+    from napari_n5zarr.write.exporter import default_chunks
 
     labels = list(axis_labels) if axis_labels is not None else None
     if rgb:

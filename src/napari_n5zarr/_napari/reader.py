@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr._napari.levels import (  # noqa: F401 (dask_chunks, dask_level: public)
+from napari_n5zarr.read.levels import (  # noqa: F401 (dask_chunks, dask_level: public)
     contrast_limits,
     dask_chunks,
     dask_level,

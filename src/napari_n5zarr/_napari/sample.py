@@ -55,7 +55,7 @@ def blobs(shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7) -> tuple[n
 
 def make_sample(folder: Path | None = None) -> Path:
     """The sample container (built on first use, then atomically moved into place)."""
-    from napari_n5zarr.exporter import export
+    from napari_n5zarr.write.exporter import export
 
     folder = folder or cache_dir()
     path = folder / SAMPLE_NAME

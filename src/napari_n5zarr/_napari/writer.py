@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.exporter import export
+from napari_n5zarr.write.exporter import export
 from napari_n5zarr.spatial import COLOUR_AXES
 
 LayerData = tuple[Any, dict[str, Any], str]

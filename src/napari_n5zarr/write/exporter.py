@@ -9,7 +9,7 @@ Layout (per-axis lists in N5 order, the reverse of napari's):
   pixels, N5 Viewer), ``axes``/``units``/``resolution`` (of this level's pixels, tensorstore).
 * attributes.json and zarr.json (``n5_default`` codec) at every node.
 
-Safety (see :mod:`napari_n5zarr.safe_destination`): an existing destination is refused
+Safety (see :mod:`napari_n5zarr.write.safe_destination`): an existing destination is refused
 unless ``overwrite=True``; a local one is then replaced only if everything in it is what an
 export writes (else the error lists what would have been deleted), by writing the new
 pyramid in a staging folder beside it and swapping it in once complete: the old data stays
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import dask.array as da
 import numpy as np
 
-from napari_n5zarr import pyramid, safe_destination
-from napari_n5zarr.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
+from napari_n5zarr.write import pyramid, safe_destination
+from napari_n5zarr.write.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
 from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.errors import N5FormatError

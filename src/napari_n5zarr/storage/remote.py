@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zarr.abc.store import RangeByteRequest
 from zarr.storage import FsspecStore
 
-from napari_n5zarr.local_store import is_metadata_key
+from napari_n5zarr.storage.local import is_metadata_key
 from napari_n5zarr.n5.errors import N5FormatError, N5StoreError
 from napari_n5zarr.n5.metadata import check_metadata_size, max_metadata_bytes
 

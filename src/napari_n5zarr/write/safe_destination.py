@@ -11,7 +11,7 @@ replacement by staging beside the destination, then renaming into place.
   it in (``renameat2(RENAME_EXCHANGE)`` on Linux: atomic; else two renames); the old node is
   deleted only afterwards. :func:`recover` cleans what an interrupted replacement left.
 
-Local folders only: object stores and zip files cannot rename (see :mod:`napari_n5zarr.exporter`).
+Local folders only: object stores and zip files cannot rename (see :mod:`napari_n5zarr.write.exporter`).
 """
 
 from __future__ import annotations

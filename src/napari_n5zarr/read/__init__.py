@@ -1,0 +1,1 @@
+"""Reading: path/URL -> node -> pyramid -> dask levels; the one hierarchy walker."""

@@ -1,0 +1,1 @@
+"""Writing: export as plan -> write -> publish; pyramid downsampling; block writes."""
