@@ -34,7 +34,7 @@ class ConvertedImage:
     name: str
     """Its name in the source ("" for a single image)."""
     target: str
-    """Where it was written: ``dest`` or ``dest/<name>``."""
+    """Where it was written: ``dest``, or ``dest/<name>`` with ``/`` in the name as ``_``."""
     is_labels: bool
     convention: str
     """The source's metadata convention (``n5-viewer``, ``bdv``, ``ome-zarr``, ...)."""
@@ -136,11 +136,12 @@ def convert(
             keep = levels is None and len(data) > 1
             order = slice(None, None, -1)  # N5 order -> napari order
             label = name or "export"
+            group = name.replace("/", "_")
             _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest_text)
             export(
                 data if keep else data[0],
                 dest_text,
-                path=name.replace("/", "_") if name else "",
+                path=group,
                 scale=list(ms.scale[order]),
                 translate=list(ms.translate[order]),
                 units=[u or "pixel" for u in ms.units[order]],
@@ -155,7 +156,7 @@ def convert(
                 progress=None if progress is None else _per_image(progress, label),
                 scheduler=dask_scheduler,
             )
-            target = f"{dest_text.rstrip('/')}/{name}" if name else dest_text
+            target = f"{dest_text.rstrip('/')}/{group}" if group else dest_text
             report.images.append(ConvertedImage(name, target, ms.is_labels, ms.convention))
     finally:
         if client is not None:
