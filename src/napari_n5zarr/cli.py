@@ -108,7 +108,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(json.dumps(info.to_json(), indent=2, default=str))
         return 1 if info.problems else 0
     row = root.row()
-    _print(f"{args.path}: {row['kind']}" + (f", {'N5' if root.n5 else ''}{' + ' if root.n5 and root.zarr else ''}{'Zarr v3' if root.zarr else ''}" if root.n5 or root.zarr else ""))
+    formats = " + ".join(name for name, present in (("N5", root.n5), ("Zarr v3", root.zarr)) if present)
+    _print(f"{args.path}: {row['kind']}" + (f", {formats}" if formats else ""))
     for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
         if row[label]:
             _print(f"  {label:<11}{row[label]}")

@@ -147,7 +147,7 @@ def convert(
                 units=[u or "pixel" for u in ms.units[order]],
                 axis_labels=list(ms.axes[order]),
                 compression=compression,
-                chunks=chunks if chunks is not None else tuple(data[0].chunksize),  # the source's blocks
+                chunks=chunks if chunks is not None else tuple(int(c) for c in data[0].chunksize),  # the source's blocks
                 levels="auto" if levels is None else levels,
                 boundary=boundary,
                 overwrite=overwrite,
@@ -170,7 +170,7 @@ def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable
 
 def _n5_order(array: zarr.Array) -> bool:
     """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
-    codecs = getattr(array.metadata, "codecs", ())
+    codecs: Sequence[Any] = getattr(array.metadata, "codecs", ())
     return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
 
 
@@ -179,9 +179,12 @@ def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[da.Array]:
 
     The Multiscale's per-axis lists are the reverse of napari's order either way."""
     import dask.array as da
+    import zarr
 
     def level(path: str) -> da.Array:
-        array = node if path == "" else node[path]
+        array = node if path == "" else node[path] if isinstance(node, zarr.Group) else None
+        if not isinstance(array, zarr.Array):
+            raise ValueError(f"{path or '/'} is not an array")
         data = da.from_zarr(array)
         return data.T if _n5_order(array) else data
 
