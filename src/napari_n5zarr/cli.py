@@ -185,7 +185,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _n5_order(array: zarr.Array) -> bool:
     """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
-    codecs = getattr(array.metadata, "codecs", ())
+    codecs: Any = getattr(array.metadata, "codecs", ())
     return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
 
 
@@ -196,7 +196,7 @@ def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Any]:
     import dask.array as da
 
     def level(path: str) -> da.Array:
-        array = node if path == "" else node[path]
+        array: Any = node if path == "" else node[path]  # type: ignore[index]  # a path names an array in a group
         data = da.from_zarr(array)
         return data.T if _n5_order(array) else data
 
