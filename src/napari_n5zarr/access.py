@@ -119,7 +119,7 @@ def open(  # noqa: A001 (the public name is a contract)
         raise FileNotFoundError(f"no N5 or Zarr node at {path_or_url}")
     if mode == "w-":
         raise FileExistsError(f"{path_or_url} already holds an N5/Zarr node")
-    zarr_mode = "r" if mode == "r" else "r+"
+    zarr_mode: AccessMode = "r" if mode == "r" else "r+"
     if doc.get("node_type") == "array":
         return zarr.open_array(store=store, mode=zarr_mode)
     if doc.get("node_type") == "group":
