@@ -471,6 +471,8 @@ def label(r: Row) -> str:
     what = what.replace("the reader's dask level computed whole,", "reader's dask level, whole,")
     if r.key.startswith("e-"):
         what = f"export level 0, {r.key[2:]}"
+    what = {"a1": "napari window: far z jump (level 0)", "a2": "napari window: scrolling z (per plane)",
+            "a3": "napari window: open + first frame"}.get(r.key, what)
     return f"{r.key}  {what[:60]}"
 
 
@@ -503,7 +505,7 @@ def chart(rows: list[Row], path: Path, title: str) -> None:
             ax2.text(f, yi, f" {f:.0f} %", va="center", fontsize=8)
     ax2.axvline(100, color="gray", lw=1, ls="--")
     ax2.set_xlim(0, max([120.0, *fracs]) * 1.25)
-    ax2.set_xlabel("ours as % of the decode limit (2 threads)", fontsize=9)
+    ax2.set_xlabel("ours, % of the decode limit", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
