@@ -22,8 +22,8 @@ import os
 import time
 
 t_start = time.perf_counter()
-import napari  # noqa: E402  (napari is imported before the clock that measures "open" starts)
-from qtpy.QtWidgets import QApplication  # noqa: E402
+import napari
+from qtpy.QtWidgets import QApplication
 
 BLOCK = 64
 
@@ -31,7 +31,9 @@ BLOCK = 64
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=["ours", "tensorstore"], required=True)
-    ap.add_argument("--path", required=True, help="the pyramid folder (s0, s1, ... inside)")
+    ap.add_argument(
+        "--path", required=True, help="the pyramid folder (s0, s1, ... inside)"
+    )
     ap.add_argument("--levels", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args()
@@ -49,17 +51,29 @@ def main() -> None:
     def wait_frame() -> None:
         """processEvents until all layers are loaded and one frame has been drawn after that."""
         deadline = time.perf_counter() + args.timeout
-        loaded_at = draws[0] if viewer.layers and all(layer.loaded for layer in viewer.layers) else None
+        loaded_at = (
+            draws[0]
+            if viewer.layers and all(layer.loaded for layer in viewer.layers)
+            else None
+        )
         nudged = False
         t_loaded = time.perf_counter()
         while True:
             app.processEvents()
-            if loaded_at is None and viewer.layers and all(layer.loaded for layer in viewer.layers):
+            if (
+                loaded_at is None
+                and viewer.layers
+                and all(layer.loaded for layer in viewer.layers)
+            ):
                 loaded_at = draws[0]
                 t_loaded = time.perf_counter()
             if loaded_at is not None and draws[0] > loaded_at:
                 return
-            if loaded_at is not None and not nudged and time.perf_counter() - t_loaded > 0.5:
+            if (
+                loaded_at is not None
+                and not nudged
+                and time.perf_counter() - t_loaded > 0.5
+            ):
                 canvas.update()  # nothing scheduled a redraw: ask for one (counted in the time)
                 nudged = True
             if time.perf_counter() > deadline:
@@ -73,7 +87,17 @@ def main() -> None:
         import tensorstore as ts
 
         levels = [
-            ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": os.path.join(args.path, f"s{k}")}}).result().T
+            ts.open(
+                {
+                    "driver": "n5",
+                    "kvstore": {
+                        "driver": "file",
+                        "path": os.path.join(args.path, f"s{k}"),
+                    },
+                }
+            )
+            .result()
+            .T
             for k in range(args.levels)
         ]
         viewer.add_image(levels, multiscale=True, name="pyramid")
@@ -104,7 +128,7 @@ def main() -> None:
     t_jump = goto(jump_z)
     try:
         tile = list(layer._slice.image.raw.shape)
-    except Exception:  # napari internals moved: report nothing rather than fail
+    except Exception:  # noqa: BLE001  napari internals moved: report nothing rather than fail
         tile = None
     from napari.settings import get_settings
 

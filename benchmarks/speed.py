@@ -53,7 +53,13 @@ COMPRESSIONS: dict[str, dict[str, Any]] = {
     "raw": {"type": "raw"},
     "gzip": {"type": "gzip", "level": 6},
     "zstd": {"type": "zstd", "level": 3},
-    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0},
+    "blosc": {
+        "type": "blosc",
+        "cname": "lz4",
+        "clevel": 5,
+        "shuffle": 2,
+        "blocksize": 0,
+    },
 }
 HTTP_DELAY_S = 0.020
 
@@ -91,7 +97,10 @@ def sample(size: int) -> np.ndarray:
     """A smooth field plus noise (gzip ratio ~1.5), uint16, N5 order (x, y, z)."""
     rng = np.random.default_rng(0)
     x = np.linspace(0, 4 * np.pi, size, dtype=np.float32)
-    field_ = 2000 + 1000 * (np.sin(x)[:, None, None] * np.cos(x)[None, :, None] + np.sin(x / 2)[None, None, :])
+    field_ = 2000 + 1000 * (
+        np.sin(x)[:, None, None] * np.cos(x)[None, :, None]
+        + np.sin(x / 2)[None, None, :]
+    )
     out = field_.astype(np.uint16)
     out += rng.integers(0, 100, size=out.shape, dtype=np.uint16)
     return out
@@ -104,8 +113,15 @@ def ts_spec(path: Path | str) -> dict[str, Any]:
 def ts_write(path: Path, data: np.ndarray, compression: dict[str, Any]) -> None:
     import tensorstore as ts
 
-    meta = {"dimensions": list(data.shape), "blockSize": [BLOCK] * data.ndim, "dataType": str(data.dtype), "compression": compression}
-    t = ts.open({**ts_spec(path), "create": True, "delete_existing": True, "metadata": meta}).result()
+    meta = {
+        "dimensions": list(data.shape),
+        "blockSize": [BLOCK] * data.ndim,
+        "dataType": str(data.dtype),
+        "compression": compression,
+    }
+    t = ts.open(
+        {**ts_spec(path), "create": True, "delete_existing": True, "metadata": meta}
+    ).result()
     t.write(data).result()
 
 
@@ -119,7 +135,13 @@ def write_pyramid(root: Path, size: int) -> int:
     """An N5 Viewer pyramid (s0, s1, ... down to one block), gzip, written by tensorstore."""
     data = sample(size)
     root.mkdir(parents=True, exist_ok=True)
-    add_attributes(root, {"n5": "4.0.0", "pixelResolution": {"unit": "um", "dimensions": [1.0, 1.0, 1.0]}})
+    add_attributes(
+        root,
+        {
+            "n5": "4.0.0",
+            "pixelResolution": {"unit": "um", "dimensions": [1.0, 1.0, 1.0]},
+        },
+    )
     k = 0
     while True:
         ts_write(root / f"s{k}", data, COMPRESSIONS["gzip"])
@@ -196,7 +218,9 @@ def block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
     return decode
 
 
-def decode_job(path: Path, keys: list[str], pool: ThreadPoolExecutor, extra: int = 4) -> Callable[[int], Any]:
+def decode_job(
+    path: Path, keys: list[str], pool: ThreadPoolExecutor, extra: int = 4
+) -> Callable[[int], Any]:
     """A timed job: decode these blocks (already read into memory) on the pool's threads.
 
     Each call decodes them ``extra`` times; ``job.floor[0]`` keeps the fastest. The limit is a
@@ -230,11 +254,11 @@ def block_keys(shape: tuple[int, ...], z: int | None = None) -> list[str]:
 class SlowHandler(http.server.SimpleHTTPRequestHandler):
     delay = HTTP_DELAY_S
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         time.sleep(self.delay)
         super().do_GET()
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         time.sleep(self.delay)
         super().do_HEAD()
 
@@ -258,31 +282,72 @@ def serve(root: Path) -> tuple[SlowServer, int]:
 
 def rows_napari(cfg: Config, pyr: Path, nlevels: int) -> list[Row]:
     """(a) a real napari window per run, under Xvfb, ours and tensorstore alternating."""
-    env = {**os.environ, "QT_QPA_PLATFORM": "xcb", "NAPARI_CONFIG": str(cfg.workdir / "napari-settings.yaml")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(HERE.parent / "src"), env.get("PYTHONPATH", "")] if p)
+    env = {
+        **os.environ,
+        "QT_QPA_PLATFORM": "xcb",
+        "NAPARI_CONFIG": str(cfg.workdir / "napari-settings.yaml"),
+    }
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [str(HERE.parent / "src"), env.get("PYTHONPATH", "")] if p
+    )
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "tensorstore": []}
     for _ in range(cfg.repeat):
-        for impl in runs:
-            cmd = ["xvfb-run", "-a", "-s", "-screen 0 1280x1024x24", sys.executable, str(HERE / "napari_window.py"),
-                   "--impl", impl, "--path", str(pyr), "--levels", str(nlevels)]
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        for impl, results in runs.items():
+            cmd = [
+                "xvfb-run",
+                "-a",
+                "-s",
+                "-screen 0 1280x1024x24",
+                sys.executable,
+                str(HERE / "napari_window.py"),
+                "--impl",
+                impl,
+                "--path",
+                str(pyr),
+                "--levels",
+                str(nlevels),
+            ]
+            proc = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, timeout=600, check=False
+            )
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             if proc.returncode != 0 or not lines:
-                raise RuntimeError(f"napari window ({impl}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-            runs[impl].append(json.loads(lines[-1]))
+                raise RuntimeError(
+                    f"napari window ({impl}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+                )
+            results.append(json.loads(lines[-1]))
     o, t = runs["ours"], runs["tensorstore"]
-    best = lambda rs, k: min(r[k] for r in rs)  # noqa: E731
+    best = lambda rs, k: min(r[k] for r in rs)
     info = o[0]
-    note = (f"level {info['data_level']} shown, tile {info['tile']}, "
-            f"{'async' if info['async_slicing'] else 'sync'} slicing")
+    note = (
+        f"level {info['data_level']} shown, tile {info['tile']}, "
+        f"{'async' if info['async_slicing'] else 'sync'} slicing"
+    )
     n = cfg.pyramid
     return [
-        Row("a1", f"napari window, {n}^3 uint16 pyramid, 64^3 gzip, level 0: far jump of the z slider",
-            best(o, "jump_s"), best(t, "jump_s"), "≥ 1.2x", note=note),
-        Row("a2", "the same, scrolling 64 consecutive z-planes (per plane)",
-            best(o, "scroll_s_per_plane"), best(t, "scroll_s_per_plane"), "≤ 16 ms/plane"),
-        Row("a3", "open + first frame drawn (fresh process, napari imported)",
-            best(o, "open_s"), best(t, "open_s"), "≤ 1.0 s", unit="s"),
+        Row(
+            "a1",
+            f"napari window, {n}^3 uint16 pyramid, 64^3 gzip, level 0: far jump of the z slider",
+            best(o, "jump_s"),
+            best(t, "jump_s"),
+            "≥ 1.2x",
+            note=note,
+        ),
+        Row(
+            "a2",
+            "the same, scrolling 64 consecutive z-planes (per plane)",
+            best(o, "scroll_s_per_plane"),
+            best(t, "scroll_s_per_plane"),
+            "≤ 16 ms/plane",
+        ),
+        Row(
+            "a3",
+            "open + first frame drawn (fresh process, napari imported)",
+            best(o, "open_s"),
+            best(t, "open_s"),
+            "≤ 1.0 s",
+            unit="s",
+        ),
     ]
 
 
@@ -300,18 +365,38 @@ def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
     lvl = level0(read_path(pyr))
     t_arr = ts.open(ts_spec(pyr / "s0")).result()
     zs = fresh_planes(cfg.pyramid, cfg.repeat)
-    t = best_of_each({
-        "ours": lambda i: lvl[zs[i]].compute(),
-        "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
-        "limit": (limit := decode_job(pyr / "s0", block_keys((cfg.pyramid,) * 3, zs[0]), pool)),
-    }, cfg.repeat)
+    t = best_of_each(
+        {
+            "ours": lambda i: lvl[zs[i]].compute(),
+            "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
+            "limit": (
+                limit := decode_job(
+                    pyr / "s0", block_keys((cfg.pyramid,) * 3, zs[0]), pool
+                )
+            ),
+        },
+        cfg.repeat,
+    )
     t["limit"] = limit.floor[0]  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T)  # napari order
-    return [Row("b", f"one z-plane of level 0 ({cfg.pyramid}^2) from the reader's dask array, outside napari",
-                t["ours"], t["ts"], "≥ 1.2x", limit=t["limit"]), plane_limit_row(t["limit"], cfg)]
+    np.testing.assert_array_equal(
+        lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T
+    )  # napari order
+    return [
+        Row(
+            "b",
+            f"one z-plane of level 0 ({cfg.pyramid}^2) from the reader's dask array, outside napari",
+            t["ours"],
+            t["ts"],
+            "≥ 1.2x",
+            limit=t["limit"],
+        ),
+        plane_limit_row(t["limit"], cfg),
+    ]
 
 
-def rows_reads(cfg: Config, files: dict[str, Path], pool: ThreadPoolExecutor) -> list[Row]:
+def rows_reads(
+    cfg: Config, files: dict[str, Path], pool: ThreadPoolExecutor
+) -> list[Row]:
     """(c) open(path)[...], (d) the reader's dask level computed whole, (g) decode limit, per compression."""
     import tensorstore as ts
 
@@ -321,21 +406,50 @@ def rows_reads(cfg: Config, files: dict[str, Path], pool: ThreadPoolExecutor) ->
     out = []
     for name, path in files.items():
         copies = [fresh_copy(path, cfg.workdir) for _ in range(2 * cfg.repeat)]
-        t = best_of_each({
-            "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),  # noqa: B023
-            "open": lambda i: napari_n5zarr.open(copies[i])[...],  # noqa: B023
-            "dask": lambda i: level0(read_path(copies[cfg.repeat + i])).compute(),  # noqa: B023
-            "limit": (limit := decode_job(path, block_keys((cfg.array,) * 3), pool)),
-        }, cfg.repeat)
+        t = best_of_each(
+            {
+                "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),  # noqa: B023
+                "open": lambda i: napari_n5zarr.open(copies[i])[...],  # noqa: B023
+                "dask": lambda i: level0(read_path(copies[cfg.repeat + i])).compute(),  # noqa: B023
+                "limit": (
+                    limit := decode_job(path, block_keys((cfg.array,) * 3), pool)
+                ),
+            },
+            cfg.repeat,
+        )
         t["limit"] = limit.floor[0]  # type: ignore[attr-defined]
-        out.append(Row(f"c-{name}", f"whole-array read open(path)[...] {name}", t["open"], t["ts"],
-                       "≥ 1.5x" if name == "gzip" else "≥ 1.2x", limit=t["limit"]))
-        out.append(Row(f"d-{name}", f"the reader's dask level computed whole, {name}", t["dask"], t["ts"], "≥ 1.0x",
-                       limit=t["limit"]))
-        out.append(Row(f"g-{name}", f"decode limit: the whole {cfg.array}^3 array, {name}", t["limit"]))
+        out.append(
+            Row(
+                f"c-{name}",
+                f"whole-array read open(path)[...] {name}",
+                t["open"],
+                t["ts"],
+                "≥ 1.5x" if name == "gzip" else "≥ 1.2x",
+                limit=t["limit"],
+            )
+        )
+        out.append(
+            Row(
+                f"d-{name}",
+                f"the reader's dask level computed whole, {name}",
+                t["dask"],
+                t["ts"],
+                "≥ 1.0x",
+                limit=t["limit"],
+            )
+        )
+        out.append(
+            Row(
+                f"g-{name}",
+                f"decode limit: the whole {cfg.array}^3 array, {name}",
+                t["limit"],
+            )
+        )
         expected = ts.open(ts_spec(path)).result().read().result()
         np.testing.assert_array_equal(napari_n5zarr.open(copies[0])[...], expected)
-        np.testing.assert_array_equal(level0(read_path(copies[-1])).compute(), expected.T)
+        np.testing.assert_array_equal(
+            level0(read_path(copies[-1])).compute(), expected.T
+        )
         for c in copies:
             shutil.rmtree(c.parent, ignore_errors=True)
     return out
@@ -350,21 +464,44 @@ def rows_export(cfg: Config) -> list[Row]:
     target = cfg.workdir / "export.n5"
     out = []
     for name, comp in COMPRESSIONS.items():
-        def ours(levels: Any) -> Callable[[int], None]:
+
+        def ours(levels: Any, comp: dict[str, Any] = comp) -> Callable[[int], None]:
             def run(_i: int) -> None:
                 shutil.rmtree(target, ignore_errors=True)
-                napari_n5zarr.export(napari_order, target, compression=comp, chunks=BLOCK, levels=levels)
+                napari_n5zarr.export(
+                    napari_order, target, compression=comp, chunks=BLOCK, levels=levels
+                )
+
             return run
 
-        def theirs(_i: int) -> None:
+        def theirs(_i: int, comp: dict[str, Any] = comp) -> None:
             shutil.rmtree(target, ignore_errors=True)
             ts_write(target, data, comp)
 
-        t = best_of_each({"ts": theirs, "s0": ours(1), "pyramid": ours("auto")}, cfg.repeat)
+        t = best_of_each(
+            {"ts": theirs, "s0": ours(1), "pyramid": ours("auto")}, cfg.repeat
+        )
         t_ts, t_s0, t_pyr = t["ts"], t["s0"], t["pyramid"]
         np.testing.assert_array_equal(napari_n5zarr.open(target / "s0")[...], data)
-        out.append(Row(f"e-{name}", f"export level 0 ({cfg.array}^3), {name}", t_s0, t_ts, "≥ 1.0x"))
-        out.append(Row(f"e-pyr-{name}", f"export whole pyramid / level 0, {name}", t_pyr / t_s0, None, "≤ 1.4x", unit="x"))
+        out.append(
+            Row(
+                f"e-{name}",
+                f"export level 0 ({cfg.array}^3), {name}",
+                t_s0,
+                t_ts,
+                "≥ 1.0x",
+            )
+        )
+        out.append(
+            Row(
+                f"e-pyr-{name}",
+                f"export whole pyramid / level 0, {name}",
+                t_pyr / t_s0,
+                None,
+                "≤ 1.4x",
+                unit="x",
+            )
+        )
     shutil.rmtree(target, ignore_errors=True)
     return out
 
@@ -384,15 +521,28 @@ def row_http(cfg: Config, pyr: Path) -> Row:
         lvl = level0(layers)
         t_arr = ts.open({"driver": "n5", "kvstore": f"{url}/s0/"}).result()
         zs = fresh_planes(cfg.pyramid, cfg.repeat)
-        t = best_of_each({"ours": lambda i: lvl[zs[i]].compute(), "ts": lambda i: t_arr[:, :, zs[i]].read().result()},
-                         cfg.repeat)
+        t = best_of_each(
+            {
+                "ours": lambda i: lvl[zs[i]].compute(),
+                "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
+            },
+            cfg.repeat,
+        )
         t_ours, t_ts = t["ours"], t["ts"]
-        np.testing.assert_array_equal(lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T)
+        np.testing.assert_array_equal(
+            lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T
+        )
     finally:
         server.shutdown()
     nblocks = len(block_keys((cfg.pyramid,) * 3, 0))
-    return Row("f", f"one plane ({nblocks} blocks) over HTTP, +20 ms per request", t_ours, t_ts, "≥ 1.2x",
-               note=f"{nblocks} requests one after another would take {nblocks * HTTP_DELAY_S * 1e3:.0f} ms")
+    return Row(
+        "f",
+        f"one plane ({nblocks} blocks) over HTTP, +20 ms per request",
+        t_ours,
+        t_ts,
+        "≥ 1.2x",
+        note=f"{nblocks} requests one after another would take {nblocks * HTTP_DELAY_S * 1e3:.0f} ms",
+    )
 
 
 def row_rss(cfg: Config, gib: float) -> Row:
@@ -414,15 +564,32 @@ napari_n5zarr.export(lazy, sys.argv[1], compression="zstd", chunks=64)
 print(lazy.nbytes, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)
 """
     target = cfg.workdir / "rss.n5"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")] if p)}
-    proc = subprocess.run([sys.executable, "-c", code, str(target)], env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in [str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")] if p
+        ),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     shutil.rmtree(target, ignore_errors=True)
     if proc.returncode != 0:
         raise RuntimeError(f"RSS export failed:\n{proc.stderr[-4000:]}")
     nbytes, base, peak, secs = proc.stdout.split()[-4:]
-    return Row("rss", f"peak RSS, export of a {int(nbytes) / 2**30:.2f} GiB lazy dask array (zstd, pyramid)",
-               int(peak) / 2**20, None, "≤ 1 GiB", unit="GiB",
-               note=f"{float(secs):.0f} s; {int(base) / 2**10:.0f} MiB after imports")
+    return Row(
+        "rss",
+        f"peak RSS, export of a {int(nbytes) / 2**30:.2f} GiB lazy dask array (zstd, pyramid)",
+        int(peak) / 2**20,
+        None,
+        "≤ 1 GiB",
+        unit="GiB",
+        note=f"{float(secs):.0f} s; {int(base) / 2**10:.0f} MiB after imports",
+    )
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -441,14 +608,20 @@ def fmt(value: float | None, unit: str) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| what a person waits for | napari-n5zarr | tensorstore | ratio (ts / ours) | goal | decode limit (2 threads) | ours at % of limit |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| what a person waits for | napari-n5zarr | tensorstore | ratio (ts / ours) | goal | decode limit (2 threads) | ours at % of limit |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
         limit = fmt(r.limit, r.unit) if r.limit is not None else "—"
-        frac = f"{100 * r.limit / r.ours:.0f} %" if r.limit is not None and r.ours else "—"
+        frac = (
+            f"{100 * r.limit / r.ours:.0f} %" if r.limit is not None and r.ours else "—"
+        )
         what = r.what + (f" ({r.note})" if r.note else "")
-        lines.append(f"| {what} | {fmt(r.ours, r.unit)} | {fmt(r.ts, r.unit)} | {ratio} | {r.goal} | {limit} | {frac} |")
+        lines.append(
+            f"| {what} | {fmt(r.ours, r.unit)} | {fmt(r.ts, r.unit)} | {ratio} | {r.goal} | {limit} | {frac} |"
+        )
     return "\n".join(lines)
 
 
@@ -467,12 +640,19 @@ def goal_ratio(r: Row) -> float | None:
 
 
 def label(r: Row) -> str:
-    what = r.what.split(" (")[0].replace("whole-array read open(path)[...]", "open(path)[...]")
-    what = what.replace("the reader's dask level computed whole,", "reader's dask level, whole,")
+    what = r.what.split(" (")[0].replace(
+        "whole-array read open(path)[...]", "open(path)[...]"
+    )
+    what = what.replace(
+        "the reader's dask level computed whole,", "reader's dask level, whole,"
+    )
     if r.key.startswith("e-"):
         what = f"export level 0, {r.key[2:]}"
-    what = {"a1": "napari window: far z jump (level 0)", "a2": "napari window: scrolling z (per plane)",
-            "a3": "napari window: open + first frame"}.get(r.key, what)
+    what = {
+        "a1": "napari window: far z jump (level 0)",
+        "a2": "napari window: scrolling z (per plane)",
+        "a3": "napari window: open + first frame",
+    }.get(r.key, what)
     return f"{r.key}  {what[:60]}"
 
 
@@ -485,10 +665,21 @@ def chart(rows: list[Row], path: Path, title: str) -> None:
 
     shown = [r for r in rows if r.ratio is not None]
     y = np.arange(len(shown))[::-1]
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 0.34 * len(shown) + 1.6), dpi=80, sharey=True,
-                                  gridspec_kw={"width_ratios": [3, 1.2]})
+    fig, (ax, ax2) = plt.subplots(
+        1,
+        2,
+        figsize=(11, 0.34 * len(shown) + 1.6),
+        dpi=80,
+        sharey=True,
+        gridspec_kw={"width_ratios": [3, 1.2]},
+    )
     ratios = [r.ratio for r in shown]
-    ax.barh(y, ratios, color=["#2a9d8f" if v >= 1 else "#e76f51" for v in ratios], height=0.6)
+    ax.barh(
+        y,
+        ratios,
+        color=["#2a9d8f" if v >= 1 else "#e76f51" for v in ratios],
+        height=0.6,
+    )
     for yi, r in zip(y, shown, strict=True):
         ax.text(r.ratio, yi, f" {r.ratio:.2f}x", va="center", fontsize=8)
         if (g := goal_ratio(r)) is not None:
@@ -496,7 +687,9 @@ def chart(rows: list[Row], path: Path, title: str) -> None:
     ax.axvline(1.0, color="gray", lw=1, ls="--")
     ax.set_yticks(y, [label(r) for r in shown], fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("tensorstore time / ours (log; > 1: ours faster; | = goal)", fontsize=9)
+    ax.set_xlabel(
+        "tensorstore time / ours (log; > 1: ours faster; | = goal)", fontsize=9
+    )
     ax.set_title(title, fontsize=9)
     fracs = [100 * r.limit / r.ours if r.limit else 0.0 for r in shown]
     ax2.barh(y, fracs, color="#8d99ae", height=0.6)
@@ -522,21 +715,32 @@ def run(cfg: Config, rows: str, rss: float | None = None) -> list[Row]:
         for r in [new] if isinstance(new, Row) else new:
             out.append(r)
             ratio = "" if r.ratio is None else f"  ratio {r.ratio:.2f}x"
-            print(f"  {r.key:12s} ours {fmt(r.ours, r.unit):>10s}  tensorstore {fmt(r.ts, r.unit):>10s}{ratio}  "
-                  f"{r.what}{'; ' + r.note if r.note else ''}", flush=True)
+            print(
+                f"  {r.key:12s} ours {fmt(r.ours, r.unit):>10s}  tensorstore {fmt(r.ts, r.unit):>10s}{ratio}  "
+                f"{r.what}{'; ' + r.note if r.note else ''}",
+                flush=True,
+            )
 
     pyr = cfg.workdir / "pyramid.n5"
     nlevels = 0
     if set(rows) & set("abf"):
-        nlevels = timed_print(f"writing {cfg.pyramid}^3 gzip pyramid with tensorstore", lambda: write_pyramid(pyr, cfg.pyramid))
+        nlevels = timed_print(
+            f"writing {cfg.pyramid}^3 gzip pyramid with tensorstore",
+            lambda: write_pyramid(pyr, cfg.pyramid),
+        )
     files: dict[str, Path] = {}
     if set(rows) & set("cdg"):
+
         def write_arrays() -> None:
             data = sample(cfg.array)
             for name, comp in COMPRESSIONS.items():
                 files[name] = cfg.workdir / f"{name}.n5"
                 ts_write(files[name], data, comp)
-        timed_print(f"writing {cfg.array}^3 arrays (raw, gzip, zstd, blosc) with tensorstore", write_arrays)
+
+        timed_print(
+            f"writing {cfg.array}^3 arrays (raw, gzip, zstd, blosc) with tensorstore",
+            write_arrays,
+        )
     pool = ThreadPoolExecutor(2, thread_name_prefix="decode-limit")
     plane_rows: list[Row] = []
     if "b" in rows or "a" in rows:
@@ -571,27 +775,64 @@ ORDER = ["a1", "a2", "a3", "b", "c-", "d-", "e-", "f", "g-", "rss"]
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes, 1 repeat (< 3 minutes)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="small sizes, 1 repeat (< 3 minutes)"
+    )
     ap.add_argument("--repeat", type=int, help="best of N (default 3, --quick 1)")
-    ap.add_argument("--chart", default=str(HERE / "speed.png"), help="PNG to write (default benchmarks/speed.png; '' for none)")
-    ap.add_argument("--workdir", type=Path, help="where the data goes (default: a temporary folder, removed)")
-    ap.add_argument("--rows", default="abcdefg", help="letters of the rows to run (default all)")
-    ap.add_argument("--rss", type=float, nargs="?", const=8.0, help="also the peak RSS of exporting a lazy GiB-sized array")
-    ap.add_argument("--pyramid", type=int, help="edge of the pyramid's level 0 (default 512, --quick 384)")
-    ap.add_argument("--array", type=int, help="edge of the whole-array reads/writes (default 256, --quick 128)")
-    ap.add_argument("--selftest", action="store_true", help="tiny sizes, rows b-e and g, no chart: proves the script runs")
+    ap.add_argument(
+        "--chart",
+        default=str(HERE / "speed.png"),
+        help="PNG to write (default benchmarks/speed.png; '' for none)",
+    )
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        help="where the data goes (default: a temporary folder, removed)",
+    )
+    ap.add_argument(
+        "--rows", default="abcdefg", help="letters of the rows to run (default all)"
+    )
+    ap.add_argument(
+        "--rss",
+        type=float,
+        nargs="?",
+        const=8.0,
+        help="also the peak RSS of exporting a lazy GiB-sized array",
+    )
+    ap.add_argument(
+        "--pyramid",
+        type=int,
+        help="edge of the pyramid's level 0 (default 512, --quick 384)",
+    )
+    ap.add_argument(
+        "--array",
+        type=int,
+        help="edge of the whole-array reads/writes (default 256, --quick 128)",
+    )
+    ap.add_argument(
+        "--selftest",
+        action="store_true",
+        help="tiny sizes, rows b-e and g, no chart: proves the script runs",
+    )
     args = ap.parse_args(argv)
     src = str(HERE.parent / "src")
     if Path(src, "napari_n5zarr").is_dir() and src not in sys.path:
-        sys.path.insert(0, src)  # measure the checkout this script lives in (the napari child does too)
+        sys.path.insert(
+            0, src
+        )  # measure the checkout this script lives in (the napari child does too)
 
     if args.selftest:
         cfg = Config(pyramid=128, array=64, repeat=1)
         rows = args.rows if args.rows != "abcdefg" else "bcdeg"
     else:
-        cfg = Config(pyramid=args.pyramid or (384 if args.quick else 512), array=args.array or (128 if args.quick else 256),
-                     repeat=args.repeat or (1 if args.quick else 3))
+        cfg = Config(
+            pyramid=args.pyramid or (384 if args.quick else 512),
+            array=args.array or (128 if args.quick else 256),
+            repeat=args.repeat or (1 if args.quick else 3),
+        )
         rows = args.rows
     tmp = None
     if args.workdir:
@@ -600,12 +841,15 @@ def main(argv: list[str] | None = None) -> list[Row]:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="n5zarr-speed-")
         cfg.workdir = Path(tmp.name)
-    import napari_n5zarr
     from importlib.metadata import version
 
-    header = (f"napari-n5zarr {napari_n5zarr.__version__} ({Path(napari_n5zarr.__file__).parent}) vs tensorstore "
-              f"{version("tensorstore")}; {os.cpu_count()} cores; best of {cfg.repeat}; uint16, {BLOCK}^3 blocks; "
-              f"ratio = tensorstore time / ours")
+    import napari_n5zarr
+
+    header = (
+        f"napari-n5zarr {napari_n5zarr.__version__} ({Path(napari_n5zarr.__file__).parent}) vs tensorstore "
+        f"{version('tensorstore')}; {os.cpu_count()} cores; best of {cfg.repeat}; uint16, {BLOCK}^3 blocks; "
+        f"ratio = tensorstore time / ours"
+    )
     print(header, flush=True)
     t0 = time.perf_counter()
     try:
@@ -613,13 +857,21 @@ def main(argv: list[str] | None = None) -> list[Row]:
     finally:
         if tmp is not None:
             tmp.cleanup()
-    result.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r.key.startswith(p)))
+    result.sort(
+        key=lambda r: next(i for i, p in enumerate(ORDER) if r.key.startswith(p))
+    )
     print(f"\n{header}\n")
     print(table(result))
-    print(f"\n(total {time.perf_counter() - t0:.0f} s; peak RSS of this process "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB)")
+    print(
+        f"\n(total {time.perf_counter() - t0:.0f} s; peak RSS of this process "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10:.0f} MiB)"
+    )
     if not args.selftest and args.chart:
-        chart(result, Path(args.chart), f"napari-n5zarr vs tensorstore {version("tensorstore")}, {os.cpu_count()} cores, best of {cfg.repeat}")
+        chart(
+            result,
+            Path(args.chart),
+            f"napari-n5zarr vs tensorstore {version('tensorstore')}, {os.cpu_count()} cores, best of {cfg.repeat}",
+        )
         print(f"chart: {args.chart}")
     return result
 

@@ -45,12 +45,17 @@ def test_http_row_reads_over_a_slow_local_server(speed, tmp_path: Path) -> None:
     pyr = tmp_path / "pyramid.n5"
     assert speed.write_pyramid(pyr, 64) == 1
     row = speed.row_http(cfg, pyr)
-    assert row.ours >= speed.HTTP_DELAY_S and row.ts >= speed.HTTP_DELAY_S  # the delay is really added
+    assert (
+        row.ours >= speed.HTTP_DELAY_S and row.ts >= speed.HTTP_DELAY_S
+    )  # the delay is really added
 
 
 def test_chart_is_a_png(speed, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    rows = [speed.Row("b", "a plane", 0.1, 0.2, limit=0.05), speed.Row("e-pyr-raw", "ratio", 1.1, None, unit="x")]
+    rows = [
+        speed.Row("b", "a plane", 0.1, 0.2, limit=0.05),
+        speed.Row("e-pyr-raw", "ratio", 1.1, None, unit="x"),
+    ]
     out = tmp_path / "speed.png"
     speed.chart(rows, out, "test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
