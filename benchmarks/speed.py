@@ -209,11 +209,45 @@ def block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
     import napari_n5zarr
 
     arr = napari_n5zarr.open(path)
-    codec = next(c for c in arr.metadata.codecs if hasattr(c, "decode_block"))
     dtype = arr.dtype
+    codec = next((c for c in arr.metadata.codecs if hasattr(c, "decode_block")), None)
+    if codec is None:  # the codec's API moved: decode with the libraries directly
+        return plain_block_decoder(path)
 
     def decode(raw: bytes) -> np.ndarray:
         return codec.decode_block(raw, dtype).astype(dtype.newbyteorder("="), copy=True)
+
+    return decode
+
+
+def plain_block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
+    """The same without our codec: header, then zlib / zstandard / blosc (numcodecs), byte swap."""
+    attrs = json.loads((path / "attributes.json").read_text())
+    kind = attrs["compression"]["type"]
+    dtype = np.dtype(attrs["dataType"]).newbyteorder(">")
+
+    def decompress(payload: bytes) -> bytes:
+        if kind == "gzip":
+            import zlib
+
+            return zlib.decompress(
+                payload, 15 if attrs["compression"].get("useZlib") else 31
+            )
+        if kind == "zstd":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(payload)
+        if kind == "blosc":
+            from numcodecs import blosc
+
+            return blosc.decompress(payload)
+        return payload
+
+    def decode(raw: bytes) -> np.ndarray:
+        ndim = int.from_bytes(raw[2:4], "big")
+        shape = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+        data = np.frombuffer(decompress(raw[4 + 4 * ndim :]), dtype=dtype)
+        return data.reshape(shape[::-1]).T.astype(dtype.newbyteorder("="))
 
     return decode
 
