@@ -248,8 +248,8 @@ class N5DefaultCodec(ArrayBytesCodec):
         Returns
         -------
         numpy.ndarray
-            The block at the header's shape, N5 order. It may be a read-only view of the
-            decompressed bytes (big endian, F order): copy it to write into it.
+            The block at the header's shape, N5 order: a view of the decompressed bytes
+            (big endian, F order; for ``raw``, of ``data`` itself). Copy it to modify it.
 
         Raises
         ------
@@ -297,7 +297,8 @@ class N5DefaultCodec(ArrayBytesCodec):
         """The chunk's values, without the final copy when it can be avoided.
 
         Returns ``(array, fresh)``: a block at the full chunk shape comes back as a
-        (read-only, big-endian, transposed) view of the decompressed bytes, ``fresh`` False;
+        (big-endian, transposed) view of the decompressed bytes, ``fresh`` False: read it,
+        never write into it (it may share memory with the stored bytes);
         a boundary block as a new native array padded with the fill value, ``fresh`` True.
         """
         chunk_shape = chunk_spec.shape
