@@ -67,7 +67,9 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
     root = napari_n5zarr.open(root_path, mode="w")
     data = (np.arange(20 * 24 * 28) % 251).astype("uint16").reshape(20, 24, 28)
     for name, compression in COMPRESSIONS.items():
-        arr = napari_n5zarr.create_dataset(root, name, shape=data.shape, dtype="uint16", chunks=(8, 8, 8), compression=compression)
+        arr = napari_n5zarr.create_dataset(
+            root, name, shape=data.shape, dtype="uint16", chunks=(8, 8, 8), compression=compression
+        )
         napari_n5zarr.open(root_path / name, mode="r+")[...] = data
         del arr
     return {name: root_path / name for name in COMPRESSIONS}
@@ -76,7 +78,8 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
 def imported(how: str, path: Path, tmp_path: Path) -> tuple[set[str], set[str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
            "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
-    out = subprocess.run([sys.executable, "-c", CHILD, how, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    command = [sys.executable, "-c", CHILD, how, str(path)]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return set(result["baseline"]), set(result["after"])

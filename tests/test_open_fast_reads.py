@@ -79,7 +79,8 @@ def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, 
     data = sample(dtype=dtype)
     path = tmp_path / "java.n5"
     root = napari_n5zarr.open(path, mode="w")
-    doc = attributes_to_zarr({"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": dtype, "compression": ALL_COMPRESSIONS[name]})
+    n5 = {"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": dtype, "compression": ALL_COMPRESSIONS[name]}
+    doc = attributes_to_zarr(n5)
     codec = N5DefaultCodec.from_dict(doc["codecs"][0])
     arr = root.create_array("d", shape=SHAPE, dtype=dtype, chunks=BLOCK, serializer=codec, compressors=None,
                             chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0)

@@ -35,7 +35,8 @@ CHUNK = (8, 6, 5)  # N5 order
 
 
 def codec_for(compression: dict, dtype: str = "uint16") -> N5DefaultCodec:
-    doc = attributes_to_zarr({"dimensions": [20, 20, 20], "blockSize": list(CHUNK), "dataType": dtype, "compression": compression})
+    n5 = {"dimensions": [20, 20, 20], "blockSize": list(CHUNK), "dataType": dtype, "compression": compression}
+    doc = attributes_to_zarr(n5)
     return N5DefaultCodec.from_dict(doc["codecs"][0])
 
 
@@ -85,7 +86,8 @@ def test_sync_and_async_decode_agree_exactly(name: str, dtype: str) -> None:
         # and the sync encode is the block's own encoding at the chunk shape
         if block.shape == CHUNK:
             encoded = codec._encode_sync(chunk_spec.prototype.nd_buffer.from_numpy_array(block), chunk_spec)
-            (encoded_async,) = asyncio.run(codec.encode([(chunk_spec.prototype.nd_buffer.from_numpy_array(block), chunk_spec)]))
+            as_nd = chunk_spec.prototype.nd_buffer.from_numpy_array(block)
+            (encoded_async,) = asyncio.run(codec.encode([(as_nd, chunk_spec)]))
             assert encoded is not None and encoded_async is not None
             assert encoded.to_bytes() == encoded_async.to_bytes() == codec.encode_block(block)
 

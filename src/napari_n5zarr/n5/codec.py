@@ -17,7 +17,7 @@ import asyncio
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
@@ -269,14 +269,16 @@ class N5DefaultCodec(ArrayBytesCodec):
         nbytes = math.prod(shape) * dtype.itemsize
         comp = self.compressor
         if comp is None:
-            bounded.raw_check(payload, nbytes)
+            bounded.raw_check(payload.data, nbytes)
         else:
             try:
                 if self._fast_decompress is not None:  # every N5 compression: bounded, exact
                     payload = np.frombuffer(self._fast_decompress(payload.data, nbytes), dtype=np.uint8)
                 elif self._sync_capable:  # a codec N5 has no name for (Zarr-only arrays)
-                    out = comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
-                    payload = bounded.raw_check(out.as_numpy_array(), nbytes)
+                    sync_comp = cast("SupportsSyncCodec[Buffer, Buffer]", comp)
+                    out = sync_comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
+                    payload = out.as_numpy_array().view(np.uint8).reshape(-1)
+                    bounded.raw_check(payload.data, nbytes)
                 else:  # no sync protocol: its public async API, from this (non-loop) thread
                     payload = sync(self._inner_decode_async(payload, nbytes))
             except N5BlockError:
@@ -291,7 +293,9 @@ class N5DefaultCodec(ArrayBytesCodec):
         (out,) = await comp.decode([(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))])
         if out is None:
             raise N5BlockError(f"{_name(comp)} decoded the payload to nothing")
-        return np.asarray(bounded.raw_check(out.as_numpy_array(), nbytes))
+        payload = out.as_numpy_array().view(np.uint8).reshape(-1)
+        bounded.raw_check(payload.data, nbytes)
+        return payload
 
     def _decode_view(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> tuple[np.ndarray, bool]:
         """The chunk's values, without the final copy when it can be avoided.
@@ -409,7 +413,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         comp = comp.evolve_from_array_spec(spec) if _needs_typesize(comp) else comp
         flat = CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8))
         if isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True):
-            packed = comp._encode_sync(flat, spec)
+            packed = cast("SupportsSyncCodec[Buffer, Buffer]", comp)._encode_sync(flat, spec)
         else:  # no sync protocol: its public async API, from this (non-loop) thread
             (packed,) = sync(comp.encode([(flat, spec)]))
         if packed is None:
