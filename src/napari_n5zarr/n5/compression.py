@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import deflate
-
 from napari_n5zarr.n5 import bounded, lz4block
 from napari_n5zarr.n5.errors import N5FormatError
 
@@ -47,10 +45,14 @@ def _gzip_level(params: JSONDict) -> int:
 
 
 def _gzip_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    import deflate  # imported on first use: opening a dataset loads only what it uses
+
     return deflate.gzip_compress(data, int(config.get("level", 6)))
 
 
 def _zlib_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    import deflate
+
     return deflate.zlib_compress(data, int(config.get("level", 6)))
 
 

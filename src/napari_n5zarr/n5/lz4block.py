@@ -17,8 +17,6 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import lz4.block
-import xxhash
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
@@ -41,6 +39,8 @@ DEFAULT_BLOCK_SIZE = 65536
 
 
 def _checksum(data: bytes | memoryview) -> int:
+    import xxhash  # lz4 and xxhash load with the first lz4 block, not with the package
+
     return xxhash.xxh32_intdigest(data, seed=SEED) & 0x0FFFFFFF
 
 
@@ -51,6 +51,8 @@ def _level(block_size: int) -> int:
 
 def compress(data: BufferLike, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """Encode ``data`` as an lz4-java LZ4Block stream (as n5-java's Lz4Compression writes)."""
+    import lz4.block
+
     view = memoryview(data).cast("B")
     level = _level(block_size)
     out = bytearray()
@@ -76,6 +78,8 @@ def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = F
     that declares more is refused, so a forged stream cannot make the reader allocate more).
     ``exact`` also refuses a stream that holds less than ``max_size``.
     """
+    import lz4.block
+
     view = memoryview(data).cast("B")
     out = bytearray() if max_size is None else bytearray(max_size)
     total = 0
