@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_n5zarr.read.fetch import MAX_REGION_BLOCKS, BlockSource
+
 if TYPE_CHECKING:
     import dask.array as da
     import zarr
@@ -81,19 +83,40 @@ class LevelReader(_Level):
         self.report = report
         self._reported: set[str] = set()
         self._lock = threading.Lock()
+        self.source = BlockSource.for_array(array) if n5_order else None
+        """The fast block path (``n5_default`` arrays), else None: zarr reads every region."""
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
-        selection = basic[::-1] if self.n5_order else basic
-        try:
-            out = self._read(selection)
-        except Exception as exc:  # any read failure: fill what cannot be read, say so
-            out = self._read_blockwise(selection, exc)
-        if self.n5_order:
-            out = out.T
+        if self._fast(basic):
+            assert self.source is not None
+            out = self.source.read(basic, self._say)
+        else:
+            selection = basic[::-1] if self.n5_order else basic
+            try:
+                out = self._read(selection)
+            except Exception as exc:  # any read failure: fill what cannot be read, say so
+                out = self._read_blockwise(selection, exc)
+            if self.n5_order:
+                out = out.T
         if squeeze:
             out = out.reshape([n for i, n in enumerate(out.shape) if i not in squeeze])
         return out[rest] if rest is not None else out
+
+    def _fast(self, basic: tuple[slice, ...]) -> bool:
+        """True when the block path reads ``basic`` (napari order): unit steps, inside the
+        array, not too many blocks (strided previews and tiny blocks are left to zarr)."""
+        if self.source is None:
+            return False
+        count = 1
+        for s, n, b in zip(basic, self.shape, self.storage_blocks, strict=True):
+            if s.step not in (None, 1) or s.stop > n or s.start < 0:
+                return False
+            if s.stop > s.start:
+                count *= (s.stop - 1) // b - s.start // b + 1
+            else:
+                count = 0
+        return count <= MAX_REGION_BLOCKS
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:
         if all(s.step in (None, 1) for s in selection):
