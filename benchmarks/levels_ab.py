@@ -1,0 +1,117 @@
+"""A/B of the napari read path on one file, in one run: zarr's path (old) vs the block path
+with the decoded-block cache (new), and tensorstore (if installed) for reference.
+
+    PYTHONPATH=src python benchmarks/levels_ab.py [--size 512] [--repeat 5]
+
+Data: a ``size``^3 uint16 N5 dataset, 64^3 gzip blocks (smooth field + noise), written once
+into a temporary folder. Rows (best of ``--repeat``, seconds):
+
+* one z-plane of level 0 from the reader's dask array, each run a plane of a new block slab
+  with the cache cleared (a far jump of the z slider);
+* scrolling 64 consecutive planes (one block slab), per plane, cache cleared first.
+
+Outside napari there is no opportunistic dask cache: the old path decodes the slab's
+blocks again for every plane, which napari's cache partly hides in the window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import napari_n5zarr
+from napari_n5zarr.read import block_cache, levels
+
+
+def write(path: Path, size: int) -> None:
+    rng = np.random.default_rng(0)
+    root = napari_n5zarr.open(path, mode="w")
+    arr = napari_n5zarr.create_dataset(root, "s0", shape=(size,) * 3, dtype="uint16", chunks=(64,) * 3,
+                                       compression={"type": "gzip", "level": 6})  # fmt: skip
+    axis = np.linspace(0, 8 * np.pi, size, dtype=np.float32)
+    for z0 in range(0, size, 64):
+        z = axis[z0 : z0 + 64, None, None]
+        field = 20000 + 10000 * np.sin(axis[None, None, :]) * np.cos(axis[None, :, None]) * np.cos(z)
+        noise = rng.integers(0, 512, size=field.shape, dtype=np.uint16)
+        arr[:, :, z0 : z0 + 64] = (field + noise).astype(np.uint16).T  # N5 order: x, y, z
+
+
+def dask_level(array: Any, fast: bool) -> Any:
+    reader = levels.LevelReader(array, n5_order=True)
+    if not fast:
+        reader.source = None  # zarr's path, as before the block path
+    chunks = levels.dask_chunks(tuple(array.shape), tuple(array.chunks), 2)[::-1]
+    return levels._from_reader(reader, chunks)
+
+
+def best(fn: Callable[[int], Any], repeat: int) -> float:
+    times = []
+    for i in range(repeat):
+        block_cache.block_cache().clear()
+        t0 = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    size, repeat = args.size, args.repeat
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ab.n5"
+        write(path, size)
+        array = napari_n5zarr.open(path / "s0")
+        old, new = dask_level(array, False), dask_level(array, True)
+        slabs = size // 64
+        plane = lambda i: 64 * (i % slabs) + 32  # noqa: E731 (a new slab each run)
+        expected = np.asarray(array[:, :, plane(0)]).T
+        assert np.array_equal(np.asarray(old[plane(0)]), expected) and np.array_equal(np.asarray(new[plane(0)]), expected)
+
+        rows: list[tuple[str, float, float, float | None]] = []
+        t_old = best(lambda i: np.asarray(old[plane(i)]), repeat)
+        t_new = best(lambda i: np.asarray(new[plane(i)]), repeat)
+        t_ts = None
+        try:
+            import tensorstore as ts
+
+            t_arr = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path / "s0")},
+                             "context": {"cache_pool": {"total_bytes_limit": 0}}}).result()  # fmt: skip
+            t_ts = best(lambda i: t_arr[:, :, plane(i)].read().result(), repeat)
+        except ImportError:
+            pass
+        rows.append(("one z-plane of level 0 (dask array)", t_old, t_new, t_ts))
+
+        def scroll(level: Any) -> Callable[[int], Any]:
+            def run(i: int) -> None:
+                z0 = 64 * (i % slabs)
+                for z in range(z0, z0 + 64):
+                    np.asarray(level[z])
+
+            return run
+
+        s_old = best(scroll(old), max(1, repeat // 2)) / 64
+        s_new = best(scroll(new), max(1, repeat // 2)) / 64
+        s_ts = None
+        if t_ts is not None:
+            s_ts = best(lambda i: [t_arr[:, :, z].read().result() for z in range(64 * (i % slabs), 64 * (i % slabs) + 64)],
+                        max(1, repeat // 2)) / 64  # fmt: skip
+        rows.append(("scrolling 64 consecutive planes, per plane", s_old, s_new, s_ts))
+
+    print(f"{size}^3 uint16, 64^3 gzip blocks, best of {repeat}; ratio = old / new (and tensorstore / new)")
+    print(f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |")
+    for name, a, b, t in rows:
+        ts_cols = f"{t * 1e3:8.1f} ms | {t / b:5.2f}x" if t is not None else f"{'-':>11} | {'-':>6}"
+        print(f"| {name:44} | {a * 1e3:8.1f} ms | {b * 1e3:9.1f} ms | {a / b:6.2f}x | {ts_cols} |")
+
+
+if __name__ == "__main__":
+    main()
