@@ -19,6 +19,7 @@ from zarr.storage import LocalStore
 import napari_n5zarr
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.read import block_cache as bc
+from napari_n5zarr.read import fetch
 from napari_n5zarr.read import levels as lv
 from napari_n5zarr.read.fetch import BlockSource
 
@@ -179,7 +180,8 @@ def decodes(monkeypatch):
     return count
 
 
-def test_scrolling_within_a_block_slab_decodes_nothing_again(tmp_path, decodes, fresh_cache):
+def test_scrolling_within_a_block_slab_decodes_nothing_again(tmp_path, decodes, fresh_cache, monkeypatch):
+    monkeypatch.setenv(fetch.PREFETCH_ENV, "0")  # counted exactly: no background decoding
     data = sample((40, 36, 20), "uint16")  # N5 order: 3 x 3 x 2 blocks of 16^2 x 10
     arr = write_n5(tmp_path, "d", data, (16, 16, 10), COMPRESSIONS["gzip"])
     expected = data.T
@@ -196,6 +198,28 @@ def test_scrolling_within_a_block_slab_decodes_nothing_again(tmp_path, decodes, 
     # another layer over the same opened array shares the cache
     np.testing.assert_array_equal(lv.LevelReader(arr, n5_order=True)[15], expected[15])
     assert decodes[0] == 18
+
+
+def test_scrolling_prefetches_the_next_slab_in_the_direction_of_travel(tmp_path, decodes):
+    data = sample((20, 20, 30), "uint16")  # N5 order: 2 x 2 x 3 blocks of 10^3
+    arr = write_n5(tmp_path, "d", data, (10, 10, 10), COMPRESSIONS["zstd"])
+    reader = lv.LevelReader(arr, n5_order=True, report=pytest.fail)
+
+    def settled() -> None:  # the prefetch thread has finished what it was given
+        fetch._prefetch_pool().submit(lambda: None).result()
+
+    assert np.array_equal(reader[12], data.T[12])
+    settled()
+    assert decodes[0] == 4  # one slab; no direction yet
+    assert np.array_equal(reader[13], data.T[13])
+    settled()
+    assert decodes[0] == 8  # moving up in z: slab 2 decoded in the background
+    assert np.array_equal(reader[25], data.T[25]) and np.array_equal(reader[29], data.T[29])
+    settled()
+    assert decodes[0] == 8  # served from the cache, and nothing beyond the last slab
+    assert np.array_equal(reader[5], data.T[5])  # down again: slab 0 read in the foreground
+    settled()
+    assert decodes[0] == 12
 
 
 def test_a_container_opened_again_does_not_see_old_blocks(tmp_path, decodes):

@@ -13,17 +13,19 @@ Local stores are read with their synchronous ``get_sync`` on the pool; other sto
 S3, zip) with one ``sync()`` per region that gathers every block request at once.
 
 Blocks are kept in napari order (C order of the reversed N5 shape: the order of the bytes
-on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous.
+on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous. While a person scrolls through z, the next
+block slab in the direction of travel is decoded in the background (one thread).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,10 +39,31 @@ if TYPE_CHECKING:
 MAX_REGION_BLOCKS = 4096
 """Regions touching more blocks than this are left to zarr (tiny blocks: per-block work dominates)."""
 
+PREFETCH_ENV = "N5ZARR_PREFETCH"
+"""Environment variable: ``0`` turns background prefetch of the next z block slab off."""
+PREFETCH_MAX_BLOCKS = 1024
+"""Largest slab (blocks) prefetched."""
+
 OnError = Callable[[str], None]
 _MISS = object()
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_prefetcher: ThreadPoolExecutor | None = None
+_inflight: dict[tuple[Any, ...], Future] = {}  # cache key -> result of a prefetch under way
+_inflight_lock = threading.Lock()
+
+
+def prefetch_enabled() -> bool:
+    return os.environ.get(PREFETCH_ENV, "1").strip() not in ("0", "false", "no", "off")
+
+
+def _prefetch_pool() -> ThreadPoolExecutor:
+    global _prefetcher
+    if _prefetcher is None:
+        with _pool_lock:
+            if _prefetcher is None:
+                _prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="n5zarr-prefetch")
+    return _prefetcher
 
 
 def decode_pool() -> ThreadPoolExecutor:
@@ -96,6 +119,8 @@ class BlockSource:
         self.container = n5.container if n5 is not None else describe_store(chain[-1])
         self.synchronous = all(hasattr(s, "get_sync") for s in chain) and _is_local(chain[-1])
         self.token = store_token(self.store)
+        self._lock = threading.Lock()
+        self._last_z: dict[tuple[tuple[int, int], ...], int] = {}  # region (but z) -> last z start read
 
     @classmethod
     def for_array(cls, array: zarr.Array, cache: BlockCache | None = None) -> BlockSource | None:
@@ -191,15 +216,77 @@ class BlockSource:
                 missing.append(cell)
             else:
                 found[cell] = value
-        if missing:
-            for cell, value in zip(missing, self._load_many(missing), strict=True):
-                if isinstance(value, BaseException):
-                    on_error(self._message(cell, value))
-                    found[cell] = None  # fill value, not cached: a later read tries again
-                else:
+        if not missing:
+            return found
+        with _inflight_lock:  # blocks a prefetch is decoding right now: wait for it, not again
+            waiting = {c: _inflight[k] for c in missing if (k := (self.token, self.prefix, c)) in _inflight}
+        own = [c for c in missing if c not in waiting]
+        results = dict(zip(own, self._load_many(own), strict=True)) if own else {}
+        for cell, future in waiting.items():
+            results[cell] = future.result()
+        for cell in missing:
+            value = results[cell]
+            if isinstance(value, BaseException):
+                on_error(self._message(cell, value))
+                found[cell] = None  # fill value, not cached: a later read tries again
+            else:
+                if cell in own:
                     cache.put((self.token, self.prefix, cell), value)
-                    found[cell] = value
+                found[cell] = value
         return found
+
+    # -- prefetch ------------------------------------------------------------------
+    def _maybe_prefetch(self, selection: Sequence[slice], cells: Sequence[tuple[int, ...]]) -> None:
+        """While a person scrolls through z (axis -3), decode the next block slab in the
+        direction of travel in the background (one thread: the foreground keeps the rest).
+        Only for reads of at most :data:`PREFETCH_MAX_BLOCKS` blocks per slab, and slabs of
+        at most a quarter of the cache."""
+        if self.ndim < 3 or not prefetch_enabled():
+            return
+        z = self.ndim - 3
+        where = tuple((s.start, s.stop) for i, s in enumerate(selection) if i != z)
+        start = selection[z].start
+        with self._lock:
+            last = self._last_z.get(where)
+            if len(self._last_z) > 1024:
+                self._last_z.clear()
+            self._last_z[where] = start
+        if last is None or last == start or not cells:
+            return
+        b = self.blocks[z]
+        target = (selection[z].stop - 1) // b + 1 if start > last else start // b - 1
+        if not 0 <= target < -(-self.shape[z] // b):
+            return
+        plane = sorted({c[:z] + c[z + 1 :] for c in cells})
+        cache = self.cache
+        if len(plane) > PREFETCH_MAX_BLOCKS or len(plane) * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
+            return
+        todo = []
+        with _inflight_lock:
+            for rest in plane:
+                cell = rest[:z] + (target,) + rest[z:]
+                key = (self.token, self.prefix, cell)
+                if key in _inflight or key in cache:
+                    continue
+                _inflight[key] = Future()
+                todo.append(cell)
+        if todo:
+            _prefetch_pool().submit(self._prefetch, todo)
+
+    def _prefetch(self, cells: list[tuple[int, ...]]) -> None:
+        """Decode ``cells`` one after another into the cache, then release their waiters."""
+        for cell in cells:
+            key = (self.token, self.prefix, cell)
+            try:
+                value = self._load_sync(cell) if self.synchronous else self._load_many([cell])[0]
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting reader)
+                value = exc
+            if not isinstance(value, BaseException):
+                self.cache.put(key, value)
+            with _inflight_lock:
+                future = _inflight.pop(key, None)
+            if future is not None:
+                future.set_result(value)
 
     def _message(self, cell: tuple[int, ...], exc: BaseException) -> str:
         key = self.key(cell)
@@ -239,4 +326,5 @@ class BlockSource:
         out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
         for block, src, dst in copies:
             out[dst] = block[src]
+        self._maybe_prefetch(selection, cells)
         return out
