@@ -17,9 +17,11 @@ blocks again for every plane, which napari's cache partly hides in the window.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +74,9 @@ def main() -> None:
         array = napari_n5zarr.open(path / "s0")
         old, new = dask_level(array, False), dask_level(array, True)
         slabs = size // 64
-        plane = lambda i: 64 * (i % slabs) + 32  # noqa: E731 (a new slab each run)
+        def plane(i: int) -> int:  # a new block slab each run
+            return 64 * (i % slabs) + 32
+
         expected = np.asarray(array[:, :, plane(0)]).T
         assert np.array_equal(np.asarray(old[plane(0)]), expected) and np.array_equal(np.asarray(new[plane(0)]), expected)
 
@@ -89,6 +93,15 @@ def main() -> None:
         except ImportError:
             pass
         rows.append(("one z-plane of level 0 (dask array)", t_old, t_new, t_ts))
+
+        # The hardware's limit for that plane: its blocks (bytes already in memory) decoded
+        # with the codec on one thread per core, nothing else.
+        source = levels.LevelReader(array, n5_order=True).source
+        assert source is not None
+        keys = [source.key((0, y, x)) for y in range(slabs) for x in range(slabs)]
+        raws = [(path / "s0" / k).read_bytes() for k in keys]
+        with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+            limit = best(lambda i: list(pool.map(lambda r: source.decode(r, "k"), raws)), repeat)
 
         def scroll(level: Any) -> Callable[[int], Any]:
             def run(i: int) -> None:
@@ -107,6 +120,8 @@ def main() -> None:
         rows.append(("scrolling 64 consecutive planes, per plane", s_old, s_new, s_ts))
 
     print(f"{size}^3 uint16, 64^3 gzip blocks, best of {repeat}; ratio = old / new (and tensorstore / new)")
+    print(f"decode limit of one plane's {slabs * slabs} blocks on {os.cpu_count()} threads: {limit * 1e3:.1f} ms "
+          f"(new plane read at {100 * limit / rows[0][2]:.0f}% of it)")
     print(f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |")
     for name, a, b, t in rows:
         ts_cols = f"{t * 1e3:8.1f} ms | {t / b:5.2f}x" if t is not None else f"{'-':>11} | {'-':>6}"

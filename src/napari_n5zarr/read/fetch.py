@@ -127,7 +127,7 @@ class BlockSource:
         from napari_n5zarr.n5.codec import N5DefaultCodec
 
         try:
-            codecs = tuple(array.metadata.codecs)
+            codecs = tuple(getattr(array.metadata, "codecs", ()))  # Zarr v2 arrays have none
             if len(codecs) != 1 or not isinstance(codecs[0], N5DefaultCodec) or array.shards is not None:
                 return None
             if getattr(array.metadata.chunk_grid, "chunk_shape", None) is None:  # regular grids only
@@ -168,9 +168,9 @@ class BlockSource:
         """Decoded block, None (absent) or the exception that prevented reading it."""
         key = self.key(cell)
         try:
-            raw = self.store.get_sync(key)
+            raw = self.store.get_sync(key)  # type: ignore[attr-defined]  # checked: self.synchronous
             return None if raw is None else self.decode(raw, key)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
             return exc
 
     def _decode_or_error(self, item: tuple[tuple[int, ...], Any]) -> Any:
@@ -179,7 +179,7 @@ class BlockSource:
             return raw
         try:
             return self.decode(raw, self.key(cell))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
             return exc
 
     def _load_many(self, cells: list[tuple[int, ...]]) -> list[Any]:
@@ -197,7 +197,7 @@ class BlockSource:
 
         try:
             raws = sync(fetch_all())
-        except Exception as exc:  # the loop itself failed: every block failed
+        except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
             raws = [exc] * len(cells)
         items = list(zip(cells, raws, strict=True))
         if len(items) == 1:
@@ -307,11 +307,12 @@ class BlockSource:
         out_shape = tuple(max(0, s.stop - s.start) for s in selection)
         cells = self.cells(selection)
         blocks = self.blocks_for(cells, on_error) if cells else {}
-        copies = []
+        copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
         for cell in cells:
             block = blocks[cell]
-            src, dst = [], []
+            src: list[slice] = []
+            dst: list[slice] = []
             for s, b, c, h in zip(selection, self.blocks, cell, block.shape if block is not None else self.blocks, strict=True):
                 lo, hi = max(s.start, c * b), min(s.stop, (c + 1) * b)
                 top = min(hi, c * b + h)  # the block's data ends at its header extent
@@ -324,7 +325,7 @@ class BlockSource:
             else:
                 copies.append((block, tuple(src), tuple(dst)))
         out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
-        for block, src, dst in copies:
-            out[dst] = block[src]
+        for block, source, target in copies:
+            out[target] = block[source]
         self._maybe_prefetch(selection, cells)
         return out

@@ -7,7 +7,9 @@ cache then serves repeated slices). A level that would need more than :data:`MAX
 tasks of at most :data:`MAX_TASK_BYTES` / :data:`MAX_TASK_BLOCKS` is handed to napari as
 the reader itself: napari turns dask's slice fusion off while slicing, so a dask chunk is
 always read whole, and no chunking of a 2^32 x 2^32 array is both small and cheap.
-Building a level costs metadata only.
+Building a level costs metadata only. ``n5_default`` levels read their blocks through
+:mod:`~napari_n5zarr.read.fetch` (straight from the store, decoded concurrently, kept in the
+shared :mod:`~napari_n5zarr.read.block_cache`); other arrays and strided reads go through zarr.
 
 A block that cannot be read (corrupt, unreachable) reads as the fill value, and is
 reported once (naming the block) instead of failing the slice: a viewer must show what it
