@@ -52,14 +52,19 @@ def dask_level(array: Any, fast: bool) -> Any:
     return levels._from_reader(reader, chunks)
 
 
-def best(fn: Callable[[int], Any], repeat: int) -> float:
-    times = []
+def best_each(fns: dict[str, Callable[[int], Any] | None], repeat: int) -> dict[str, float | None]:
+    """Best time of each function, run interleaved (A, B, C, A, B, C, ...) so that a loaded
+    machine slows all alike; the block cache is cleared before every run."""
+    times: dict[str, list[float]] = {name: [] for name, fn in fns.items() if fn is not None}
     for i in range(repeat):
-        block_cache.block_cache().clear()
-        t0 = time.perf_counter()
-        fn(i)
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for name, fn in fns.items():
+            if fn is None:
+                continue
+            block_cache.block_cache().clear()
+            t0 = time.perf_counter()
+            fn(i)
+            times[name].append(time.perf_counter() - t0)
+    return {name: (min(times[name]) if name in times else None) for name in fns}
 
 
 def main() -> None:
@@ -74,56 +79,65 @@ def main() -> None:
         array = napari_n5zarr.open(path / "s0")
         old, new = dask_level(array, False), dask_level(array, True)
         slabs = size // 64
+
         def plane(i: int) -> int:  # a new block slab each run
             return 64 * (i % slabs) + 32
 
         expected = np.asarray(array[:, :, plane(0)]).T
         assert np.array_equal(np.asarray(old[plane(0)]), expected) and np.array_equal(np.asarray(new[plane(0)]), expected)
-
-        rows: list[tuple[str, float, float, float | None]] = []
-        t_old = best(lambda i: np.asarray(old[plane(i)]), repeat)
-        t_new = best(lambda i: np.asarray(new[plane(i)]), repeat)
-        t_ts = None
+        t_arr: Any = None
         try:
             import tensorstore as ts
 
             t_arr = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path / "s0")},
                              "context": {"cache_pool": {"total_bytes_limit": 0}}}).result()  # fmt: skip
-            t_ts = best(lambda i: t_arr[:, :, plane(i)].read().result(), repeat)
         except ImportError:
             pass
-        rows.append(("one z-plane of level 0 (dask array)", t_old, t_new, t_ts))
 
-        # The hardware's limit for that plane: its blocks (bytes already in memory) decoded
-        # with the codec on one thread per core, nothing else.
+        # The hardware's limit for a plane: its blocks (bytes already in memory) decoded with
+        # the codec on one thread per core, nothing else.
         source = levels.LevelReader(array, n5_order=True).source
         assert source is not None
-        keys = [source.key((0, y, x)) for y in range(slabs) for x in range(slabs)]
-        raws = [(path / "s0" / k).read_bytes() for k in keys]
-        with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-            limit = best(lambda i: list(pool.map(lambda r: source.decode(r, "k"), raws)), repeat)
+        raws = [(path / "s0" / source.key((0, y, x))).read_bytes() for y in range(slabs) for x in range(slabs)]
+        pool = ThreadPoolExecutor(os.cpu_count() or 2)
 
-        def scroll(level: Any) -> Callable[[int], Any]:
+        one = best_each({
+            "old": lambda i: np.asarray(old[plane(i)]),
+            "new": lambda i: np.asarray(new[plane(i)]),
+            "ts": (lambda i: t_arr[:, :, plane(i)].read().result()) if t_arr is not None else None,
+            "limit": lambda i: list(pool.map(lambda r: source.decode(r, "k"), raws)),
+        }, repeat)  # fmt: skip
+
+        def scroll(read: Callable[[int], Any]) -> Callable[[int], Any]:
             def run(i: int) -> None:
                 z0 = 64 * (i % slabs)
                 for z in range(z0, z0 + 64):
-                    np.asarray(level[z])
+                    read(z)
 
             return run
 
-        s_old = best(scroll(old), max(1, repeat // 2)) / 64
-        s_new = best(scroll(new), max(1, repeat // 2)) / 64
-        s_ts = None
-        if t_ts is not None:
-            s_ts = best(lambda i: [t_arr[:, :, z].read().result() for z in range(64 * (i % slabs), 64 * (i % slabs) + 64)],
-                        max(1, repeat // 2)) / 64  # fmt: skip
-        rows.append(("scrolling 64 consecutive planes, per plane", s_old, s_new, s_ts))
+        many = best_each({
+            "old": scroll(lambda z: np.asarray(old[z])),
+            "new": scroll(lambda z: np.asarray(new[z])),
+            "ts": scroll(lambda z: t_arr[:, :, z].read().result()) if t_arr is not None else None,
+        }, max(1, repeat // 2))  # fmt: skip
+        pool.shutdown()
 
-    print(f"{size}^3 uint16, 64^3 gzip blocks, best of {repeat}; ratio = old / new (and tensorstore / new)")
-    print(f"decode limit of one plane's {slabs * slabs} blocks on {os.cpu_count()} threads: {limit * 1e3:.1f} ms "
-          f"(new plane read at {100 * limit / rows[0][2]:.0f}% of it)")
+    def per_plane(v: float | None) -> float | None:
+        return None if v is None else v / 64
+
+    rows = [
+        ("one z-plane of level 0 (dask array)", one["old"], one["new"], one["ts"]),
+        ("scrolling 64 consecutive planes, per plane", per_plane(many["old"]), per_plane(many["new"]), per_plane(many["ts"])),
+    ]
+    limit = one["limit"]
+    assert limit is not None
+    print(f"{size}^3 uint16, 64^3 gzip blocks, interleaved best of {repeat}; ratios: old / new, tensorstore / new")
+    print(f"decode limit of one plane's {slabs * slabs} blocks on {os.cpu_count()} threads: {limit * 1e3:.1f} ms; "
+          f"the new plane read runs at {100 * limit / (one['new'] or 1):.0f}% of it")  # fmt: skip
     print(f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |")
     for name, a, b, t in rows:
+        assert a is not None and b is not None
         ts_cols = f"{t * 1e3:8.1f} ms | {t / b:5.2f}x" if t is not None else f"{'-':>11} | {'-':>6}"
         print(f"| {name:44} | {a * 1e3:8.1f} ms | {b * 1e3:9.1f} ms | {a / b:6.2f}x | {ts_cols} |")
 

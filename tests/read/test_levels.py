@@ -344,3 +344,22 @@ def test_remote_blocks_read_like_local_ones_and_concurrently(tmp_path, served):
     assert np.array_equal(plane, np.asarray(local[...]).T[2])
     assert np.array_equal(reader[...], lv.LevelReader(local, n5_order=True)[...])
     assert np.array_equal(np.asarray(lv.dask_level(remote)[:, 3:17]), np.asarray(local[...]).T[:, 3:17])
+
+
+def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes):
+    from concurrent.futures import Future
+
+    data = sample((8, 8, 8), "uint16")
+    arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["gzip"])
+    source = BlockSource.for_array(arr)
+    assert source is not None
+    key = (source.token, source.prefix, (1, 0, 0))
+    future: Future = Future()
+    fetch._inflight[key] = future
+    prefetched = np.asarray(arr[:, :, 4:8]).T.copy()
+    threading.Timer(0.05, lambda: (fetch._inflight.pop(key), future.set_result(prefetched))).start()
+    try:
+        got = source.read((slice(0, 8), slice(0, 8), slice(0, 8)), pytest.fail)
+    finally:
+        fetch._inflight.pop(key, None)
+    assert np.array_equal(got, data.T) and decodes[0] == 1  # block (0, 0, 0) only
