@@ -7,8 +7,9 @@ Data: a ``size``^3 uint16 N5 dataset, 64^3 gzip blocks (smooth field + noise), w
 into a temporary folder. Rows (best of ``--repeat``, seconds):
 
 * one z-plane of level 0 from the reader's dask array, each run a plane of a new block slab
-  with the cache cleared (a far jump of the z slider);
-* scrolling 64 consecutive planes (one block slab), per plane, cache cleared first.
+  with the cache cleared and prefetch off (a far jump of the z slider);
+* scrolling 64 consecutive planes (one block slab), per plane, cache cleared first
+  (prefetch on: the next slab starts decoding in the background while the last planes show).
 
 Outside napari there is no opportunistic dask cache: the old path decodes the slab's
 blocks again for every plane, which napari's cache partly hides in the window.
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import napari_n5zarr
-from napari_n5zarr.read import block_cache, levels
+from napari_n5zarr.read import block_cache, fetch, levels
 
 
 def write(path: Path, size: int) -> None:
@@ -54,12 +55,13 @@ def dask_level(array: Any, fast: bool) -> Any:
 
 def best_each(fns: dict[str, Callable[[int], Any] | None], repeat: int) -> dict[str, float | None]:
     """Best time of each function, run interleaved (A, B, C, A, B, C, ...) so that a loaded
-    machine slows all alike; the block cache is cleared before every run."""
+    machine slows all alike; the block cache is cleared (and prefetch settled) before every run."""
     times: dict[str, list[float]] = {name: [] for name, fn in fns.items() if fn is not None}
     for i in range(repeat):
         for name, fn in fns.items():
             if fn is None:
                 continue
+            fetch._prefetch_pool().submit(lambda: None).result()  # background work done
             block_cache.block_cache().clear()
             t0 = time.perf_counter()
             fn(i)
@@ -101,6 +103,7 @@ def main() -> None:
         raws = [(path / "s0" / source.key((0, y, x))).read_bytes() for y in range(slabs) for x in range(slabs)]
         pool = ThreadPoolExecutor(os.cpu_count() or 2)
 
+        os.environ[fetch.PREFETCH_ENV] = "0"  # a far jump: nothing to foresee
         one = best_each({
             "old": lambda i: np.asarray(old[plane(i)]),
             "new": lambda i: np.asarray(new[plane(i)]),
@@ -116,6 +119,7 @@ def main() -> None:
 
             return run
 
+        os.environ[fetch.PREFETCH_ENV] = "1"  # scrolling: the next slab is decoded in the background
         many = best_each({
             "old": scroll(lambda z: np.asarray(old[z])),
             "new": scroll(lambda z: np.asarray(new[z])),

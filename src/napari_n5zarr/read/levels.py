@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 TASK_BYTES = 2**20
 """Target decoded size of one dask task (grown from the storage block in x and y)."""
+REMOTE_TASK_BYTES = 8 * 2**20
+"""...for levels read over the network: each task requests all its blocks at once, so larger
+tasks keep more requests in flight (dask runs only one task per core)."""
 MAX_TASKS = 2**15
 """Above this many tasks per level, tasks grow (graph building and culling grow with it)."""
 MAX_TASK_BYTES = 64 * 2**20
@@ -241,7 +244,7 @@ def lazy_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
     shape, blocks = tuple(array.shape), tuple(array.chunks)
     if not n5_order:  # plan in N5 order (x first), whatever the storage order
         shape, blocks = shape[::-1], blocks[::-1]
-    chunks = dask_chunks(shape, blocks, reader.dtype.itemsize)
+    chunks = dask_chunks(shape, blocks, reader.dtype.itemsize, _task_bytes(reader))
     if task_count(shape, chunks) > MAX_TASKS:
         return reader
     return _from_reader(reader, chunks[::-1])
@@ -254,8 +257,13 @@ def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
         shape, blocks = tuple(array.shape), tuple(array.chunks)
         if not n5_order:
             shape, blocks = shape[::-1], blocks[::-1]
-        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize)[::-1])
+        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize, _task_bytes(level))[::-1])
     return level
+
+
+def _task_bytes(reader: LevelReader) -> int:
+    remote = reader.source is not None and not reader.source.synchronous
+    return REMOTE_TASK_BYTES if remote else TASK_BYTES
 
 
 def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:
