@@ -338,6 +338,7 @@ def test_remote_blocks_read_like_local_ones_and_concurrently(tmp_path, served):
     remote = napari_n5zarr.open(f"{url}/r.n5")
     reader = lv.LevelReader(remote, n5_order=True, report=pytest.fail)
     assert reader.source is not None and not reader.source.synchronous
+    assert lv._task_bytes(reader) > lv._task_bytes(lv.LevelReader(local, n5_order=True))  # larger remote tasks
     state["peak"] = 0
     plane = reader[2]  # one plane: 4 x 3 blocks, 1 absent
     assert state["peak"] >= 2  # requests of one plane are in flight together
