@@ -76,6 +76,15 @@ def decode_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _map_here_and_on_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``: the first on the calling thread (it would only wait
+    otherwise), the rest on the shared pool. ``fn`` must not raise."""
+    if not items:
+        return []
+    futures = [decode_pool().submit(fn, x) for x in items[1:]]
+    return [fn(items[0]), *(f.result() for f in futures)]
+
+
 def _inner_stores(store: Any) -> list[Any]:
     """``store`` and every store it wraps, outermost first."""
     chain = [store]
@@ -184,9 +193,7 @@ class BlockSource:
 
     def _load_many(self, cells: list[tuple[int, ...]]) -> list[Any]:
         if self.synchronous:
-            if len(cells) == 1:
-                return [self._load_sync(cells[0])]
-            return list(decode_pool().map(self._load_sync, cells))
+            return _map_here_and_on_pool(self._load_sync, cells)
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
@@ -199,10 +206,7 @@ class BlockSource:
             raws = sync(fetch_all())
         except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
             raws = [exc] * len(cells)
-        items = list(zip(cells, raws, strict=True))
-        if len(items) == 1:
-            return [self._decode_or_error(items[0])]
-        return list(decode_pool().map(self._decode_or_error, items))
+        return _map_here_and_on_pool(self._decode_or_error, list(zip(cells, raws, strict=True)))
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
