@@ -30,6 +30,15 @@ def count_reads(monkeypatch):
         return original(p, *args, **kwargs)
 
     monkeypatch.setattr(local, "_get", counting)
+    import napari_n5zarr.storage.local as safe  # SafeLocalStore reads files itself
+
+    original_safe = safe.read_regular_file
+
+    def counting_safe(p, *args, **kwargs):
+        reads.append(Path(p).as_posix())
+        return original_safe(p, *args, **kwargs)
+
+    monkeypatch.setattr(safe, "read_regular_file", counting_safe)
     return reads
 
 

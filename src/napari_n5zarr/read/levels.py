@@ -7,7 +7,9 @@ cache then serves repeated slices). A level that would need more than :data:`MAX
 tasks of at most :data:`MAX_TASK_BYTES` / :data:`MAX_TASK_BLOCKS` is handed to napari as
 the reader itself: napari turns dask's slice fusion off while slicing, so a dask chunk is
 always read whole, and no chunking of a 2^32 x 2^32 array is both small and cheap.
-Building a level costs metadata only.
+Building a level costs metadata only. ``n5_default`` levels read their blocks through
+:mod:`~napari_n5zarr.read.fetch` (straight from the store, decoded concurrently, kept in the
+shared :mod:`~napari_n5zarr.read.block_cache`); other arrays and strided reads go through zarr.
 
 A block that cannot be read (corrupt, unreachable) reads as the fill value, and is
 reported once (naming the block) instead of failing the slice: a viewer must show what it
@@ -23,12 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_n5zarr.read.fetch import MAX_REGION_BLOCKS, BlockSource
+
 if TYPE_CHECKING:
     import dask.array as da
     import zarr
 
 TASK_BYTES = 2**20
 """Target decoded size of one dask task (grown from the storage block in x and y)."""
+REMOTE_TASK_BYTES = 8 * 2**20
+"""...for levels read over the network: each task requests all its blocks at once, so larger
+tasks keep more requests in flight (dask runs only one task per core)."""
 MAX_TASKS = 2**15
 """Above this many tasks per level, tasks grow (graph building and culling grow with it)."""
 MAX_TASK_BYTES = 64 * 2**20
@@ -81,19 +88,40 @@ class LevelReader(_Level):
         self.report = report
         self._reported: set[str] = set()
         self._lock = threading.Lock()
+        self.source = BlockSource.for_array(array) if n5_order else None
+        """The fast block path (``n5_default`` arrays), else None: zarr reads every region."""
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
-        selection = basic[::-1] if self.n5_order else basic
-        try:
-            out = self._read(selection)
-        except Exception as exc:  # any read failure: fill what cannot be read, say so
-            out = self._read_blockwise(selection, exc)
-        if self.n5_order:
-            out = out.T
+        if self._fast(basic):
+            assert self.source is not None
+            out = self.source.read(basic, self._say)
+        else:
+            selection = basic[::-1] if self.n5_order else basic
+            try:
+                out = self._read(selection)
+            except Exception as exc:  # any read failure: fill what cannot be read, say so
+                out = self._read_blockwise(selection, exc)
+            if self.n5_order:
+                out = out.T
         if squeeze:
             out = out.reshape([n for i, n in enumerate(out.shape) if i not in squeeze])
         return out[rest] if rest is not None else out
+
+    def _fast(self, basic: tuple[slice, ...]) -> bool:
+        """True when the block path reads ``basic`` (napari order): unit steps, inside the
+        array, not too many blocks (strided previews and tiny blocks are left to zarr)."""
+        if self.source is None:
+            return False
+        count = 1
+        for s, n, b in zip(basic, self.shape, self.storage_blocks, strict=True):
+            if s.step not in (None, 1) or s.stop > n or s.start < 0:
+                return False
+            if s.stop > s.start:
+                count *= (s.stop - 1) // b - s.start // b + 1
+            else:
+                count = 0
+        return count <= MAX_REGION_BLOCKS
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:
         if all(s.step in (None, 1) for s in selection):
@@ -216,7 +244,7 @@ def lazy_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
     shape, blocks = tuple(array.shape), tuple(array.chunks)
     if not n5_order:  # plan in N5 order (x first), whatever the storage order
         shape, blocks = shape[::-1], blocks[::-1]
-    chunks = dask_chunks(shape, blocks, reader.dtype.itemsize)
+    chunks = dask_chunks(shape, blocks, reader.dtype.itemsize, _task_bytes(reader))
     if task_count(shape, chunks) > MAX_TASKS:
         return reader
     return _from_reader(reader, chunks[::-1])
@@ -229,8 +257,13 @@ def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
         shape, blocks = tuple(array.shape), tuple(array.chunks)
         if not n5_order:
             shape, blocks = shape[::-1], blocks[::-1]
-        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize)[::-1])
+        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize, _task_bytes(level))[::-1])
     return level
+
+
+def _task_bytes(reader: LevelReader) -> int:
+    remote = reader.source is not None and not reader.source.synchronous
+    return REMOTE_TASK_BYTES if remote else TASK_BYTES
 
 
 def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:

@@ -1,0 +1,157 @@
+"""A bounded, thread-safe LRU cache of decoded storage blocks, shared by every level and layer.
+
+Scrolling through z re-reads the same blocks plane after plane (a 64^3 block holds 64
+planes); with this cache each block is fetched and decoded once. Entries are keyed by
+``(store token, array path, block index)``; the store token is unique per store object
+(never reused, unlike ``id()``), so a container opened again (perhaps rewritten in between)
+never sees blocks cached for an earlier opening.
+
+Size: :data:`ENV_VAR` (bytes; ``0`` turns caching off), else ``min(1 GiB, RAM / 8)``;
+change it at run time with :func:`set_cache_bytes`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any, NamedTuple
+
+ENV_VAR = "N5ZARR_CACHE_BYTES"
+"""Environment variable: the cache's size in bytes (``0``: no caching)."""
+DEFAULT_MAX_BYTES = 2**30
+"""Upper bound of the default size (the default is also at most 1/8 of the RAM)."""
+ABSENT_COST = 64
+"""Bytes charged for remembering that a block does not exist (fill value)."""
+
+
+class CacheStats(NamedTuple):
+    hits: int
+    misses: int
+    entries: int
+    nbytes: int
+    max_bytes: int
+
+
+class BlockCache:
+    """LRU mapping of hashable keys to decoded blocks (numpy arrays, or None for a block
+    that does not exist), holding at most ``max_bytes`` of array data. A block larger than
+    a quarter of the cache is not kept (it would evict everything else)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max(0, int(max_bytes))
+        self._nbytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The cached value (and mark it recently used), else ``default``."""
+        with self._lock:
+            item = self._entries.get(key)
+            if item is None:
+                self.misses += 1
+                return default
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return item[0]
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` (an array, or None for an absent block), evicting the least recently used."""
+        cost = ABSENT_COST if value is None else int(getattr(value, "nbytes", ABSENT_COST))
+        with self._lock:
+            if cost > self._max // 4:
+                return
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._nbytes -= old[1]
+            self._entries[key] = (value, cost)
+            self._nbytes += cost
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._nbytes > self._max and self._entries:
+            _, (_, cost) = self._entries.popitem(last=False)
+            self._nbytes -= cost
+
+    def resize(self, max_bytes: int) -> None:
+        with self._lock:
+            self._max = max(0, int(max_bytes))
+            self._evict()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._nbytes = 0
+            self.hits = self.misses = 0
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(self.hits, self.misses, len(self._entries), self._nbytes, self._max)
+
+
+def default_cache_bytes() -> int:
+    """:data:`ENV_VAR` if set (bytes), else ``min(1 GiB, RAM / 8)``."""
+    value = os.environ.get(ENV_VAR, "").strip()
+    if value:
+        try:
+            return max(0, int(float(value)))
+        except ValueError:
+            raise ValueError(f"{ENV_VAR} must be a number of bytes, got {value!r}") from None
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: assume 8 GiB
+        ram = 8 * 2**30
+    return min(DEFAULT_MAX_BYTES, ram // 8)
+
+
+_cache: BlockCache | None = None
+_cache_lock = threading.Lock()
+
+
+def block_cache() -> BlockCache:
+    """The process-wide cache (created on first use with :func:`default_cache_bytes`)."""
+    global _cache
+    if _cache is None:
+        with _cache_lock:
+            if _cache is None:
+                _cache = BlockCache(default_cache_bytes())
+    return _cache
+
+
+def set_cache_bytes(max_bytes: int) -> None:
+    """Resize the shared cache (``0`` turns caching off); evicts at once if it shrinks."""
+    block_cache().resize(max_bytes)
+
+
+def cache_stats() -> CacheStats:
+    """Hits, misses, entries and bytes of the shared cache."""
+    return block_cache().stats()
+
+
+_TOKEN_ATTR = "_n5zarr_cache_token"
+_token_counter = itertools.count(1)
+_token_lock = threading.Lock()
+
+
+def store_token(store: Any) -> int:
+    """A number unique to ``store`` (the object) for the life of the process. Kept on the
+    store itself: zarr stores define ``__eq__`` and so are not hashable, and ``id()`` is
+    reused once a store is gone."""
+    with _token_lock:
+        token = store.__dict__.get(_TOKEN_ATTR)
+        if token is None:
+            token = next(_token_counter)
+            store.__dict__[_TOKEN_ATTR] = token
+        return token
