@@ -206,14 +206,10 @@ def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Any]:
     return [level(p) for p in ms.paths]
 
 
-def _local_path(text: str) -> str | None:
-    if "://" in text and not text.startswith("file://"):
-        return None
-    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
-
-
 def _overlap(src: str, dest: str) -> bool:
-    a, b = _local_path(src), _local_path(dest)
+    from napari_n5zarr.storage.location import real_path
+
+    a, b = real_path(src), real_path(dest)
     if a is None or b is None:
         return src.rstrip("/") == dest.rstrip("/")
     return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
@@ -439,7 +435,7 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
 def cmd_view(args: argparse.Namespace) -> int:
     """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
     if args.path is not None:  # fail here, in one line, not in an empty viewer
-        from napari_n5zarr._napari.reader import bdv_xml_target
+        from napari_n5zarr.read.locate import bdv_xml_target
         from napari_n5zarr.access import open as open_node
 
         target = args.path

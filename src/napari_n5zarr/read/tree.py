@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.spatial.detect import referenced_paths
+from napari_n5zarr.storage.location import is_url, join, node_location
 from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 
@@ -49,7 +51,6 @@ FIRST_PAGE = 100
 
 _LEVEL = re.compile(r"^s(\d+)$")
 _TIMEPOINT = re.compile(r"^timepoint(\d+)$")
-_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _CONVENTIONS = {
     "n5viewer": "N5 Viewer",
     "n5viewer-old": "N5 Viewer (old)",
@@ -70,12 +71,6 @@ _UNITS = {"micrometer": "µm", "nanometer": "nm", "millimeter": "mm", "meter": "
 def natural_key(name: str) -> list[Any]:
     """Sort key that puts ``s2`` before ``s10``."""
     return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name)]
-
-
-def join(root: str | os.PathLike[str], path: str) -> str:
-    """The location of ``path`` under ``root`` (a local path or a URL)."""
-    base = os.fspath(root).rstrip("/")
-    return f"{base}/{path}" if path else base
 
 
 def _join(*parts: str) -> str:
@@ -825,7 +820,7 @@ def _validate_array(doc: dict[str, Any], where: str) -> None:
     check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
-    from napari_n5zarr.access import ensure_codecs_registered
+    from napari_n5zarr.n5.registry import ensure_codecs_registered
 
     key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
                       doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip
@@ -856,21 +851,16 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
     Raises FileNotFoundError when nothing is there (the root itself unreadable is an
     error node, not an exception)."""
     text = os.fspath(location).strip()
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    if _URL.match(text):
+    if is_url(text):
         from napari_n5zarr.access import base_store
 
         return Tree(text.rstrip("/"), _StoreSource(base_store(text, "r", storage_options), text), storage_options=storage_options)
-    path = Path(text).expanduser()
-    if path.name in (N5_JSON, ZARR_JSON):
-        path = path.parent
+    path = Path(node_location(text))
     if path.suffix.lower() == ".xml" and path.is_file():
-        text_xml = path.read_text(errors="replace")
-        n5, setups = spatial.bdv_xml(text_xml)
-        if n5 is None:
+        found = bdv_xml_target(path)
+        if found is None:
             raise ValueError(f"{path}: not a BigDataViewer XML with an N5 image loader (bdv.n5)")
-        folder = Path(n5) if Path(n5).is_absolute() else path.parent / n5
+        folder, setups = Path(found[0]), found[1]
         if not folder.is_dir():
             raise FileNotFoundError(f"{path} points at {folder}, which does not exist")
         return Tree(str(path), _LocalSource(folder), n5_location=str(folder), bdv_setups=setups)

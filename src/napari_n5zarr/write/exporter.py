@@ -381,7 +381,8 @@ def export(
     """
     from zarr.core.sync import sync
 
-    from napari_n5zarr.access import base_store, ensure_codecs_registered
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.registry import ensure_codecs_registered
 
     ensure_codecs_registered()
     if boundary not in ("truncate", "pad"):
