@@ -34,6 +34,7 @@ from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.spatial.detect import referenced_paths
 from napari_n5zarr.storage.location import is_url, join, node_location
 from napari_n5zarr.spatial.model import INHERITABLE
+from napari_n5zarr.spatial.units import unit_display
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 
 if TYPE_CHECKING:
@@ -64,9 +65,6 @@ _CONVENTIONS = {
     "imagej": "ImageJ",
     "none": "uncalibrated",
 }
-_UNITS = {"micrometer": "µm", "nanometer": "nm", "millimeter": "mm", "meter": "m", "second": "s",
-          "millisecond": "ms", "angstrom": "Å", "centimeter": "cm"}  # fmt: skip
-
 
 def natural_key(name: str) -> list[Any]:
     """Sort key that puts ``s2`` before ``s10``."""
@@ -239,11 +237,6 @@ def shape_text(shape: Sequence[int], axes: Sequence[str]) -> str:
     return f"{dims} ({','.join(axes)})"
 
 
-def _unit(unit: str | None) -> str:
-    name = spatial.normalize_unit(unit) if unit else None
-    return _UNITS.get(name or "", name or "px")
-
-
 def voxel_text(scale: Sequence[float], units: Sequence[str | None]) -> str:
     """``40 × 4 × 4 nm`` (napari order); mixed units are given per axis; axes without a
     unit are left out when others have one."""
@@ -251,7 +244,7 @@ def voxel_text(scale: Sequence[float], units: Sequence[str | None]) -> str:
         return ""
     known = [i for i in range(len(scale)) if i < len(units) and units[i]]
     keep = known if known else list(range(len(scale)))  # axes without a unit (t, c) are left out
-    names = [_unit(units[i] if i < len(units) else None) for i in keep]
+    names = [unit_display(units[i] if i < len(units) else None) for i in keep]
     values = [f"{scale[i]:g}" for i in keep]
     if len(set(names)) == 1:
         return f"{' × '.join(values)} {names[0]}"

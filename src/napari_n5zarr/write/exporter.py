@@ -46,6 +46,7 @@ from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zar
 from napari_n5zarr.n5.errors import N5FormatError
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -60,17 +61,6 @@ CANCEL_POLL = 0.05
 
 LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
 """Which N5 compression parameter ``"name:N"`` sets."""
-
-UNIT_SYMBOLS = {
-    "micrometer": "um", "micron": "um", "µm": "um", "μm": "um",
-    "nanometer": "nm", "millimeter": "mm", "centimeter": "cm", "meter": "m", "picometer": "pm",
-    "second": "s", "millisecond": "ms", "microsecond": "us", "nanosecond": "ns",
-    "pixel": "", "px": "", "none": "",
-}  # fmt: skip
-"""napari (pint) unit names -> the SI symbols neuroglancer and tensorstore parse."""
-
-LENGTH_EXPONENT = {"pm": -12, "nm": -9, "um": -6, "mm": -3, "cm": -2, "m": 0}
-"""Length units (as powers of ten of a meter) that can share one ``pixelResolution`` unit."""
 
 ArrayLike = Any
 LevelsArg = int | Literal["auto"]
@@ -163,13 +153,6 @@ def _axis_names(axis_labels: Sequence[str] | None, ndim: int) -> list[str]:
     return names  # type: ignore[return-value]
 
 
-def _unit_symbol(unit: Any) -> str:
-    if unit is None:
-        return ""
-    text = str(unit).strip()
-    return UNIT_SYMBOLS.get(text.lower(), text)
-
-
 def _common_length_unit(
     scale: list[float], translate: list[float], units: list[str]
 ) -> tuple[list[float], list[float], list[str]]:
@@ -201,7 +184,7 @@ def _metadata(
     scale_n5, translate_n5, units_n5 = _common_length_unit(
         [float(s) for s in reversed(scale)],
         [float(t) for t in reversed(translate)],
-        [_unit_symbol(u) for u in reversed(units)],
+        [unit_symbol(u) for u in reversed(units)],
     )
     axes_n5 = list(reversed(axes))
     unit = next((u for u in units_n5 if u), "pixel")
