@@ -306,21 +306,6 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
     return sorted(sync(names()))
 
 
-def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
-    """Mode of the first block found (None if the dataset has no blocks)."""
-    from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.n5.header import parse_header
-
-    path = prefix.rstrip("/")
-    for _ in range(ndim):
-        entries = [e for e in _list_dir(store, path) if e.isdigit()]
-        if not entries:
-            return None
-        path = f"{path}/{entries[0]}" if path else entries[0]
-    raw = store_get(store, path)
-    return None if raw is None else parse_header(raw).mode
-
-
 class _Report:
     def __init__(self, dry_run: bool) -> None:
         self.dry_run = dry_run
@@ -385,7 +370,9 @@ def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) ->
         except N5FormatError as e:
             report.refuse(where, str(e))
             return True
-        mode = _first_block_mode(store, prefix, len(doc["shape"]))
+        from napari_n5zarr.n5.first_block import first_block_mode
+
+        mode = first_block_mode(store, prefix, len(doc["shape"]))
         if mode not in (None, 0):
             report.refuse(where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
             return True
