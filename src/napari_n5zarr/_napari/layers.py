@@ -127,7 +127,7 @@ def layers_from_node(
         return too_many(source or name, f"more than {max_layers} images", notify)
     problems = list(found.problems)
     report = _block_reporter(notify)
-    layers = []
+    layers: list[Any] = []  # full (data, kwargs, layer_type) tuples with mutable kwargs
     for ms in found.multiscales:
         try:
             layers.append(layer_data(node, ms, source=source, report=report))
@@ -236,7 +236,7 @@ def napari_unit(unit: str | None) -> str | None:
     return name
 
 
-def _color_channels(layers: list[LayerData]) -> None:
+def _color_channels(layers: list[Any]) -> None:
     """Several channel-like image layers (N5 Viewer ``cN``, BDV setups): Fiji-like composite."""
     images = [layer for layer in layers if len(layer) == 3 and layer[2] == "image" and isinstance(layer[1]["name"], str)]
     if len(images) < 2 or not all(_CHANNEL_NAME.search(layer[1]["name"]) for layer in images):

@@ -18,6 +18,9 @@ from napari_n5zarr.storage.location import display_name, local_path
 if TYPE_CHECKING:
     from npe2.types import LayerData, PathLike, PathOrPaths, ReaderFunction
 
+CLAIMED_NOTHING: Any = (None,)
+"""napari's "path claimed, no layer" answer (npe2's LayerData type does not spell it)."""
+
 
 # ---------------------------------------------------------------------------
 # is it ours?
@@ -57,7 +60,7 @@ def _decline(path: PathOrPaths, **_: Any) -> list[LayerData]:
     """Reader for a zip/XML/metadata file without N5 in it: one notice, no layer, no error."""
     text = os.fspath(path if isinstance(path, str | os.PathLike) else path[0])
     _notify("info", f"{display_name(text)} holds no N5 or Zarr v3 data: nothing opened (napari-n5zarr reads zips of N5 and BigDataViewer N5 XML)")
-    return [(None,)]
+    return [CLAIMED_NOTHING]
 
 
 # ---------------------------------------------------------------------------
@@ -71,7 +74,7 @@ def read(path: PathOrPaths) -> list[LayerData]:
     layers: list[LayerData] = []
     for p in paths:
         layers.extend(read_path(p))
-    return layers or [(None,)]  # claimed: problems were already reported
+    return layers or [CLAIMED_NOTHING]  # claimed: problems were already reported
 
 
 def read_path(

@@ -80,7 +80,8 @@ def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | Non
 
 def child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
     """The array at ``path`` (relative; "" is ``node`` itself)."""
-    return node if path == "" else node[path]
+    group: Any = node  # a Group whenever path is not ""
+    return group if path == "" else group[path]
 
 
 def levels_for(
