@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr.read import levels as lv
 from napari_n5zarr._napari import layers, reader
 from napari_n5zarr._napari.reader import read_path
+from napari_n5zarr.read import levels as lv
 
 METADATA = {"attributes.json", "zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 

@@ -12,11 +12,11 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
-from napari_n5zarr.storage import location
-from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
 from napari_n5zarr.n5.registry import ensure_codecs_registered
 from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
+from napari_n5zarr.storage import location
+from napari_n5zarr.storage.local import SafeLocalStore
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -100,7 +100,7 @@ def open(  # noqa: A001 (the public name is a contract)
         raise FileNotFoundError(f"no N5 or Zarr node at {path_or_url}")
     if mode == "w-":
         raise FileExistsError(f"{path_or_url} already holds an N5/Zarr node")
-    zarr_mode = "r" if mode == "r" else "r+"
+    zarr_mode: AccessMode = "r" if mode == "r" else "r+"
     if doc.get("node_type") == "array":
         return zarr.open_array(store=store, mode=zarr_mode)
     if doc.get("node_type") == "group":

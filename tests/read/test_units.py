@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from napari_n5zarr.spatial.units import LENGTH_EXPONENT, UNITS, normalize_unit, unit_display, unit_symbol
+from napari_n5zarr.spatial.units import (
+    LENGTH_EXPONENT,
+    UNITS,
+    normalize_unit,
+    unit_display,
+    unit_symbol,
+)
 
 
 @pytest.mark.parametrize(

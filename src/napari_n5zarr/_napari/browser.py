@@ -812,7 +812,7 @@ class BrowserWidget(QWidget):
         def work() -> Iterator[Any]:
             for node in nodes:
                 messages: list[tuple[str, str]] = []
-                layers = read_node_layers(tree, node, lambda level, msg, m=messages: m.append((level, msg)))
+                layers = read_node_layers(tree, node, lambda level, msg, m=messages: m.append((level, msg)))  # type: ignore[misc]  # mypy cannot type lambdas with defaults
                 yield lambda n=node, ls=layers, ms=messages: self._add_layers(n, ls, ms)
 
         self._submit(self._reader, work)
@@ -831,7 +831,12 @@ class BrowserWidget(QWidget):
         """Add the layers of ``location`` to the viewer through this plugin's reader (sync)."""
         from napari.utils import notifications
 
-        from napari_n5zarr._napari.layers import MAX_LAYERS, add_to_viewer, location_layers, notify_napari
+        from napari_n5zarr._napari.layers import (
+            MAX_LAYERS,
+            add_to_viewer,
+            location_layers,
+            notify_napari,
+        )
 
         try:
             found = location_layers(location, notify_napari, max_layers=MAX_LAYERS, too_many=self._show_instead)

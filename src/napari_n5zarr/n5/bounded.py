@@ -40,7 +40,7 @@ in an xz header cannot make the reader allocate gigabytes."""
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _exact(out: BytesLike, size: int, what: str) -> BytesLike:
+def _exact[B: BytesLike](out: B, size: int, what: str) -> B:
     if len(out) != size:
         raise N5BlockError(f"{what} payload decompresses to {len(out)} bytes, the header shape needs {size}")
     return out

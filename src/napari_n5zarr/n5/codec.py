@@ -21,8 +21,8 @@ from zarr.codecs.transpose import TransposeCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.buffer.cpu import Buffer as CPUBuffer
-from zarr.core.dtype import parse_data_type
 from zarr.core.common import JSON, parse_named_configuration
+from zarr.core.dtype import parse_data_type
 from zarr.core.metadata.v3 import parse_codecs
 
 from napari_n5zarr.n5 import bounded

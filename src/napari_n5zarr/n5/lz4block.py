@@ -25,6 +25,7 @@ from zarr.core.common import JSON, parse_named_configuration
 from napari_n5zarr.n5.errors import N5BlockError
 
 if TYPE_CHECKING:
+    from collections.abc import Buffer as BufferLike
     from typing import Self
 
     from zarr.core.array_spec import ArraySpec
@@ -48,7 +49,7 @@ def _level(block_size: int) -> int:
     return max(0, (block_size - 1).bit_length() - 10)
 
 
-def compress(data: bytes | memoryview, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
+def compress(data: BufferLike, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """Encode ``data`` as an lz4-java LZ4Block stream (as n5-java's Lz4Compression writes)."""
     view = memoryview(data).cast("B")
     level = _level(block_size)
@@ -67,7 +68,7 @@ def compress(data: bytes | memoryview, block_size: int = DEFAULT_BLOCK_SIZE) -> 
     return bytes(out)
 
 
-def decompress(data: bytes | memoryview, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
+def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
     """Decode an lz4-java LZ4Block stream, verifying every piece's checksum.
 
     ``max_size`` bounds the output: each piece declares its decompressed length, and the

@@ -25,7 +25,7 @@ from zarr.storage import LocalStore, WrapperStore
 from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.n5.describe import describe_store, store_location
-from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
+from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5.header import MODE_DEFAULT, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr.read.levels import LevelReader, dask_level, lazy_level, needs_preview, preview_levels
+from napari_n5zarr.read.levels import (
+    LevelReader,
+    dask_level,
+    lazy_level,
+    needs_preview,
+    preview_levels,
+)
 from napari_n5zarr.spatial import Multiscale
 
 if TYPE_CHECKING:
@@ -80,8 +86,13 @@ def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | Non
 
 def child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
     """The array at ``path`` (relative; "" is ``node`` itself)."""
+    import zarr
+
     group: Any = node  # a Group whenever path is not ""
-    return group if path == "" else group[path]
+    found = group if path == "" else group[path]
+    if not isinstance(found, zarr.Array):
+        raise ValueError(f"{path or '/'} is not an array")
+    return found
 
 
 def levels_for(

@@ -23,8 +23,6 @@ opens a location.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import math
 import os
 import re
@@ -292,7 +290,7 @@ class Tree:
             return self._zarr_root
 
     def zarr_node(self, node: Node) -> zarr.Array | zarr.Group:
-        root = self.zarr_root()
+        root: Any = self.zarr_root()  # a group whenever node.path is set
         return root if not node.path else root[node.path]
 
     def multiscale(self, node: Node) -> spatial.Multiscale | None:
@@ -336,7 +334,7 @@ class Tree:
             ms = self.multiscale(node)
             if ms is not None and ms.time_paths:
                 path = _join(node.path, ms.time_paths[len(ms.time_paths) // 2][-1])
-        root = self.zarr_root()
+        root: Any = self.zarr_root()  # a group whenever path is set
         return thumbnail(root if not path else root[path], size=size, crop=crop, max_decode=max_decode)
 
 
