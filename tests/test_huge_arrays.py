@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr.read import levels as lv
-from napari_n5zarr._napari import reader
+from napari_n5zarr._napari import layers, reader
 from napari_n5zarr._napari.reader import read_path
+from napari_n5zarr.read import levels as lv
 
 METADATA = {"attributes.json", "zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 
@@ -94,7 +94,7 @@ def test_ordinary_levels_stay_dask_with_whole_blocks(tmp_path):
 
 def test_thousands_of_datasets_open_nothing_and_say_so(tmp_path, count_reads):
     root = napari_n5zarr.open(tmp_path / "many.n5", mode="w")
-    for i in range(reader.MAX_CHILDREN + 10):
+    for i in range(layers.MAX_CHILDREN + 10):
         napari_n5zarr.create_dataset(root, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
     count_reads.clear()
     notes = []
@@ -105,11 +105,11 @@ def test_thousands_of_datasets_open_nothing_and_say_so(tmp_path, count_reads):
 
 def test_more_pyramids_than_max_layers_open_nothing(tmp_path):
     root = napari_n5zarr.open(tmp_path / "some.n5", mode="w")
-    for i in range(reader.MAX_LAYERS + 1):
+    for i in range(layers.MAX_LAYERS + 1):
         napari_n5zarr.create_dataset(root, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
     notes = []
     assert read_path(tmp_path / "some.n5", notify=lambda level, msg: notes.append(msg)) == []
-    assert len(notes) == 1 and f"more than {reader.MAX_LAYERS} images" in notes[0]
+    assert len(notes) == 1 and f"more than {layers.MAX_LAYERS} images" in notes[0]
     few = napari_n5zarr.open(tmp_path / "few.n5", mode="w")
     for i in range(3):
         napari_n5zarr.create_dataset(few, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
@@ -119,7 +119,7 @@ def test_more_pyramids_than_max_layers_open_nothing(tmp_path):
 @pytest.mark.napari
 def test_dropping_thousands_of_datasets_opens_the_browser(make_napari_viewer, tmp_path):
     root = napari_n5zarr.open(tmp_path / "many.n5", mode="w")
-    for i in range(reader.MAX_CHILDREN + 1):
+    for i in range(layers.MAX_CHILDREN + 1):
         napari_n5zarr.create_dataset(root, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
     viewer = make_napari_viewer()
     viewer.open(str(tmp_path / "many.n5"), plugin="napari-n5zarr")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Literal
 
 import zarr
@@ -13,28 +12,13 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
-from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.n5.registry import ensure_codecs_registered
 from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
+from napari_n5zarr.storage import location
+from napari_n5zarr.storage.local import SafeLocalStore
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
-_URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "memory://")
-
-
-def ensure_codecs_registered() -> None:
-    """Register this package's codecs with zarr (also done by entry points) and pin
-    ``n5_default`` to ours if another package registers the same name."""
-    from zarr.registry import _codec_registries, register_codec
-
-    from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec
-    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME, LZ4BlockCodec
-
-    register_codec(CODEC_NAME, N5DefaultCodec)
-    register_codec(LZ4_NAME, LZ4BlockCodec)
-    registry = _codec_registries[CODEC_NAME]
-    registry.lazy_load()
-    if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
-        zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})
 
 
 def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", storage_options: dict[str, Any] | None = None) -> Store:
@@ -45,15 +29,12 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`).
     """
     read_only = mode == "r"
-    target = os.fspath(path_or_url)
-    if target.startswith("file://"):
-        target = target[len("file://") :]
-    if target.startswith(_URL_SCHEMES):
+    path = location.local_path(path_or_url)
+    if path is None:
         from napari_n5zarr.storage.remote import RemoteStore
 
-        return RemoteStore.open_url(target.rstrip("/"), storage_options, read_only=read_only)
-    path = Path(target).expanduser()
-    if path.suffix.lower() == ".zip":
+        return RemoteStore.open_url(os.fspath(path_or_url).rstrip("/"), storage_options, read_only=read_only)
+    if location.suffix(path) == ".zip":
         if read_only and not path.is_file():
             raise FileNotFoundError(f"no such zip file: {path}")
         return ZipStore(path, mode="r" if read_only else "a", read_only=read_only)

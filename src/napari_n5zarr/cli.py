@@ -211,8 +211,8 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
 def cmd_view(args: argparse.Namespace) -> int:
     """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
     if args.path is not None:  # fail here, in one line, not in an empty viewer
-        from napari_n5zarr._napari.reader import bdv_xml_target
         from napari_n5zarr.access import open as open_node
+        from napari_n5zarr.read.locate import bdv_xml_target
 
         target = args.path
         if target.lower().endswith(".xml") and "://" not in target:

@@ -14,7 +14,8 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr._napari import reader, sample
-from napari_n5zarr._napari.reader import dask_chunks, get_reader, read_path
+from napari_n5zarr._napari.reader import get_reader, read_path
+from napari_n5zarr.read.levels import dask_chunks
 
 SHAPE = (6, 12, 20)  # napari order z, y, x -> N5 dimensions [20, 12, 6]
 BLOCK = (8, 8, 4)  # N5 order

@@ -14,7 +14,8 @@ import pytest
 
 from napari_n5zarr import export
 from napari_n5zarr.cli import main
-from napari_n5zarr.read.tree import Tree, join, open_tree
+from napari_n5zarr.read.tree import Tree, open_tree
+from napari_n5zarr.storage.location import join
 
 
 def dataset(path: Path, dims=(64, 32, 8), block=(16, 16, 8), dtype="uint16", **extra) -> Path:

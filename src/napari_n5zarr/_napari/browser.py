@@ -42,7 +42,8 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
-from napari_n5zarr.read.tree import Node, Tree, join, open_tree
+from napari_n5zarr.read.tree import Node, Tree, open_tree
+from napari_n5zarr.storage.location import display_name, join
 
 if TYPE_CHECKING:
     import napari
@@ -53,6 +54,8 @@ dtype are visible; the rest scroll into view and are all in the details pane."""
 WIDTHS = (120, 118, 50, 130, 80, 80, 120, 70)
 HEADERS = {"name": "name", "shape": "shape", "dtype": "dtype", "kind": "kind", "compression": "compression",
            "blocks": "blocks", "voxel": "voxel size", "size": "size"}  # fmt: skip
+DOCK_NAME = "N5 browser"
+"""Title of the browser's dock (one per viewer: the reader and ``n5zarr view`` reuse it)."""
 DOCK_WIDTH = 315
 BUDGET_S = 0.012
 """GUI time spent per event-loop turn putting results into the tree."""
@@ -123,13 +126,13 @@ def save_recent(location: str, items: list[str]) -> list[str]:
 
 
 def read_node_layers(tree: Tree, node: Node, notify: Callable[[str, str], None]) -> list[tuple]:
-    """Layer data for a node through the reader: ``read_path`` for a folder or URL (what
-    napari's reader does for that path); inside a .zip or a BigDataViewer XML, the reader's
-    ``layers_from_node`` with the XML's setups."""
-    from napari_n5zarr._napari.reader import display_name, layers_from_node, read_path
+    """Layer data for a node as the reader makes it: for a folder or URL, what napari's
+    reader gives for that location; inside a .zip or a BigDataViewer XML, the node's
+    layers with the XML's setups."""
+    from napari_n5zarr._napari.layers import MAX_LAYERS, layers_from_node, location_layers
 
     if tree.bdv_setups is None and not tree.location.lower().endswith(".zip"):
-        return read_path(join(tree.n5_location, node.path), notify=notify)
+        return location_layers(join(tree.n5_location, node.path), notify, max_layers=MAX_LAYERS)
     return layers_from_node(
         tree.zarr_node(node),
         name=node.name or display_name(tree.location),
@@ -137,6 +140,15 @@ def read_node_layers(tree: Tree, node: Node, notify: Callable[[str, str], None])
         bdv_setups=tree.bdv_setups,
         notify=notify,
     )
+
+
+def dock_browser(viewer: napari.Viewer) -> BrowserWidget:
+    """The viewer's N5 browser, docked on the right if it is not yet (one per viewer)."""
+    browser = dict(viewer.window.dock_widgets).get(DOCK_NAME)
+    if browser is None:
+        browser = BrowserWidget(viewer)
+        viewer.window.add_dock_widget(browser, name=DOCK_NAME, area="right")
+    return browser
 
 
 class _Bridge(QObject):
@@ -808,27 +820,40 @@ class BrowserWidget(QWidget):
     def _add_layers(self, node: Node, layer_data: list[tuple], messages: list[tuple[str, str]]) -> None:
         from napari.utils import notifications
 
-        added = []
-        for data, kwargs, kind in (t for t in layer_data if len(t) == 3):
-            new = getattr(self.viewer, f"add_{kind}")(data, **kwargs)
-            added.extend(new if isinstance(new, list) else [new])
+        from napari_n5zarr._napari.layers import add_to_viewer
+
+        added = add_to_viewer(self.viewer, layer_data)
         for level, message in messages:
             (notifications.show_error if level == "error" else notifications.show_warning)(message)
         self._set_status(f"opened {node.path or node.name}: {len(added)} layer(s)")
 
     def open_path(self, location: str) -> list:
         """Add the layers of ``location`` to the viewer through this plugin's reader (sync)."""
-        from napari_n5zarr._napari.viewer_launch import add_to_viewer
+        from napari.utils import notifications
+
+        from napari_n5zarr._napari.layers import (
+            MAX_LAYERS,
+            add_to_viewer,
+            location_layers,
+            notify_napari,
+        )
 
         try:
-            layers = add_to_viewer(self.viewer, location)
-        except Exception as e:
-            from napari.utils.notifications import show_error
-
-            show_error(f"Cannot open {location}: {e}")
+            found = location_layers(location, notify_napari, max_layers=MAX_LAYERS, too_many=self._show_instead)
+            layers = add_to_viewer(self.viewer, found)
+        except Exception as e:  # boundary: a bad layer must not take the widget down
+            notifications.show_error(f"Cannot open {location}: {e}")
             return []
         self._set_status(f"opened {location}: {len(layers)} layer(s)")
         return layers
+
+    def _show_instead(self, location: str, what: str, notify: Callable[[str, str], None]) -> list:
+        """Too much at ``location`` to add as layers: list it here instead."""
+        from napari_n5zarr._napari.layers import too_many_message
+
+        self.load(location)
+        notify("warning", too_many_message(location, what, browser_open=True))
+        return []
 
     # -- pickers -------------------------------------------------------------------------
     def _pick_folder(self) -> None:

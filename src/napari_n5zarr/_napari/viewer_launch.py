@@ -11,27 +11,23 @@ if TYPE_CHECKING:
 def add_to_viewer(viewer: napari.Viewer, path: str | None = None) -> list:
     """Add the layers of ``path`` (default: the blobs sample) to ``viewer``, through this
     plugin's reader whatever napari's reader preferences say. Returns the new layers."""
+    from napari_n5zarr._napari import layers
     from napari_n5zarr._napari.reader import read_path
     from napari_n5zarr._napari.sample import make_sample
 
-    layers = []
-    for data, kwargs, kind in (t for t in read_path(path or make_sample()) if len(t) == 3):
-        added = getattr(viewer, f"add_{kind}")(data, **kwargs)
-        layers.extend(added if isinstance(added, list) else [added])
-    return layers
+    return layers.add_to_viewer(viewer, read_path(path or make_sample()))
 
 
 def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
     """Dock this plugin's widgets: the N5 browser (showing ``path``) and the exporter."""
-    from napari_n5zarr._napari.browser import BrowserWidget
+    from napari_n5zarr._napari.browser import dock_browser
     from napari_n5zarr._napari.export_widget import ExportWidget
 
-    browser = BrowserWidget(viewer)
+    browser = dock_browser(viewer)
     if path:
         browser.location.setText(str(path))
         browser.load()
     exporter = ExportWidget(viewer)
-    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
     viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right")
     return [browser, exporter]
 

@@ -26,15 +26,15 @@ from zarr.codecs.transpose import TransposeCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.buffer.cpu import Buffer as CPUBuffer
-from zarr.core.dtype import parse_data_type
 from zarr.core.common import JSON, parse_named_configuration
+from zarr.core.dtype import parse_data_type
 from zarr.core.metadata.v3 import parse_codecs
 from zarr.core.sync import sync
 
 from napari_n5zarr.n5 import bounded
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, located
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, BlockHeader, encode_header, parse_header
+from napari_n5zarr.n5.header import BlockHeader, encode_header, parse_header, require_default_mode
 
 if TYPE_CHECKING:
     from typing import Self
@@ -474,11 +474,7 @@ def _validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int,
     (:meth:`~napari_n5zarr.n5.stores.N5DefaultStore._check_block`).
     """
     header = parse_header(raw)
-    if header.mode != MODE_DEFAULT:
-        raise N5BlockError(
-            f"{MODE_NAMES.get(header.mode, header.mode)} mode (mode {header.mode}); "
-            "only default-mode (0) blocks hold array data"
-        )
+    require_default_mode(header.mode)
     if ndim is not None and len(header.shape) != ndim:
         raise N5BlockError(f"header has {len(header.shape)} dimensions, the array has {ndim}")
     if any(s == 0 for s in header.shape):

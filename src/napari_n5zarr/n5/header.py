@@ -29,6 +29,21 @@ class BlockHeader(NamedTuple):
     """Length of the header in bytes; the payload starts here."""
 
 
+def require_default_mode(mode: int) -> None:
+    """THE block-mode check: only default-mode blocks hold array data (N5BlockError else).
+
+    The codec owns it (it calls this on every block it decodes): the codec is the one part
+    that sees every block, whatever store serves it (zarr pairs ``n5_default`` with any
+    store, e.g. a plain LocalStore opened from a zarr.json). The N5 store only names the
+    block on the buffer so the codec's error says which one; ``n5zarr add-zarr-metadata``
+    reads one block's mode to refuse a dataset before writing its zarr.json.
+    """
+    if mode != MODE_DEFAULT:
+        raise N5BlockError(
+            f"{MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); only default-mode (0) blocks hold array data"
+        )
+
+
 def header_size(ndim: int) -> int:
     """Size of a default-mode header for ``ndim`` dimensions."""
     return 4 + 4 * ndim

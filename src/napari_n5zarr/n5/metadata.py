@@ -205,7 +205,7 @@ def _check_zarr_accepts(doc: JSONDict, path: str) -> None:
     level of 1000, ...) fail here, naming the file, rather than later in zarr."""
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
-    from napari_n5zarr.access import ensure_codecs_registered
+    from napari_n5zarr.n5.registry import ensure_codecs_registered
 
     ensure_codecs_registered()
     try:

@@ -26,7 +26,7 @@ from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.n5.describe import describe_store, store_location
 from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, located
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
+from napari_n5zarr.n5.header import MODE_DEFAULT, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
@@ -186,7 +186,7 @@ class N5DefaultStore(_ReadsThroughGet):
     def _check_block(self, key: str, value: Buffer | None) -> Buffer | None:
         """Check a block's header where the key is known, and name the block on its buffer.
 
-        Refuses non-default modes, and header shapes that the block's position makes
+        Refuses header shapes that the block's position makes
         impossible: a header must be the full ``blockSize`` (padded, tensorstore/zarr 2) or
         exactly the part of the block inside the array on every axis (truncated, n5-java/
         z5py). Interior blocks therefore must be full. O(header): reads only the header.
@@ -201,14 +201,11 @@ class N5DefaultStore(_ReadsThroughGet):
         prefix, index = location
         head = value.as_numpy_array()
         try:
-            mode = int.from_bytes(head[:2].tobytes(), "big") if head.size >= 2 else MODE_DEFAULT
-            if mode != MODE_DEFAULT:
-                raise N5BlockError(
-                    f"{MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); only default-mode (0) blocks are supported"
-                )
             header = parse_header(head)
             grid = self._array_grid.get(prefix)
-            if grid is not None and len(header.shape) == len(index) == len(grid[0]):
+            # Position checks for default-mode headers only: the mode itself is the codec's
+            # check (n5.header.require_default_mode), which sees the name set below.
+            if header.mode == MODE_DEFAULT and grid is not None and len(header.shape) == len(index) == len(grid[0]):
                 _check_position(header.shape, index, grid[0], grid[1])
         except N5BlockError as e:
             raise located(e, where) from None

@@ -22,12 +22,11 @@ _logger = logging.getLogger(__name__)
 def detect_pyramids(node: zarr.Array | zarr.Group) -> tuple[list[Multiscale], list[str]]:
     """Every image/labels pyramid under ``node``, and one ``"path: reason"`` line per node
     that could not be read (detection goes on past it)."""
-    from napari_n5zarr import spatial
+    from napari_n5zarr.read.multiscale import find_multiscales
 
-    problems: list[str] = []
-    found = spatial.detect(node, on_error=lambda path, exc: problems.append(f"{path or '/'}: {exc}"))
-    _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found), len(problems))
-    return found, problems
+    found = find_multiscales(node)
+    _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found.multiscales), len(found.problems))
+    return found.multiscales, found.problems
 
 
 def multiscale_to_json(ms: Multiscale) -> dict[str, Any]:

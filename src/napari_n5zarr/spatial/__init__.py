@@ -16,9 +16,22 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 
 from __future__ import annotations
 
-from napari_n5zarr.spatial.conventions import calibrate, cosem, downsampling_factors, imagej, n5viewer, neuroglancer
+from napari_n5zarr.spatial.conventions import (
+    calibrate,
+    cosem,
+    downsampling_factors,
+    imagej,
+    n5viewer,
+    neuroglancer,
+)
 from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
-from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, SkippedNodeWarning, normalize_unit, identity
+from napari_n5zarr.spatial.model import (
+    ArrayInfo,
+    Calibration,
+    Multiscale,
+    SkippedNodeWarning,
+    identity,
+)
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
     bdv_setup,
@@ -29,6 +42,7 @@ from napari_n5zarr.spatial.pyramids import (
     ngff_pyramid,
     with_bdv_setup,
 )
+from napari_n5zarr.spatial.units import normalize_unit
 
 __all__ = [
     "COLOUR_AXES",

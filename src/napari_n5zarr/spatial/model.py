@@ -165,36 +165,3 @@ def _unit_and_factor(unit: str | None) -> tuple[str | None, float]:
     if m:
         return m.group(2).strip(), float(m.group(1))
     return unit.strip() or None, 1.0
-
-
-_UNIT_ALIASES = {
-    "um": "micrometer",
-    "µm": "micrometer",  # micro sign
-    "μm": "micrometer",  # greek mu
-    "micron": "micrometer",
-    "microns": "micrometer",
-    "nm": "nanometer",
-    "mm": "millimeter",
-    "cm": "centimeter",
-    "m": "meter",
-    "pm": "picometer",
-    "å": "angstrom",
-    "a": "angstrom",
-    "s": "second",
-    "sec": "second",
-    "ms": "millisecond",
-    "us": "microsecond",
-    "min": "minute",
-    "h": "hour",
-    "px": "pixel",
-    "pixels": "pixel",
-}
-
-
-def normalize_unit(unit: str | None) -> str | None:
-    """A unit spelling as a full unit name (``"um"`` -> ``"micrometer"``); unknowns kept."""
-    if not isinstance(unit, str) or not unit.strip():
-        return None
-    return _UNIT_ALIASES.get(unit.strip().lower(), unit.strip())
-
-

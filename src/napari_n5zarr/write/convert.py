@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    import dask.array as da
-    import zarr
 
-    from napari_n5zarr.spatial import Multiscale
     from napari_n5zarr.write.blocks import Boundary
 
 __all__ = ["NAMED_SCHEDULERS", "ConvertReport", "ConvertedImage", "NothingToConvertError", "convert"]
@@ -117,6 +114,7 @@ def convert(
         If ``dest`` exists and ``overwrite`` is False.
     """
     from napari_n5zarr.access import open as open_node
+    from napari_n5zarr.read.multiscale import levels_for
     from napari_n5zarr.read.node_info import detect_pyramids
     from napari_n5zarr.write.exporter import export
 
@@ -132,7 +130,7 @@ def convert(
     dask_scheduler, client = _scheduler(scheduler)
     try:
         for ms, name in zip(found, names, strict=True):
-            data = _levels(node, ms)  # TODO(lead): use read.levels_for
+            data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
             keep = levels is None and len(data) > 1
             order = slice(None, None, -1)  # N5 order -> napari order
             label = name or "export"
@@ -168,40 +166,10 @@ def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable
     return lambda done, total: progress(label, done, total)
 
 
-def _n5_order(array: zarr.Array) -> bool:
-    """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
-    codecs: Sequence[Any] = getattr(array.metadata, "codecs", ())
-    return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
-
-
-def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[da.Array]:
-    """Dask arrays of every level, napari order (BigDataViewer time points stacked as t).
-
-    The Multiscale's per-axis lists are the reverse of napari's order either way."""
-    import dask.array as da
-    import zarr
-
-    def level(path: str) -> da.Array:
-        array = node if path == "" else node[path] if isinstance(node, zarr.Group) else None
-        if not isinstance(array, zarr.Array):
-            raise ValueError(f"{path or '/'} is not an array")
-        data = da.from_zarr(array)
-        return data.T if _n5_order(array) else data
-
-    if ms.time_paths:
-        per_time = [[level(p) for p in paths] for paths in ms.time_paths]
-        return [da.stack([t[k] for t in per_time], axis=0) for k in range(len(ms.paths))]
-    return [level(p) for p in ms.paths]
-
-
-def _local_path(text: str) -> str | None:
-    if "://" in text and not text.startswith("file://"):
-        return None
-    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
-
-
 def _overlap(src: str, dest: str) -> bool:
-    a, b = _local_path(src), _local_path(dest)
+    from napari_n5zarr.storage.location import real_path
+
+    a, b = real_path(src), real_path(dest)
     if a is None or b is None:
         return src.rstrip("/") == dest.rstrip("/")
     return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)

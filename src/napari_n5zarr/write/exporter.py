@@ -39,13 +39,22 @@ from typing import TYPE_CHECKING, Any, Literal
 import dask.array as da
 import numpy as np
 
-from napari_n5zarr.write import pyramid, safe_destination
-from napari_n5zarr.write.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
 from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.errors import N5FormatError
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
+from napari_n5zarr.write import pyramid, safe_destination
+from napari_n5zarr.write.blocks import (
+    Boundary,
+    ExportCancelled,
+    N5Blocks,
+    Progress,
+    WriteGate,
+    store_get,
+    store_set,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -60,17 +69,6 @@ CANCEL_POLL = 0.05
 
 LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
 """Which N5 compression parameter ``"name:N"`` sets."""
-
-UNIT_SYMBOLS = {
-    "micrometer": "um", "micron": "um", "µm": "um", "μm": "um",
-    "nanometer": "nm", "millimeter": "mm", "centimeter": "cm", "meter": "m", "picometer": "pm",
-    "second": "s", "millisecond": "ms", "microsecond": "us", "nanosecond": "ns",
-    "pixel": "", "px": "", "none": "",
-}  # fmt: skip
-"""napari (pint) unit names -> the SI symbols neuroglancer and tensorstore parse."""
-
-LENGTH_EXPONENT = {"pm": -12, "nm": -9, "um": -6, "mm": -3, "cm": -2, "m": 0}
-"""Length units (as powers of ten of a meter) that can share one ``pixelResolution`` unit."""
 
 ArrayLike = Any
 LevelsArg = int | Literal["auto"]
@@ -163,13 +161,6 @@ def _axis_names(axis_labels: Sequence[str] | None, ndim: int) -> list[str]:
     return names  # type: ignore[return-value]
 
 
-def _unit_symbol(unit: Any) -> str:
-    if unit is None:
-        return ""
-    text = str(unit).strip()
-    return UNIT_SYMBOLS.get(text.lower(), text)
-
-
 def _common_length_unit(
     scale: list[float], translate: list[float], units: list[str]
 ) -> tuple[list[float], list[float], list[str]]:
@@ -201,7 +192,7 @@ def _metadata(
     scale_n5, translate_n5, units_n5 = _common_length_unit(
         [float(s) for s in reversed(scale)],
         [float(t) for t in reversed(translate)],
-        [_unit_symbol(u) for u in reversed(units)],
+        [unit_symbol(u) for u in reversed(units)],
     )
     axes_n5 = list(reversed(axes))
     unit = next((u for u in units_n5 if u), "pixel")
@@ -381,7 +372,8 @@ def export(
     """
     from zarr.core.sync import sync
 
-    from napari_n5zarr.access import base_store, ensure_codecs_registered
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.registry import ensure_codecs_registered
 
     ensure_codecs_registered()
     if boundary not in ("truncate", "pad"):

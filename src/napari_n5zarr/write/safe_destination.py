@@ -30,6 +30,8 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from napari_n5zarr.storage import location
+
 LOCK_SUFFIX = ".n5zarr-lock"
 """``.<container name>.n5zarr-lock`` beside the container: held while an export writes."""
 STAGING_TAG = ".n5zarr-new-"
@@ -66,20 +68,18 @@ def group_prefix(path: str) -> str:
 
 def local_folder(dest: str | os.PathLike[str]) -> Path | None:
     """The absolute, symlink-resolved folder of a local destination; None for URLs and zips."""
-    target = os.fspath(dest)
-    if target.startswith("file://"):
-        target = target[len("file://") :]
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", target) or target.lower().endswith(".zip"):
+    path = location.local_path(dest)
+    if path is None or location.suffix(path) == ".zip":
         return None
-    return Path(target).expanduser().resolve()
+    return path.resolve()
 
 
 def local_zip(dest: str | os.PathLike[str]) -> Path | None:
     """The absolute path of a local ``.zip`` destination (locked like a folder), else None."""
-    text = os.fspath(dest).removeprefix("file://")
-    if "://" in text or not text.lower().endswith(".zip"):
+    path = location.local_path(dest)
+    if path is None or location.suffix(path) != ".zip":
         return None
-    return Path(text).expanduser().resolve()
+    return path.resolve()
 
 
 def check_inside(folder: Path, prefix: str) -> Path:

@@ -113,21 +113,6 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
     return sorted(sync(names()))
 
 
-def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
-    """Mode of the first block found (None if the dataset has no blocks)."""
-    from napari_n5zarr.n5.header import parse_header
-    from napari_n5zarr.write.blocks import store_get
-
-    path = prefix.rstrip("/")
-    for _ in range(ndim):
-        entries = [e for e in _list_dir(store, path) if e.isdigit()]
-        if not entries:
-            return None
-        path = f"{path}/{entries[0]}" if path else entries[0]
-    raw = store_get(store, path)
-    return None if raw is None else parse_header(raw).mode
-
-
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
     from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.metadata import parse_document
@@ -165,6 +150,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
     from napari_n5zarr.n5.describe import store_location
     from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.n5.first_block import first_block_mode
     from napari_n5zarr.n5.header import MODE_NAMES
     from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset, parse_document
     from napari_n5zarr.write.blocks import store_get
@@ -189,7 +175,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         except N5FormatError as e:
             _skip(report, where, str(e))
             return True
-        mode = _first_block_mode(store, prefix, len(doc["shape"]))
+        mode = first_block_mode(store, prefix, len(doc["shape"]))
         if mode not in (None, 0):
             reason = f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only"
             _skip(report, where, reason)

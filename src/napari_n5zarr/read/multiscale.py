@@ -1,0 +1,158 @@
+"""node -> :class:`~napari_n5zarr.spatial.Multiscale` descriptions -> levels in napari order.
+
+The library's one levels builder, for the napari reader and ``n5zarr convert`` alike
+(as ome-zarr-py's ``Multiscales.array`` serves napari-ome-zarr's thin reader):
+
+* :func:`find_multiscales`: every image/labels pyramid under a node (metadata only), with
+  BigDataViewer XML voxel sizes applied, and the list of nodes skipped with the reason.
+  Attributes inherited from ancestors are read through the node's store (any backend):
+  see :func:`napari_n5zarr.spatial.detect`.
+* :func:`levels_for`: a pyramid's levels, finest first, in napari order (..., z, y, x);
+  BigDataViewer time points stacked as a leading ``t`` axis.
+
+Per-axis values of a :class:`Multiscale` are in N5 order (the reverse of napari's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from napari_n5zarr import spatial
+from napari_n5zarr.read.levels import (
+    LevelReader,
+    dask_level,
+    lazy_level,
+    needs_preview,
+    preview_levels,
+)
+from napari_n5zarr.spatial import Multiscale
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import zarr
+
+Report = Callable[[str], None]
+
+_SETUP_NAME = re.compile(r"(?:^|/)setup(\d+)$")
+
+
+@dataclass(frozen=True)
+class Found:
+    """What :func:`find_multiscales` found under a node."""
+
+    multiscales: list[Multiscale] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """``"path: reason"`` for every node that could not be read (its siblings were)."""
+    too_many: bool = False
+    """More pyramids than the ``limit``: ``multiscales`` is left empty."""
+
+
+def find_multiscales(
+    node: zarr.Array | zarr.Group,
+    name: str | None = None,
+    *,
+    inherited: Mapping[str, Any] | None = None,
+    bdv_setups: Mapping[int, spatial.BdvSetup] | None = None,
+    limit: int | None = None,
+) -> Found:
+    """Every pyramid under ``node`` (paths relative to it), problems collected, never raised
+    for one bad child. ``bdv_setups`` (a BigDataViewer XML's) give the setups' voxel sizes.
+    With ``limit``, more than ``limit`` pyramids give ``Found(too_many=True)``."""
+    problems: list[str] = []
+    found = spatial.detect(
+        node,
+        name,
+        inherited=inherited,
+        on_error=lambda p, e: problems.append(spatial.describe_error(p, e)),
+        limit=limit,
+    )
+    if limit is not None and len(found) > limit:
+        return Found([], problems, too_many=True)
+    return Found([with_bdv_setups(ms, bdv_setups) for ms in found], problems)
+
+
+def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | None, path: str | None = None) -> Multiscale:
+    """``ms`` with the voxel size of its BigDataViewer setup (``setupN``, from ``path`` or
+    its name) when ``setups`` (a BigDataViewer XML's) describe it; else ``ms``."""
+    if not setups or ms.convention != "bdv":
+        return ms
+    match = _SETUP_NAME.search(ms.name if path is None else path)
+    setup = setups.get(int(match.group(1))) if match else None
+    return spatial.with_bdv_setup(ms, setup) if setup is not None else ms
+
+
+def child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
+    """The array at ``path`` (relative; "" is ``node`` itself)."""
+    import zarr
+
+    group: Any = node  # a Group whenever path is not ""
+    found = group if path == "" else group[path]
+    if not isinstance(found, zarr.Array):
+        raise ValueError(f"{path or '/'} is not an array")
+    return found
+
+
+def levels_for(
+    node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
+) -> list[Any]:
+    """The levels of ``ms`` (paths relative to ``node``), finest first, napari order.
+
+    Default (viewing): lazy levels from :func:`napari_n5zarr.read.levels.lazy_level` (dask
+    arrays with chunks grown from the storage blocks, or a ``LevelReader`` for levels too
+    large for a dask graph); an unreadable block reads as the fill value and goes to
+    ``report``; a single huge level gets nearest-neighbour preview levels.
+
+    ``strict`` (copying, ``n5zarr convert``): dask arrays straight over the zarr arrays,
+    one dask chunk per storage block, read errors raised (a copy must never write the fill
+    value for a block it could not read), no preview levels.
+    """
+    if ms.time_paths:
+        import dask.array as da
+
+        def stacked(k: int) -> da.Array:
+            arrays = [child(node, paths[k]) for paths in ms.time_paths]
+            return da.stack([_dask(a, report, strict) for a in arrays], axis=0)
+
+        return [stacked(k) for k in range(len(ms.paths))]
+    arrays = [child(node, p) for p in ms.paths]
+    if strict:
+        return [_dask(a, report, strict) for a in arrays]
+    if len(arrays) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
+        return preview_levels(LevelReader(arrays[0], n5_order=spatial.n5_ordered(arrays[0]), report=report))
+    return [lazy_level(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays]
+
+
+def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
+    """One level in napari order as a dask array (see :func:`levels_for`)."""
+    n5_order = spatial.n5_ordered(array)
+    if not strict:
+        return dask_level(array, n5_order=n5_order, report=report)
+    import dask.array as da
+
+    data = da.from_zarr(array)
+    return data.T if n5_order else data
+
+
+def storage_blocks(node: zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:
+    """Storage block shape of the coarsest level, napari order (``1`` for a stacked ``t``)."""
+    paths = ms.time_paths[0] if ms.time_paths else ms.paths
+    array = child(node, paths[-1])
+    blocks = tuple(int(b) for b in array.chunks)
+    if spatial.n5_ordered(array):
+        blocks = blocks[::-1]
+    return ((1,) + blocks) if ms.time_paths else blocks
+
+
+def is_rgb(ms: Multiscale) -> bool:
+    """A colour axis (named ``rgb``/``rgba`` by the writer or by :func:`spatial.detect` for
+    uncalibrated C-order RGB) as N5 axis 0 with 3 or 4 entries."""
+    return (
+        ms.ndim >= 3
+        and ms.axes[0] in spatial.COLOUR_AXES
+        and ms.shapes[0][0] in (3, 4)
+        and not ms.time_paths
+        and not ms.is_labels
+    )

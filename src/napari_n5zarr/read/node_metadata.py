@@ -1,0 +1,145 @@
+"""A node's metadata documents -> :class:`~napari_n5zarr.read.node.Node` fields.
+
+attributes.json (N5) or zarr.json (Zarr v3), parsed by the library's one metadata parser,
+checked as zarr would check them on opening (codec parameters, dtype), calibrated by the
+conventions of :mod:`napari_n5zarr.spatial`. Errors name the metadata file.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from napari_n5zarr import spatial
+from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.read.node import Node, compression_text
+
+N5_JSON = "attributes.json"
+ZARR_JSON = "zarr.json"
+MAX_METADATA_BYTES = 16 * 2**20
+"""Largest attributes.json / zarr.json read; bigger ones are reported as errors."""
+
+
+def zarr_compression(doc: Mapping[str, Any]) -> str:
+    """N5-style compression text of a Zarr v3 array (its codec mapped through N5's table)."""
+    from napari_n5zarr.n5.compression import zarr_to_n5
+
+    codecs = doc.get("codecs") or []
+    if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == "n5_default":
+        inner = (codecs[0].get("configuration") or {}).get("codecs") or []
+        comp = inner[2] if len(inner) > 2 else None
+    else:
+        rest = [c for c in codecs if isinstance(c, dict) and c.get("name") not in ("bytes", "transpose")]
+        if len(rest) > 1:
+            return "+".join(str(c.get("name")) for c in rest)
+        comp = rest[0] if rest else None
+    try:
+        return compression_text(zarr_to_n5(comp))
+    except (N5FormatError, ValueError, AttributeError):
+        return str(comp.get("name")) if isinstance(comp, dict) else str(comp)
+
+
+def fill_from_n5(node: Node, attrs: Any) -> None:
+    """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json."""
+    from napari_n5zarr.n5.compression import normalize_n5
+    from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
+
+    where = node.path or "/"  # errors are prefixed with the file's location by _node
+    if not isinstance(attrs, dict):
+        raise N5MetadataError(f"attributes.json must hold a JSON object, got {type(attrs).__name__}")
+    doc = attributes_to_zarr(attrs, path=where)
+    if not is_dataset(attrs):
+        return
+    validate_array(doc, where)
+    node.kind = "array"
+    node.array_shape = tuple(int(d) for d in doc["shape"])
+    node.dtype = str(attrs["dataType"])
+    node.blocks = tuple(int(b) for b in attrs["blockSize"])[::-1]
+    node.compression = compression_text(normalize_n5(attrs))
+
+def fill_from_zarr(node: Node, doc: Any) -> None:
+    """A Zarr v3 node: kind, shape, dtype, blocks, compression from its zarr.json."""
+    where = node.path or "/"
+    if not isinstance(doc, dict):
+        raise N5MetadataError("zarr.json must hold a JSON object")
+    kind = doc.get("node_type")
+    if doc.get("zarr_format") != 3 or kind not in ("array", "group"):
+        raise N5MetadataError(f"not Zarr v3 metadata (zarr_format {doc.get('zarr_format')!r}, node_type {kind!r})")
+    if kind == "group":
+        return
+    validate_array(doc, where)
+    node.kind = "array"
+    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())
+    node.dtype = str(doc.get("data_type"))
+    chunks = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or []
+    node.blocks = tuple(int(c) for c in chunks)[::-1]
+    node.compression = zarr_compression(doc)
+
+def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
+    """What the conventions need to know about an array node."""
+    from napari_n5zarr.n5.metadata import user_attributes
+
+    attrs = node.attributes if attributes is None else attributes
+    return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
+
+def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> None:
+    """Voxel size, offset, units and axes of an array node (napari order)."""
+    info = array_info(node, attrs)
+    cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
+    node.shape = info.shape[::-1]
+    node.scale, node.translate = cal.scale[::-1], cal.translate[::-1]
+    node.units, node.axes = cal.units[::-1], cal.axes[::-1]
+    node.convention = cal.convention
+    if len(info.shape) < 2:
+        node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
+
+
+def parse_metadata(raw: bytes) -> Any:
+    """A metadata document (bytes) as JSON values."""
+    # the library's one metadata parser (size cap, nesting limit); the caller adds the location
+    from napari_n5zarr.n5.metadata import parse_document
+
+    return parse_document(bytes(raw), None)
+
+
+def error_text(exc: BaseException, where: str, path: str) -> str:
+    """The message prefixed with the metadata file's location (once)."""
+    msg = str(exc) or type(exc).__name__
+    if where in msg:
+        return msg
+    for prefix in (f"{path}: ", f"{path or '/'}: "):  # metadata.py's own "path: " prefix
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+            break
+    return f"{where}: {msg}"
+
+
+_VALID: dict[str, str | None] = {}
+_VALID_LOCK = threading.Lock()
+
+
+def validate_array(doc: dict[str, Any], where: str) -> None:
+    """Raise the error zarr would raise on opening the array (e.g. zstd level 1e9); one
+    check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    from napari_n5zarr.n5.registry import ensure_codecs_registered
+
+    key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
+                      doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip
+    with _VALID_LOCK:
+        known = key in _VALID
+        message = _VALID.get(key)
+    if not known:
+        ensure_codecs_registered()
+        try:
+            ArrayV3Metadata.from_dict({**doc, "attributes": {}})
+            message = None
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+        with _VALID_LOCK:
+            _VALID[key] = message
+    if message is not None:
+        raise N5MetadataError(message)
