@@ -12,11 +12,13 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore, WrapperStore
 
 from napari_n5zarr import spatial as sp
+from napari_n5zarr.n5.model import N5DatasetMetadata
 from napari_n5zarr.spatial import ArrayInfo
 
 
 def info(conventions_dir: Path, read_json, rel: str) -> ArrayInfo:
-    return ArrayInfo.from_n5(read_json(conventions_dir / rel / "attributes.json"))
+    meta = N5DatasetMetadata.from_json(read_json(conventions_dir / rel / "attributes.json"))
+    return ArrayInfo(meta.attributes, meta.dimensions, meta.data_type)
 
 
 # --- N5 Viewer single datasets: the values n5-ij's MetadataTests expects --------------------

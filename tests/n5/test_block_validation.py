@@ -20,7 +20,7 @@ import zarr
 import napari_n5zarr
 from napari_n5zarr.n5 import bounded, lz4block
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 from napari_n5zarr.n5.header import encode_header
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 

@@ -23,7 +23,7 @@ import pytest
 import zarr
 
 import napari_n5zarr
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError, N5StoreError
+from napari_n5zarr.errors import N5FormatError, N5MetadataError, N5StoreError
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"

@@ -183,7 +183,7 @@ class Campaign:
     # -- one case --------------------------------------------------------------------
     def run_case(self, kind: str, arr, dtype: str, region, key: str, original, encoded: bytes, mutated: bytes, cname: str) -> None:
         np = self.np
-        from napari_n5zarr.n5.errors import N5FormatError
+        from napari_n5zarr.errors import N5FormatError
 
         self.mem._store_dict[key] = self.Buffer.from_bytes(mutated)
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
@@ -359,7 +359,7 @@ def write_bombs(root: Path, size: int) -> None:
 def read_bombs(root: Path) -> dict:
     """Read every bomb; report the outcome and this process's peak RSS growth."""
     import napari_n5zarr
-    from napari_n5zarr.n5.errors import N5BlockError
+    from napari_n5zarr.errors import N5BlockError
 
     import numpy  # noqa: F401  (imports before the baseline)
 

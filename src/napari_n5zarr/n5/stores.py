@@ -24,8 +24,9 @@ from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
 from zarr.storage._utils import _normalize_byte_range_index
 
+from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.describe import describe_store, store_location
-from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
@@ -37,10 +38,6 @@ from napari_n5zarr.n5.metadata import (
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import BufferPrototype
-
-ZARR_JSON = "zarr.json"
-N5_JSON = "attributes.json"
-
 
 def _meta_prefix(key: str) -> str | None:
     """``a/b/`` for ``a/b/zarr.json``, ``""`` for ``zarr.json``, None for other keys."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr import spatial
 from napari_n5zarr.spatial.detect import referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.errors import N5FormatError, N5MetadataError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -585,7 +585,8 @@ class Tree:
 
     def _fill_from_n5(self, node: Node, attrs: Any) -> None:
         from napari_n5zarr.n5.compression import normalize_n5
-        from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
+        from napari_n5zarr.n5.metadata import attributes_to_zarr
+        from napari_n5zarr.n5.model import is_dataset
 
         where = node.path or "/"  # errors are prefixed with the file's location by _node
         if not isinstance(attrs, dict):
@@ -618,7 +619,7 @@ class Tree:
         node.compression = _zarr_compression(doc)
 
     def _info(self, node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
-        from napari_n5zarr.n5.metadata import user_attributes
+        from napari_n5zarr.n5.model import user_attributes
 
         attrs = node.attributes if attributes is None else attributes
         return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)

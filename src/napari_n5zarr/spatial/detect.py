@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import zarr
 
+from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
@@ -20,7 +21,6 @@ from napari_n5zarr.spatial.model import (
     Attrs,
     ErrorHandler,
     Multiscale,
-    SkippedNodeWarning,
     default_axes,
 )
 from napari_n5zarr.spatial.pyramids import _assemble, bdv_setup, cosem_pyramid, is_labels, n5viewer_pyramid, ngff_pyramid

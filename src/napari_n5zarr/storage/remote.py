@@ -30,8 +30,8 @@ from zarr.abc.store import RangeByteRequest
 from zarr.storage import FsspecStore
 
 from napari_n5zarr.storage.local import is_metadata_key
-from napari_n5zarr.n5.errors import N5FormatError, N5StoreError
-from napari_n5zarr.n5.metadata import check_metadata_size, max_metadata_bytes
+from napari_n5zarr.errors import N5FormatError, N5StoreError
+from napari_n5zarr.n5.limits import check_metadata_size, max_metadata_bytes
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
