@@ -446,6 +446,14 @@ def test_detect_reports_a_broken_child_and_keeps_siblings():
         sp.detect(root)
 
 
+def test_detect_logs_each_skipped_node(caplog: pytest.LogCaptureFixture):
+    root = _container()
+    sync(root.store.set("broken/zarr.json", default_buffer_prototype().buffer.from_bytes(b"{ not json")))
+    with caplog.at_level("INFO", logger="napari_n5zarr.spatial.detect"):
+        sp.detect(root, on_error=lambda path, exc: None)
+    assert [r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.spatial.detect"] == ["skipped broken"]
+
+
 def test_detect_ignores_objects_that_are_not_nodes():
     root = _container()
     sync(root.store.set("README.txt", default_buffer_prototype().buffer.from_bytes(b"hello")))
