@@ -92,8 +92,7 @@ class Campaign:
         from zarr.core.buffer.cpu import Buffer
         from zarr.storage import MemoryStore
 
-        from napari_n5zarr.n5.codec import N5DefaultCodec
-        from napari_n5zarr.n5.metadata import attributes_to_zarr
+        from napari_n5zarr.n5.model import N5DatasetMetadata
         from napari_n5zarr.n5.stores import N5DefaultStore
 
         self.np, self.Buffer = np, Buffer
@@ -109,7 +108,7 @@ class Campaign:
                 attrs = {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": comp}
                 prefix = f"{cname.replace('/', '_')}-{dtype}"
                 self.mem._store_dict[f"{prefix}/attributes.json"] = Buffer.from_bytes(json.dumps(attrs).encode())
-                codec = N5DefaultCodec.from_dict(attributes_to_zarr(attrs)["codecs"][0])
+                codec = N5DatasetMetadata.from_json(attrs).codec()
                 self.codecs[cname] = codec
                 data = _sample(tuple(dims), dtype, nprng)
                 arr = zarr.open_array(store=store, path=prefix, mode="r")
