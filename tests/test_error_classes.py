@@ -82,3 +82,19 @@ def test_create_dataset_refuses_what_n5_cannot_store_naming_it(tmp_path: Path) -
     arr = create_dataset(root, "raw", shape=(5, 3), dtype="uint16", chunks=(2, 2), compression={"type": "gzip"})
     assert isinstance(arr, zarr.Array) and arr.shape == (5, 3)
 
+
+
+def test_export_onto_a_node_is_node_exists_and_file_exists(tmp_path: Path) -> None:
+    import numpy as np
+
+    napari_n5zarr.export(np.zeros((4, 4), dtype="uint8"), tmp_path / "x.n5", levels=1)
+    with pytest.raises(errors.NodeExistsError, match="already exists") as info:
+        napari_n5zarr.export(np.zeros((4, 4), dtype="uint8"), tmp_path / "x.n5", levels=1)
+    assert isinstance(info.value, FileExistsError)
+
+
+def test_a_missing_tree_is_node_not_found(tmp_path: Path) -> None:
+    from napari_n5zarr.read.tree import open_tree
+
+    with pytest.raises(errors.NodeNotFoundError, match="no such N5/Zarr container"):
+        open_tree(tmp_path / "none.n5")

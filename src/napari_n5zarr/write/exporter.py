@@ -43,7 +43,7 @@ from napari_n5zarr.write import pyramid, safe_destination
 from napari_n5zarr.write.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
 from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
-from napari_n5zarr.errors import N5FormatError
+from napari_n5zarr.errors import N5FormatError, NodeExistsError
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
 
@@ -518,19 +518,19 @@ def _prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Pat
     if not exists:
         return None
     if not overwrite:
-        raise FileExistsError(f"{where} already exists (pass overwrite=True to replace it)")
+        raise NodeExistsError(f"{where} already exists (pass overwrite=True to replace it)")
     if not known:
-        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+        raise NodeExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
     if target is None:
         if not store.supports_deletes:
-            raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
-        raise FileExistsError(
+            raise NodeExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+        raise NodeExistsError(
             f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
             f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
         )
     found, total = safe_destination.foreign_entries(target)
     if found:
-        raise FileExistsError(
+        raise NodeExistsError(
             f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
             "Overwrite only replaces what an export wrote; nothing was deleted"
         )
