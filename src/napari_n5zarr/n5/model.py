@@ -142,6 +142,10 @@ class N5GroupMetadata:
             or describes a dataset (use :func:`parse_attributes` to accept either).
         """
         _check_document(doc, path)
+        return cls._from_checked(doc, path)
+
+    @classmethod
+    def _from_checked(cls, doc: JSONDict, path: str) -> Self:
         try:
             return cls({k: v for k, v in doc.items() if k != VERSION_KEY}, doc.get(VERSION_KEY))
         except N5MetadataError as e:
@@ -269,6 +273,10 @@ class N5DatasetMetadata:
             class); the message starts with ``path``.
         """
         _check_document(doc, path)
+        return cls._from_checked(doc, path)
+
+    @classmethod
+    def _from_checked(cls, doc: JSONDict, path: str) -> Self:
         missing = [k for k in (DIMENSIONS, DATA_TYPE, BLOCK_SIZE) if k not in doc]
         if missing:
             raise N5MetadataError(f"{path}: N5 dataset attributes lack {missing}")
@@ -379,7 +387,7 @@ class N5DatasetMetadata:
         return chain
 
     def codec_json(self) -> JSONDict:
-        """The ``n5_default`` codec's JSON (``{"name": "n5_default", "configuration": ...}``)."""
+        """The ``n5_default`` codec's JSON: its name and ``configuration`` (the inner chain)."""
         return {"name": CODEC_NAME, "configuration": {"codecs": self.inner_codecs()}}
 
     def to_zarr_json(self) -> JSONDict:
@@ -421,8 +429,8 @@ def parse_attributes(doc: Any, path: str = "/") -> N5DatasetMetadata | N5GroupMe
     """
     _check_document(doc, path)
     if is_dataset(doc):
-        return N5DatasetMetadata.from_json(doc, path)
-    return N5GroupMetadata.from_json(doc, path)
+        return N5DatasetMetadata._from_checked(doc, path)
+    return N5GroupMetadata._from_checked(doc, path)
 
 
 def parse_zarr_json(doc: Any, version: str | None = None, path: str = "/") -> N5DatasetMetadata | N5GroupMetadata:
