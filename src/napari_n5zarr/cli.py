@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from napari_n5zarr.n5.constants import CODEC_NAME, METADATA_FILES
+
 if TYPE_CHECKING:
     import zarr
     from zarr.abc.store import Store
@@ -186,7 +188,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _n5_order(array: zarr.Array) -> bool:
     """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
     codecs = getattr(array.metadata, "codecs", ())
-    return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
+    return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
 
 
 def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Any]:
@@ -399,7 +401,7 @@ def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) ->
     holds_n5 = raw is not None
     if depth < 64:
         for name in _list_dir(store, where):
-            if name in ("attributes.json", "zarr.json") or name.startswith("."):
+            if name in METADATA_FILES or name.startswith("."):
                 continue
             holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
     if holds_n5:
@@ -453,7 +455,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             if found is None:
                 raise ValueError(f"{target} is not a BigDataViewer N5 XML")
             target = found[0]
-        for name in ("attributes.json", "zarr.json"):
+        for name in METADATA_FILES:
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
     try:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, ZARR_JSON
 from napari_n5zarr.read.levels import (  # noqa: F401 (dask_chunks, dask_level: public)
     contrast_limits,
     dask_chunks,
@@ -72,7 +73,7 @@ def get_reader(path: PathLike | Sequence[PathLike]) -> Callable[[Any], list[Laye
     return None
 
 
-CLAIMED_FILES = (".zip", ".xml", "attributes.json", "zarr.json")
+CLAIMED_FILES = (".zip", ".xml", N5_JSON, ZARR_JSON)
 """Files napari.yaml's patterns offer to this plugin that may turn out to hold no N5."""
 
 
@@ -101,7 +102,7 @@ def is_n5(path: PathLike) -> bool:
     elif _URL.match(text):
         return _is_n5_url(text)
     p = Path(text).expanduser()
-    if p.name in ("attributes.json", "zarr.json"):
+    if p.name in (N5_JSON, ZARR_JSON):
         if not p.is_file():
             return False
         p = p.parent
@@ -111,11 +112,11 @@ def is_n5(path: PathLike) -> bool:
         return p.suffix.lower() == ".zip" and _zip_holds_n5(p)
     if not p.is_dir():
         return False
-    if (p / "attributes.json").is_file() or p.suffix.lower() == ".n5" or _is_zarr_v3(p / "zarr.json"):
+    if (p / N5_JSON).is_file() or p.suffix.lower() == ".n5" or _is_zarr_v3(p / ZARR_JSON):
         return True
     if _child_holds_n5(p):
         return True
-    return any((a / "attributes.json").is_file() for a in list(p.parents)[:_ANCESTOR_LEVELS])
+    return any((a / N5_JSON).is_file() for a in list(p.parents)[:_ANCESTOR_LEVELS])
 
 
 def _is_n5_url(url: str) -> bool:
@@ -126,7 +127,7 @@ def _is_n5_url(url: str) -> bool:
 
         from napari_n5zarr.access import base_store
 
-        return bool(sync(base_store(url.rstrip("/")).exists("attributes.json")))
+        return bool(sync(base_store(url.rstrip("/")).exists(N5_JSON)))
     except Exception:
         return False
 
@@ -149,7 +150,7 @@ def _is_zarr_v3(zarr_json: Path) -> bool:
 def _uses_n5_codec(zarr_json: Path) -> bool:
     doc = _zarr_json(zarr_json)
     codecs = doc.get("codecs") if doc is not None else None
-    return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == "n5_default" for c in codecs)
+    return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == CODEC_NAME for c in codecs)
 
 
 def _child_holds_n5(p: Path, limit: int = 256) -> bool:
@@ -160,8 +161,8 @@ def _child_holds_n5(p: Path, limit: int = 256) -> bool:
                 if n >= limit:
                     break
                 if entry.is_dir() and (
-                    os.path.isfile(os.path.join(entry.path, "attributes.json"))
-                    or _uses_n5_codec(Path(entry.path) / "zarr.json")
+                    os.path.isfile(os.path.join(entry.path, N5_JSON))
+                    or _uses_n5_codec(Path(entry.path) / ZARR_JSON)
                 ):
                     return True
     except OSError:
@@ -172,7 +173,7 @@ def _child_holds_n5(p: Path, limit: int = 256) -> bool:
 def _zip_holds_n5(p: Path) -> bool:
     try:
         with zipfile.ZipFile(p) as z:
-            return any(n == "attributes.json" or n.count("/") <= 2 and n.endswith("/attributes.json") for n in z.namelist())
+            return any(n == N5_JSON or n.count("/") <= 2 and n.endswith("/" + N5_JSON) for n in z.namelist())
     except (OSError, zipfile.BadZipFile):
         return False
 
@@ -483,7 +484,7 @@ def _target(path: str) -> str:
         return path.rstrip("/")
     local = path[len("file://") :] if path.startswith("file://") else path
     p = Path(local).expanduser()
-    if p.name in ("attributes.json", "zarr.json"):
+    if p.name in (N5_JSON, ZARR_JSON):
         p = p.parent
     return str(p)
 

@@ -33,14 +33,13 @@ from napari_n5zarr import spatial
 from napari_n5zarr.spatial.detect import referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeNotFoundError
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, ZARR_JSON
 
 if TYPE_CHECKING:
     import numpy as np
     import zarr
     from zarr.abc.store import Store
 
-N5_JSON = "attributes.json"
-ZARR_JSON = "zarr.json"
 MAX_METADATA_BYTES = 16 * 2**20
 """Largest attributes.json / zarr.json read; bigger ones are reported as errors."""
 PAGE_SIZE = 500
@@ -296,7 +295,7 @@ def _zarr_compression(doc: Mapping[str, Any]) -> str:
     from napari_n5zarr.n5.compression import zarr_to_n5
 
     codecs = doc.get("codecs") or []
-    if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == "n5_default":
+    if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME:
         inner = (codecs[0].get("configuration") or {}).get("codecs") or []
         comp = inner[2] if len(inner) > 2 else None
     else:

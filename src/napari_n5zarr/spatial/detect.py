@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import zarr
 
 from napari_n5zarr.errors import SkippedNodeWarning
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON
 from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
@@ -62,7 +63,7 @@ def n5_ordered(array: zarr.Array) -> bool:
     arrays are in C order (their shape is reversed to describe them in N5 order)."""
     codecs = getattr(array.metadata, "codecs", None) or ()
     try:
-        return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
+        return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
     except (AttributeError, TypeError, ValueError):  # a codec without a JSON form
         return False
 
@@ -173,7 +174,7 @@ def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
         return {}
     for parent in parents:
         try:
-            raw = sync(parent.get("attributes.json", default_buffer_prototype()))
+            raw = sync(parent.get(N5_JSON, default_buffer_prototype()))
             doc = json.loads(raw.to_bytes()) if raw is not None else None
         except (OSError, ValueError):  # unreadable or not JSON: no attributes from this folder
             logger.debug("no inheritable attributes from %s", parent, exc_info=True)

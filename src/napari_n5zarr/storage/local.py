@@ -21,6 +21,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from napari_n5zarr.errors import N5StoreError
+from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES
 from napari_n5zarr.n5.limits import check_metadata_size
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import Buffer, BufferPrototype
 
-METADATA_NAMES = frozenset({"attributes.json", "zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+METADATA_NAMES = METADATA_FILES | ZARR_V2_FILES
 """Keys whose documents are capped by :func:`~napari_n5zarr.n5.limits.max_metadata_bytes`."""
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)

@@ -41,11 +41,12 @@ import numpy as np
 
 from napari_n5zarr.write import pyramid, safe_destination
 from napari_n5zarr.write.blocks import Boundary, ExportCancelled, N5Blocks, Progress, WriteGate, store_get, store_set
-from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
+from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.constants import N5_DTYPES, N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.errors import N5FormatError, NodeExistsError
 from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+from napari_n5zarr.n5.stores import N5DefaultStore
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
