@@ -92,7 +92,7 @@ def main() -> None:
             t_batched = best_of(ours, args.repeat)
             with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}):
                 t_fused = best_of(ours, args.repeat)
-            chunks = tuple(min(2 * b, s) for b, s in zip(block, data.shape))
+            chunks = tuple(min(2 * b, s) for b, s in zip(block, data.shape, strict=True))
             t_dask = best_of(lambda: da.from_zarr(napari_n5zarr.open(path), chunks=chunks).compute(), args.repeat)
             np.testing.assert_array_equal(napari_n5zarr.open(path)[...], data)
 

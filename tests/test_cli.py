@@ -395,7 +395,7 @@ def test_view_fits_the_data_in_the_visible_canvas(make_napari_viewer, tmp_path, 
     qtbot.wait(300)
     shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3].mean(axis=-1)
     bright = np.argwhere(shot > 100)
-    (top, left), (bottom, right) = bright.min(axis=0), bright.max(axis=0)
+    (_top, left), (_bottom, right) = bright.min(axis=0), bright.max(axis=0)
     height, width = shot.shape
     assert left > 0 and right < width - 1, (left, right, width)  # not cut off at the sides
     assert (right - left) > 0.6 * width  # and fitted, not tiny

@@ -58,14 +58,14 @@ def test_add_zarr_metadata_refuses_bad_attributes_and_goes_on(tmp_path):
 
 
 def _faulting_server_module():
-    """tests/n5/test_faults_remote.py's faulting HTTP server (loaded by path: the tests
+    """tests/storage/test_remote.py's faulting HTTP server (loaded by path: the tests
     folders are no packages)."""
     import importlib.util
     from pathlib import Path
 
     name = "_n5zarr_faults_remote_helpers"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "n5" / "test_faults_remote.py")
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "storage" / "test_remote.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

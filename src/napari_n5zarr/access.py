@@ -170,9 +170,12 @@ def open(  # noqa: A001 (the public name is a contract)
         raise NodeNotFoundError(f"no N5 or Zarr node at {path_or_url}")
     if mode == "w-":
         raise NodeExistsError(f"{path_or_url} already holds an N5/Zarr node")
-    zarr_mode = "r" if mode == "r" else "r+"
+    zarr_mode: AccessMode = "r" if mode == "r" else "r+"
     if doc.get("node_type") == "array":
-        return zarr.open_array(store=store, mode=zarr_mode)
+        from napari_n5zarr.n5.pipeline import use_fused_pipeline
+
+        # zarr's fused pipeline for this array only (never the user's global config)
+        return use_fused_pipeline(zarr.open_array(store=store, mode=zarr_mode))
     if doc.get("node_type") == "group":
         return zarr.open_group(store=store, mode=zarr_mode)
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")

@@ -6,19 +6,16 @@ Imports napari only for ``view``; the other commands need zarr, dask and this pa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
-from napari_n5zarr.n5.constants import CODEC_NAME, METADATA_FILES
-
-if TYPE_CHECKING:
-    import zarr
-    from zarr.abc.store import Store
-
-    from napari_n5zarr.spatial import Multiscale
+from napari_n5zarr.n5.constants import METADATA_FILES
 
 
 def _print(*args: Any) -> None:
@@ -92,72 +89,34 @@ def cmd_tree(args: argparse.Namespace) -> int:
 # -- info -----------------------------------------------------------------------------
 
 
-def _multiscales(node: zarr.Array | zarr.Group, problems: list[str]) -> list[Multiscale]:
-    from napari_n5zarr import spatial
-
-    return spatial.detect(node, on_error=lambda path, exc: problems.append(f"{path or '/'}: {exc}"))
-
-
 def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
     return " ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(names, values, strict=True))
-
-
-def _multiscale_json(ms: Multiscale) -> dict[str, Any]:
-    """A pyramid as the reader sees it, napari order (slowest axis first)."""
-    return {
-        "name": ms.name,
-        "kind": "labels" if ms.is_labels else "image",
-        "convention": ms.convention,
-        "dtype": ms.dtype,
-        "axes": list(ms.axes[::-1]),
-        "scale": list(ms.scale[::-1]),
-        "translate": list(ms.translate[::-1]),
-        "units": list(ms.units[::-1]),
-        "levels": [{"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)],
-    }
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
     the reader finds under it: levels, scale, translate, units."""
-    from napari_n5zarr.access import base_store
-    from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.write.exporter import INCOMPLETE_MARKER
-    from napari_n5zarr.read.tree import open_tree
+    from napari_n5zarr.read.node_info import node_info
 
     as_json = getattr(args, "json", False)
-    incomplete = store_get(base_store(args.path, "r"), INCOMPLETE_MARKER) is not None
-    if incomplete and not as_json:
+    info = node_info(args.path)
+    if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
-    tree = open_tree(args.path)
-    root = tree.root
+    root = info.root
     if root.kind == "error":  # nothing to show (a 500, bad metadata): fatal, one line
         error = " ".join(str(root.error).split())
         return _error(error if args.path.rstrip("/") in error else f"{args.path}: {error}")
-    problems: list[str] = []
-    found: list[Multiscale] = []
-    blocks: tuple[int, int, bool] | None = None
-    if root.kind != "error":
-        found = _multiscales(tree.zarr_root(), problems)
-        if root.kind in ("array", "pyramid"):
-            try:
-                blocks = tree.block_count(root)
-            except Exception as e:
-                problems.append(f"{root.path or '/'}: cannot count blocks ({e})")
     if as_json:
-        doc = {**root.to_json(), "location": args.path, "incomplete": incomplete, "attributes": root.attributes,
-               "zarr_json": root.zarr_doc, "multiscales": [_multiscale_json(ms) for ms in found], "problems": problems}  # fmt: skip
-        if blocks is not None:
-            doc["blocks_on_disk"], doc["blocks_expected"], doc["blocks_counted_partially"] = blocks
-        _print(json.dumps(doc, indent=2, default=str))
-        return 1 if problems else 0
+        _print(json.dumps(info.to_json(), indent=2, default=str))
+        return 1 if info.problems else 0
     row = root.row()
-    _print(f"{args.path}: {row['kind']}" + (f", {'N5' if root.n5 else ''}{' + ' if root.n5 and root.zarr else ''}{'Zarr v3' if root.zarr else ''}" if root.n5 or root.zarr else ""))
+    formats = " + ".join(name for name, present in (("N5", root.n5), ("Zarr v3", root.zarr)) if present)
+    _print(f"{args.path}: {row['kind']}" + (f", {formats}" if formats else ""))
     for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
         if row[label]:
             _print(f"  {label:<11}{row[label]}")
-    if blocks is not None:
-        on_disk, expected, partial = blocks
+    if info.blocks is not None:
+        on_disk, expected, partial = info.blocks
         more = "+" if partial else ""
         sparse = " (sparse: missing blocks read as 0)" if not partial and on_disk < expected else ""
         _print(f"  {'on disk':<11}{on_disk}{more} of {expected} blocks{sparse}")
@@ -166,7 +125,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])
-    for ms in found:
+    for ms in info.multiscales:
         kind = "labels" if ms.is_labels else "image"
         _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {ms.convention}")
         _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
@@ -175,265 +134,77 @@ def cmd_info(args: argparse.Namespace) -> int:
         for path, shape, factors in zip(ms.paths, ms.shapes, ms.downsampling, strict=True):
             shape_text = " x ".join(str(s) for s in shape)
             _print(f"  {path or '.':<10} {shape_text:<24} factors {[round(f, 3) for f in factors]}")
-    for problem in problems:
+    for problem in info.problems:
         _print(f"! {problem}")
-    if not found and root.kind != "error":
+    if not info.multiscales:
         _print(f"{args.path}: no image or labels arrays found")
-    return 1 if problems else 0
+    return 1 if info.problems else 0
 
 
 # -- convert --------------------------------------------------------------------------
 
 
-def _n5_order(array: zarr.Array) -> bool:
-    """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
-    codecs = getattr(array.metadata, "codecs", ())
-    return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
-
-
-def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Any]:
-    """Dask arrays of every level, napari order (BigDataViewer time points stacked as t).
-
-    The Multiscale's per-axis lists are the reverse of napari's order either way."""
-    import dask.array as da
-
-    def level(path: str) -> da.Array:
-        array = node if path == "" else node[path]
-        data = da.from_zarr(array)
-        return data.T if _n5_order(array) else data
-
-    if ms.time_paths:
-        per_time = [[level(p) for p in paths] for paths in ms.time_paths]
-        return [da.stack([t[k] for t in per_time], axis=0) for k in range(len(ms.paths))]
-    return [level(p) for p in ms.paths]
-
-
-def _local_path(text: str) -> str | None:
-    if "://" in text and not text.startswith("file://"):
-        return None
-    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
-
-
-def _overlap(src: str, dest: str) -> bool:
-    a, b = _local_path(src), _local_path(dest)
-    if a is None or b is None:
-        return src.rstrip("/") == dest.rstrip("/")
-    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
-
-
-def _progress_printer(label: str) -> Any:
+def _progress_printer() -> Callable[[str, int, int], None] | None:
     if not sys.stderr.isatty():
         return None
 
-    def report(done: int, total: int) -> None:
+    def report(label: str, done: int, total: int) -> None:
         end = "\n" if done >= total else ""
         print(f"\r{label}: {done}/{total} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
 
     return report
 
 
-def _scheduler(value: str | None) -> tuple[Any, Any]:
-    """(scheduler for dask, client to close): a named scheduler or a distributed address."""
-    if value is None or value in ("threads", "threading", "sync", "synchronous", "single-threaded", "processes"):
-        return value, None
-    try:
-        from distributed import Client
-    except ModuleNotFoundError:
-        raise ValueError("--scheduler ADDRESS needs dask.distributed: pip install 'napari-n5zarr[distributed]'") from None
-    client = Client(value)
-    return client, client
-
-
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
-    from napari_n5zarr.write.exporter import export
-    from napari_n5zarr.access import open as open_node
+    from napari_n5zarr.write.convert import NothingToConvertError, convert
 
-    if _overlap(args.src, args.dest):
-        return _error("SRC and DEST overlap; convert into a separate folder")
-    node = open_node(args.src)
-    problems: list[str] = []
-    found = _multiscales(node, problems)
-    for problem in problems:
-        _print(f"! skipped {problem}")
-    if not found:
-        return _error(f"{args.src}: no image or labels arrays to convert")
-    chunks = [int(c) for c in args.chunks.split(",")] if args.chunks else None
-    chunks_arg = chunks[0] if chunks and len(chunks) == 1 else chunks
-    names = [ms.name or "" for ms in found] if len(found) > 1 else [""]
-    scheduler, client = _scheduler(args.scheduler)
     try:
-        for ms, name in zip(found, names, strict=True):
-            levels = _levels(node, ms)
-            keep = args.levels is None and len(levels) > 1
-            source_blocks = tuple(levels[0].chunksize)  # the source's blocks, napari order
-            order = slice(None, None, -1)  # N5 order -> napari order
-            export(
-                levels if keep else levels[0],
-                args.dest,
-                path=name.replace("/", "_") if name else "",
-                scale=list(ms.scale[order]),
-                translate=list(ms.translate[order]),
-                units=[u or "pixel" for u in ms.units[order]],
-                axis_labels=list(ms.axes[order]),
-                compression=args.compression,
-                chunks=chunks_arg if chunks_arg is not None else source_blocks,
-                levels=_levels_arg(args.levels),
-                boundary=args.boundary,
-                overwrite=args.overwrite,
-                labels=ms.is_labels,
-                zarr_json=not args.n5_only,
-                progress=_progress_printer(name or "export"),
-                scheduler=scheduler,
-            )
-            target = f"{args.dest.rstrip('/')}/{name}" if name else args.dest
-            _print(f"wrote {target} ({'labels' if ms.is_labels else 'image'}, from {ms.convention})")
-    finally:
-        if client is not None:
-            client.close()
-    return 1 if problems else 0
-
-
-def _levels_arg(value: str | None) -> Any:
-    if value is None or value == "auto":
-        return "auto"
-    return int(value)
+        report = convert(
+            args.src,
+            args.dest,
+            compression=args.compression,
+            chunks=args.chunks,
+            levels=args.levels,
+            boundary=args.boundary,
+            overwrite=args.overwrite,
+            n5_only=args.n5_only,
+            scheduler=args.scheduler,
+            progress=_progress_printer(),
+        )
+    except NothingToConvertError as e:
+        for problem in e.skipped:
+            _print(f"! skipped {problem}")
+        return _error(str(e))
+    for problem in report.skipped:
+        _print(f"! skipped {problem}")
+    for image in report.images:
+        _print(f"wrote {image.target} ({'labels' if image.is_labels else 'image'}, from {image.convention})")
+    return 1 if report.skipped else 0
 
 
 # -- add-zarr-metadata ----------------------------------------------------------------
 
 
-def _list_dir(store: Store, prefix: str) -> list[str]:
-    from zarr.core.sync import sync
-
-    async def names() -> list[str]:
-        return [k async for k in store.list_dir(prefix)]
-
-    return sorted(sync(names()))
-
-
-def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
-    """Mode of the first block found (None if the dataset has no blocks)."""
-    from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.n5.header import parse_header
-
-    path = prefix.rstrip("/")
-    for _ in range(ndim):
-        entries = [e for e in _list_dir(store, path) if e.isdigit()]
-        if not entries:
-            return None
-        path = f"{path}/{entries[0]}" if path else entries[0]
-    raw = store_get(store, path)
-    return None if raw is None else parse_header(raw).mode
-
-
-class _Report:
-    def __init__(self, dry_run: bool) -> None:
-        self.dry_run = dry_run
-        self.written = self.unchanged = 0
-        self.refused: list[str] = []
-
-    def write(self, store: Store, prefix: str, doc: dict[str, Any]) -> None:
-        from napari_n5zarr.write.blocks import store_get, store_set
-
-        key = f"{prefix}zarr.json"
-        text = json.dumps(doc, indent=2)
-        existing = store_get(store, key)
-        if existing is not None and _same_json(existing, doc):
-            self.unchanged += 1
-            return
-        verb = "would write" if self.dry_run else ("updated" if existing is not None else "wrote")
-        if not self.dry_run:
-            store_set(store, key, text.encode())
-        self.written += 1
-        _print(f"{verb} {key}")
-
-    def refuse(self, where: str, reason: str) -> None:
-        self.refused.append(where)
-        _print(f"cannot express {where or '/'}: {reason}")
-
-
-def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
-    from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.metadata import parse_document
-
-    try:
-        return parse_document(raw, None) == doc
-    except N5FormatError:  # an unreadable zarr.json is rewritten
-        return False
-
-
-def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) -> bool:
-    """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
-    from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.header import MODE_NAMES
-    from napari_n5zarr.n5.describe import store_location
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
-    from napari_n5zarr.n5.model import is_dataset
-
-    where = prefix.rstrip("/")
-    key = f"{prefix}attributes.json"
-    try:
-        raw = store_get(store, key)
-    except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place
-        report.refuse(where, _one_line(e))
-        return True
-    attrs: Any = None
-    if raw is not None:
-        try:  # the library's one parser: size cap, nesting limit, the file named
-            attrs = parse_document(raw, store_location(store, key))
-        except N5FormatError as e:
-            report.refuse(where, _one_line(e))
-            return True
-    if isinstance(attrs, dict) and is_dataset(attrs):
-        try:
-            doc = attributes_to_zarr(attrs, path=where or "/")
-        except N5FormatError as e:
-            report.refuse(where, str(e))
-            return True
-        mode = _first_block_mode(store, prefix, len(doc["shape"]))
-        if mode not in (None, 0):
-            report.refuse(where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
-            return True
-        report.write(store, prefix, doc)
-        return True
-    holds_n5 = raw is not None
-    if depth < 64:
-        for name in _list_dir(store, where):
-            if name in METADATA_FILES or name.startswith("."):
-                continue
-            holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
-    if holds_n5:
-        if attrs is not None and not isinstance(attrs, dict):
-            report.refuse(where, "attributes.json does not hold a JSON object")
-        else:
-            try:
-                doc = attributes_to_zarr(attrs, path=where or "/") if attrs is not None else dict(GROUP_DOC)
-            except N5FormatError as e:
-                report.refuse(where, str(e))
-                return True
-            report.write(store, prefix, doc)
-    return holds_n5
-
-
 def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
     """Write zarr.json beside every attributes.json (and for implicit groups); blocks and
     attributes.json are never touched."""
-    from napari_n5zarr.access import base_store
+    from napari_n5zarr.write.zarr_metadata import add_zarr_metadata
 
-    store = base_store(args.path, "r" if args.dry_run else "r+")
-    report = _Report(args.dry_run)
-    if not _add_metadata(store, "", report):
-        return _error(f"{args.path}: no N5 attributes.json found")
+    report = add_zarr_metadata(args.path, dry_run=args.dry_run)
+    for step in report.steps:
+        if step.kind == "written":
+            _print(f"{'would write' if report.dry_run else ('updated' if step.replaced else 'wrote')} {step.path}")
+        elif step.kind == "skipped":
+            _print(f"cannot express {step.path or '/'}: {step.reason}")
     verb = "would write" if args.dry_run else "wrote"
     _print(
-        f"{verb} {report.written} zarr.json, {report.unchanged} already up to date, "
-        f"{len(report.refused)} node(s) cannot be expressed in Zarr v3"
+        f"{verb} {len(report.written)} zarr.json, {len(report.unchanged)} already up to date, "
+        f"{len(report.skipped)} node(s) cannot be expressed in Zarr v3"
     )
     if not args.dry_run and report.written:
         _print("note: z5py 3 refuses folders holding both attributes.json and zarr.json")
-    return 1 if report.refused else 0
+    return 1 if report.skipped else 0
 
 
 # -- view -----------------------------------------------------------------------------
@@ -469,13 +240,64 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- main -----------------------------------------------------------------------------
+# -- arguments ------------------------------------------------------------------------
+
+
+def chunks_arg(text: str) -> int | tuple[int, ...]:
+    """``--chunks``: one positive int (every spatial axis) or a comma-separated z,y,x list."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a positive whole number or a list like 64,64,64, got {text!r}")
+    values = tuple(int(p) for p in parts)
+    return values[0] if len(values) == 1 else values
+
+
+def levels_arg(text: str) -> int | Literal["auto"]:
+    """``--levels``: ``auto`` or a positive number of levels."""
+    if text.strip() == "auto":
+        return "auto"
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a positive whole number, got {text!r}")
+    return int(text)
+
+
+def compression_arg(text: str) -> dict[str, Any]:
+    """``--compression``: an N5 type, ``type:level`` or N5 JSON, checked against the table."""
+    from napari_n5zarr.write.exporter import parse_compression
+
+    name, colon, level = text.partition(":")
+    if colon and not text.lstrip().startswith("{") and not level.strip().lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"the level in {text!r} must be a whole number, as in {name}:5")
+    try:
+        return parse_compression(text)
+    except (ValueError, TypeError) as e:  # N5FormatError and json's errors are ValueErrors
+        raise argparse.ArgumentTypeError(_one_line(e)) from None
+
+
+def scheduler_arg(text: str) -> str:
+    """``--scheduler``: a dask scheduler name or a dask.distributed address (``host:port``)."""
+    from napari_n5zarr.write.convert import NAMED_SCHEDULERS
+
+    if text in NAMED_SCHEDULERS or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"expected {', '.join(NAMED_SCHEDULERS)} or a dask.distributed scheduler address (tcp://HOST:PORT), got {text!r}"
+    )
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Usage errors in the CLI's one-line form (exit status 2, no usage dump, no traceback)."""
+
+    def error(self, message: str) -> Any:  # argparse declares NoReturn
+        self.exit(2, f"n5zarr: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from napari_n5zarr.n5.compression import N5_TYPES
 
-    parser = argparse.ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
+    parser = _ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr: -v this package's debug log, -vv every library's")
+    parser.add_argument("-q", "--quiet", action="count", default=0, help="log less: -q errors only (no warnings), -qq nothing")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("tree", help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes")
@@ -491,11 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
     p.add_argument("src")
     p.add_argument("dest")
-    p.add_argument("--compression", default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
-    p.add_argument("--levels", default=None, help="'auto' (until one block) or a number; default: the source's levels")
-    p.add_argument("--chunks", default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
+    p.add_argument("--compression", type=compression_arg, default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
+    p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
+    p.add_argument("--chunks", type=chunks_arg, default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
-    p.add_argument("--scheduler", default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
+    p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
     p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
     p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
     p.set_defaults(func=cmd_convert)
@@ -538,6 +360,50 @@ def _silence_stdout() -> None:
         pass
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the current ``sys.stderr`` (replaced by pytest's capture, a redirect)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def logging_to_stderr(verbose: int = 0, quiet: int = 0) -> Iterator[None]:
+    """Log this package to stderr for one command, as ``-v``/``-q`` ask (as ome-zarr's CLI).
+
+    Default: warnings and errors. ``-v``: also this package's debug log; ``-vv``: every
+    library's (zarr, fsspec, aiohttp: the remote calls). ``-q``: errors only, Python warnings
+    silenced; ``-qq``: nothing. The previous logging setup is restored afterwards."""
+    package = logging.getLogger("napari_n5zarr")
+    level = min(max(logging.WARNING - 20 * verbose + 10 * quiet, logging.DEBUG), logging.CRITICAL + 10)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    saved = package.level, package.propagate, root.level
+    package.setLevel(level)
+    package.addHandler(handler)
+    package.propagate = verbose < 2  # -vv: the root handler below shows everything once
+    if verbose >= 2:
+        root.addHandler(handler)
+        root.setLevel(logging.DEBUG)
+    try:
+        with warnings.catch_warnings():
+            if quiet:
+                warnings.simplefilter("ignore")
+            yield
+    finally:
+        package.removeHandler(handler)
+        root.removeHandler(handler)
+        package.setLevel(saved[0])
+        package.propagate = saved[1]
+        root.setLevel(saved[2])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``n5zarr`` console script (exit status: see :data:`EXIT_CODES`).
 
@@ -550,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _document_exit_codes(parser)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with logging_to_stderr(args.verbose, args.quiet):
+            return int(args.func(args) or 0)
     except BrokenPipeError:
         _silence_stdout()
         return 0
@@ -572,8 +439,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cli_wording(text: str) -> str:
-    """The library speaks Python (``overwrite=True``); here the option is ``--overwrite``."""
-    return text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
+    """The library speaks Python (``overwrite=True``, ``src``); here the CLI's names (``--overwrite``, ``SRC``)."""
+    text = text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
+    text = text.replace("src and dest overlap", "SRC and DEST overlap")
+    return text.replace("a scheduler address needs", "--scheduler ADDRESS needs")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -113,11 +113,11 @@ class Campaign:
                 data = _sample(tuple(dims), dtype, nprng)
                 arr = zarr.open_array(store=store, path=prefix, mode="r")
                 blocks = {}
-                for index in np.ndindex(*[-(-d // b) for d, b in zip(dims, block)]):
-                    region = tuple(slice(i * b, min((i + 1) * b, d)) for i, b, d in zip(index, block, dims))
+                for index in np.ndindex(*[-(-d // b) for d, b in zip(dims, block, strict=True)]):
+                    region = tuple(slice(i * b, min((i + 1) * b, d)) for i, b, d in zip(index, block, dims, strict=True))
                     part = data[region]
                     if part.shape != tuple(block) and self.rng.random() < 0.5:  # padded edge block
-                        part = np.pad(part, [(0, b - n) for n, b in zip(part.shape, block)])
+                        part = np.pad(part, [(0, b - n) for n, b in zip(part.shape, block, strict=True)])
                     key = f"{prefix}/" + "/".join(map(str, index))
                     encoded = codec.encode_block(part)
                     self.mem._store_dict[key] = Buffer.from_bytes(encoded)
@@ -181,7 +181,6 @@ class Campaign:
 
     # -- one case --------------------------------------------------------------------
     def run_case(self, kind: str, arr, dtype: str, region, key: str, original, encoded: bytes, mutated: bytes, cname: str) -> None:
-        np = self.np
         from napari_n5zarr.errors import N5FormatError
 
         self.mem._store_dict[key] = self.Buffer.from_bytes(mutated)
@@ -254,7 +253,7 @@ class Campaign:
         start = time.monotonic()
         self.build_bombs(8 << 20)
         plans = []
-        for cname, dtype, dims, block, arr, data, blocks in self.datasets:
+        for cname, dtype, dims, block, arr, _data, blocks in self.datasets:
             for i, (key, (region, encoded, part)) in enumerate(blocks.items()):
                 plans.append((cname, dtype, dims, block, arr, key, region, encoded, part, i == len(blocks) - 1 and len(encoded) < 700))
         total = 0

@@ -46,9 +46,9 @@ def write_blocks(store, path: str, data: np.ndarray, block: tuple[int, ...], com
     group = zarr.open_group(N5DefaultStore(store), mode="a")
     arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     codec: N5DefaultCodec = arr.metadata.codecs[0]
-    grid = [math.ceil(s / b) for s, b in zip(data.shape, block)]
+    grid = [math.ceil(s / b) for s, b in zip(data.shape, block, strict=True)]
     for n, pos in enumerate(itertools.product(*map(range, grid))):
-        region = tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape))
+        region = tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))
         piece = data[region]
         edge = piece.shape != tuple(block)
         if edge and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):

@@ -801,7 +801,7 @@ class BrowserWidget(QWidget):
         def work() -> Iterator[Any]:
             for node in nodes:
                 messages: list[tuple[str, str]] = []
-                layers = read_node_layers(tree, node, lambda level, msg, m=messages: m.append((level, msg)))
+                layers = read_node_layers(tree, node, lambda level, msg, m=messages: m.append((level, msg)))  # type: ignore[misc]  # mypy cannot type lambdas with defaults
                 yield lambda n=node, ls=layers, ms=messages: self._add_layers(n, ls, ms)
 
         self._submit(self._reader, work)

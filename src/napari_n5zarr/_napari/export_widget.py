@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from magicgui.types import FileDialogMode
 from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, Label, ProgressBar, PushButton
 
 from napari_n5zarr.write.blocks import ExportCancelled
@@ -103,7 +104,7 @@ class ExportWidget(Container):
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         self.viewer = napari_viewer
         self.layer = ComboBox(label="layer", choices=self._layer_choices, nullable=False)
-        self.destination = FileEdit(label="destination", mode="w", filter="*.n5")
+        self.destination = FileEdit(label="destination", mode=FileDialogMode.OPTIONAL_FILE, filter="*.n5")
         self.compression = ComboBox(label="compression", choices=list(N5_TYPES), value="gzip")
         self.block_size = _count_box(
             "block size", 4096, f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)"
@@ -163,7 +164,7 @@ class ExportWidget(Container):
         self._suggested = folder / f"{layer.name}.n5"
         self.destination.value = self._suggested
 
-    def options(self) -> dict[str, Any]:
+    def options(self) -> dict[str, Any]:  # type: ignore[override]  # shadows magicgui's options property
         """The export keywords the form describes."""
         return {
             "compression": self.compression.value,
@@ -179,12 +180,14 @@ class ExportWidget(Container):
 
         layer = self.layer.value
         if layer is None:
-            return self._refuse("Choose an image or labels layer to export")
+            self._refuse("Choose an image or labels layer to export")
+            return None
         if self.worker is not None:
             return self.worker
         problem, total = self._check(layer)
         if problem:
-            return self._refuse(problem)
+            self._refuse(problem)
+            return None
         dest = str(self.destination.value)
         self._existed = Path(dest).exists()
         self._cancel = threading.Event()

@@ -312,7 +312,7 @@ def layers_from_node(
     layers = []
     for ms in found:
         setup = _SETUP_NAME.search(ms.name) if bdv_setups and ms.convention == "bdv" else None
-        if setup and int(setup.group(1)) in bdv_setups:
+        if setup and bdv_setups and int(setup.group(1)) in bdv_setups:
             ms = spatial.with_bdv_setup(ms, bdv_setups[int(setup.group(1))])
         try:
             layers.append(layer_data(node, ms, source=source, report=report))
@@ -444,7 +444,7 @@ def _level(
 
 
 def _child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
-    return node if path == "" else node[path]
+    return node if path == "" else node[path]  # type: ignore[index,return-value]  # a path names an array in a group
 
 
 def napari_unit(unit: str | None) -> str | None:

@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def make_sample(folder: Path | None = None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".blobs-", dir=folder))
     try:
         image, labels = blobs()
-        common = {"scale": SCALE, "units": "micrometer", "axis_labels": ("z", "y", "x"), "chunks": CHUNKS, "levels": 3}
+        common: dict[str, Any] = {"scale": SCALE, "units": "micrometer", "axis_labels": ("z", "y", "x"), "chunks": CHUNKS, "levels": 3}
         export(image, tmp / SAMPLE_NAME, path="raw", **common)
         export(labels, tmp / SAMPLE_NAME, path="labels", labels=True, **common)
         try:

@@ -27,7 +27,7 @@ def layer_export_kwargs(data: Any, meta: dict[str, Any]) -> dict[str, Any]:
     first = levels[0] if levels else data
     scale = list(meta.get("scale") or [1.0] * first.ndim)
     translate = list(meta.get("translate") or [0.0] * len(scale))
-    units = [str(u) for u in meta["units"]] if meta.get("units") is not None else None
+    units: list[str | None] | None = [str(u) for u in meta["units"]] if meta.get("units") is not None else None
     labels = list(meta["axis_labels"]) if meta.get("axis_labels") is not None else None
     extra = first.ndim - len(scale)
     if extra > 0 or meta.get("rgb"):  # rgb(a): the colour axis is not a layer dimension

@@ -10,25 +10,21 @@ memory stays within a small multiple of the block size. So the declared sizes in
 format's own headers (gzip ISIZE, zstd frame content size, blosc header, LZ4Block pieces)
 are checked before anything is allocated, and streaming decoders stop one byte past the
 bound.
+
+Each compression library is imported when a block of its kind is first decoded, so opening
+a dataset loads only the library it uses (``import`` of a loaded module is a dict lookup).
 """
 
 from __future__ import annotations
 
-import bz2
-import lzma
 import struct
 import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
 
-import deflate
-import lz4.block
-import numcodecs.blosc
 import numpy as np
-import zstandard
 
-from napari_n5zarr.n5 import lz4block
 from napari_n5zarr.errors import N5BlockError
 
 BytesLike = bytes | bytearray | memoryview
@@ -40,7 +36,7 @@ in an xz header cannot make the reader allocate gigabytes."""
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _exact(out: BytesLike, size: int, what: str) -> BytesLike:
+def _exact[B: BytesLike](out: B, size: int, what: str) -> B:
     if len(out) != size:
         raise N5BlockError(f"{what} payload decompresses to {len(out)} bytes, the header shape needs {size}")
     return out
@@ -50,6 +46,8 @@ def _exact(out: BytesLike, size: int, what: str) -> BytesLike:
 def _stream(new: Callable[[], Any], data: BytesLike, size: int, what: str, *, members: bool) -> bytes:
     """Run ``new()`` decompressors over ``data`` (several concatenated streams if
     ``members``), producing at most ``size + 1`` bytes; exactly ``size`` is accepted."""
+    import lzma
+
     pieces: list[bytes] = []
     total = 0
     pending: BytesLike = data
@@ -76,6 +74,8 @@ def _stream(new: Callable[[], Any], data: BytesLike, size: int, what: str, *, me
 
 def gzip_decompress(data: BytesLike, size: int) -> BytesLike:
     """gzip (RFC 1952, possibly several members) or zlib (RFC 1950; N5 ``useZlib``)."""
+    import deflate
+
     view = memoryview(data).cast("B")
     if bytes(view[:2]) == GZIP_MAGIC:
         # libdeflate (~2x zlib, releases the GIL) allocates what the ISIZE trailer says and
@@ -99,10 +99,14 @@ def gzip_decompress(data: BytesLike, size: int) -> BytesLike:
 
 
 def bzip2_decompress(data: BytesLike, size: int) -> bytes:
+    import bz2
+
     return _stream(bz2.BZ2Decompressor, data, size, "bzip2", members=True)
 
 
 def xz_decompress(data: BytesLike, size: int) -> bytes:
+    import lzma
+
     new = lambda: lzma.LZMADecompressor(lzma.FORMAT_AUTO, memlimit=XZ_MEMLIMIT)  # noqa: E731
     return _stream(new, data, size, "xz", members=True)
 
@@ -112,6 +116,8 @@ _ZSTD = threading.local()  # ZstdDecompressor instances are not thread safe
 
 
 def zstd_decompress(data: BytesLike, size: int) -> bytes:
+    import zstandard
+
     try:
         declared = zstandard.frame_content_size(data)
     except zstandard.ZstdError as e:
@@ -132,6 +138,10 @@ def zstd_decompress(data: BytesLike, size: int) -> bytes:
 def lz4_decompress(data: BytesLike, size: int) -> BytesLike:
     """n5-java's LZ4Block stream; also the bare LZ4 block z5py writes and numcodecs' framing
     (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
+    import lz4.block
+
+    from napari_n5zarr.n5 import lz4block
+
     view = memoryview(data).cast("B")
     if bytes(view[:8]) == lz4block.MAGIC:
         return lz4block.decompress(view, max_size=size, exact=True)
@@ -189,6 +199,8 @@ def check_blosc_header(data: BytesLike, size: int) -> None:
 
 
 def blosc_decompress(data: BytesLike, size: int) -> BytesLike:
+    import numcodecs.blosc
+
     check_blosc_header(data, size)
     try:
         out = numcodecs.blosc.decompress(data)

@@ -4,6 +4,11 @@ Spec: zarr-extensions ``codecs/n5_default``. The configuration is a nested chain
 ``transpose`` (full reversal), ``bytes`` (big endian), then zero or one bytes->bytes codec.
 The chain is honoured exactly, but run as one fused step: header, decompression, then the
 byte swap + transpose + pad/truncate in a single numpy copy (no per-codec copies).
+
+The codec implements zarr's :class:`~zarr.abc.codec.SupportsSyncCodec` protocol
+(``_decode_sync`` / ``_encode_sync``), so zarr's ``FusedCodecPipeline`` runs it without an
+event loop, in a thread pool; the inner compressor is driven through the same protocol
+(or through its public async ``decode``/``encode`` when it does not implement it).
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ import asyncio
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
+from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
@@ -24,6 +29,7 @@ from zarr.core.buffer.cpu import Buffer as CPUBuffer
 from zarr.core.dtype import parse_data_type
 from zarr.core.common import JSON, parse_named_configuration
 from zarr.core.metadata.v3 import parse_codecs
+from zarr.core.sync import sync
 
 from napari_n5zarr.n5 import bounded
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
@@ -35,8 +41,8 @@ if TYPE_CHECKING:
     from typing import Self
 
     from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.chunk_grids import ChunkGrid
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.core.metadata.v3 import ChunkGridMetadata
 
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):
@@ -46,6 +52,17 @@ class N5DefaultCodec(ArrayBytesCodec):
     :meth:`~napari_n5zarr.n5.model.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
     blocks at the chunk shape (padded). :meth:`encode_block` / :meth:`decode_block` work at
     a block's own shape, for writers that truncate boundary blocks like n5-java.
+
+    Parameters
+    ----------
+    codecs : sequence of codecs or codec JSON
+        The spec's inner chain: ``transpose`` (full reversal), ``bytes`` (big endian),
+        then zero or one bytes->bytes codec (the N5 compression).
+
+    Raises
+    ------
+    ValueError
+        If the chain is not the one the spec allows.
     """
 
     is_fixed_size = False
@@ -59,6 +76,23 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, JSON]) -> Self:
+        """The codec from its JSON (``{"name": "n5_default", "configuration": {...}}``).
+
+        Parameters
+        ----------
+        data : dict
+            The codec's zarr.json entry.
+
+        Returns
+        -------
+        N5DefaultCodec
+
+        Raises
+        ------
+        ValueError
+            If the name is not ``n5_default``, the configuration has unknown keys, or the
+            inner chain is not the spec's.
+        """
         _, config = parse_named_configuration(data, CODEC_NAME)
         unknown = set(config) - {"codecs"}
         if unknown:
@@ -66,6 +100,13 @@ class N5DefaultCodec(ArrayBytesCodec):
         return cls(codecs=config["codecs"])
 
     def to_dict(self) -> dict[str, JSON]:
+        """The codec's JSON for zarr.json.
+
+        Returns
+        -------
+        dict
+            ``{"name": "n5_default", "configuration": {"codecs": [...]}}``.
+        """
         return {"name": CODEC_NAME, "configuration": {"codecs": [c.to_dict() for c in self.codecs]}}
 
     # -- the chain -------------------------------------------------------------------
@@ -74,10 +115,29 @@ class N5DefaultCodec(ArrayBytesCodec):
         """The bytes->bytes codec of the chain, or None (N5 ``raw``)."""
         return self.codecs[2] if len(self.codecs) == 3 else None
 
+    @cached_property
+    def _sync_capable(self) -> bool:
+        # zarr's opt-out convention for SupportsSyncCodec (as ShardingCodec's): the sync
+        # methods need a compressor that implements the protocol too. False makes zarr's
+        # FusedCodecPipeline fall back to the async path (_decode_single/_encode_single).
+        comp = self.compressor
+        return comp is None or (isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True))
+
     def _inner_spec(self, spec: ArraySpec) -> ArraySpec:
         return replace(spec, shape=spec.shape[::-1])
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        """The codec with each inner codec evolved for this array (zarr calls this).
+
+        Parameters
+        ----------
+        array_spec : ArraySpec
+            The array's chunk spec (N5 order).
+
+        Returns
+        -------
+        N5DefaultCodec
+        """
         inner = self._inner_spec(array_spec)
         evolved = [
             self.codecs[0].evolve_from_array_spec(array_spec),
@@ -90,8 +150,25 @@ class N5DefaultCodec(ArrayBytesCodec):
         *,
         shape: tuple[int, ...],
         dtype: ZDType[TBaseDType, TBaseScalar],
-        chunk_grid: ChunkGrid,
+        chunk_grid: ChunkGridMetadata,
     ) -> None:
+        """Refuse array metadata N5 cannot hold (zarr calls this on open and create).
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The array shape (N5 order).
+        dtype : ZDType
+            The array's zarr data type.
+        chunk_grid : ChunkGridMetadata
+            The array's chunk grid metadata (not checked here: the N5 store checks blocks).
+
+        Raises
+        ------
+        ValueError
+            If the data type is not an N5 one, the array has more than 65535 dimensions,
+            an extent does not fit in uint32, or the transpose order is not a full reversal.
+        """
         native = dtype.to_native_dtype()
         if native.name not in N5_DTYPES:
             raise ValueError(f"n5_default cannot encode data type {native}; N5 has {', '.join(N5_DTYPES)}")
@@ -104,9 +181,26 @@ class N5DefaultCodec(ArrayBytesCodec):
             raise ValueError(f"n5_default: transpose order must be {list(range(len(shape) - 1, -1, -1))}, got {list(order)}")
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
+        """The chunk spec unchanged (the codec maps a whole chunk to bytes).
+
+        Parameters
+        ----------
+        chunk_spec : ArraySpec
+
+        Returns
+        -------
+        ArraySpec
+        """
         return chunk_spec
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        """Not known in advance: N5 blocks have a variable size.
+
+        Raises
+        ------
+        NotImplementedError
+            Always.
+        """
         raise NotImplementedError
 
     @cached_property
@@ -125,7 +219,28 @@ class N5DefaultCodec(ArrayBytesCodec):
     ) -> np.ndarray:
         """Decode one N5 block at its own (header) shape; N5 order, native byte order.
 
-        ``where`` names the block in errors (``"N5 block 0/1 in /data/x.n5"``).
+        Parameters
+        ----------
+        data : bytes-like or ndarray
+            The whole stored block: header and payload.
+        dtype : dtype-like
+            The dataset's data type.
+        ndim : int, optional
+            The dataset's number of dimensions; the header must agree.
+        where : str, optional
+            Names the block in errors (``"N5 block 0/1 in /data/x.n5"``).
+
+        Returns
+        -------
+        numpy.ndarray
+            The block at the header's shape, N5 order: a view of the decompressed bytes
+            (big endian, F order; for ``raw``, of ``data`` itself). Copy it to modify it.
+
+        Raises
+        ------
+        N5BlockError
+            If the block is not a default-mode block of ``ndim`` dimensions, its payload
+            is corrupt, or it does not decode to exactly what its header shape needs.
         """
         raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
         try:
@@ -136,49 +251,110 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     def _payload_to_array(self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decompress to exactly what ``shape`` needs (more or less is corrupt) and view it."""
-        count = math.prod(shape)
-        nbytes = count * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         comp = self.compressor
         if comp is None:
-            bounded.raw_check(payload, nbytes)
+            bounded.raw_check(payload.data, nbytes)
         else:
             try:
                 if self._fast_decompress is not None:  # every N5 compression: bounded, exact
                     payload = np.frombuffer(self._fast_decompress(payload.data, nbytes), dtype=np.uint8)
-                else:  # a bytes->bytes codec N5 has no name for (Zarr-only arrays)
-                    out = comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
-                    payload = bounded.raw_check(out.as_numpy_array(), nbytes)
+                elif self._sync_capable:  # a codec N5 has no name for (Zarr-only arrays)
+                    sync_comp = cast("SupportsSyncCodec[Buffer, Buffer]", comp)
+                    out = sync_comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
+                    payload = out.as_numpy_array().view(np.uint8).reshape(-1)
+                    bounded.raw_check(payload.data, nbytes)
+                else:  # no sync protocol: its public async API, from this (non-loop) thread
+                    payload = sync(self._inner_decode_async(payload, nbytes))
             except N5BlockError:
                 raise
             except Exception as e:  # corrupt data: say so, not a deep library traceback
                 raise N5BlockError(f"cannot decompress ({_name(comp)}): {e}") from None
-        stored = payload.view(dtype.newbyteorder(">") if dtype.itemsize > 1 else dtype)
-        # C order of the reversed shape == F order of the N5 shape: .T is a free view.
-        return stored.reshape(shape[::-1]).T
+        return _view(payload, shape, dtype)
 
-    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
-        dtype = chunk_spec.dtype.to_native_dtype()
+    async def _inner_decode_async(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
+        comp = self.compressor
+        assert comp is not None
+        (out,) = await comp.decode([(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))])
+        if out is None:
+            raise N5BlockError(f"{_name(comp)} decoded the payload to nothing")
+        payload = out.as_numpy_array().view(np.uint8).reshape(-1)
+        bounded.raw_check(payload.data, nbytes)
+        return payload
+
+    def _decode_view(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> tuple[np.ndarray, bool]:
+        """The chunk's values, without the final copy when it can be avoided.
+
+        Returns ``(array, fresh)``: a block at the full chunk shape comes back as a
+        (big-endian, transposed) view of the decompressed bytes, ``fresh`` False: read it,
+        never write into it (it may share memory with the stored bytes);
+        a boundary block as a new native array padded with the fill value, ``fresh`` True.
+        """
         chunk_shape = chunk_spec.shape
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
         try:
             header = _validated_header(raw, len(chunk_shape), chunk_shape)
-            block = self._payload_to_array(raw[header.size :], header.shape, dtype)
+            block = self._payload_to_array(raw[header.size :], header.shape, chunk_spec.dtype.to_native_dtype())
         except N5BlockError as e:  # name the block: our store labels the buffers it returns
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
-        # One pass: byte swap + transpose (+ crop) into a native C-order chunk.
+        if header.shape == tuple(chunk_shape):
+            return block, False
+        return _padded(block, chunk_spec), True
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        """Decode one stored block into a native C-order chunk (``SupportsSyncCodec``).
+
+        Parameters
+        ----------
+        chunk_bytes : Buffer
+            The stored block (header and payload).
+        chunk_spec : ArraySpec
+            The chunk spec: full chunk shape (N5 order), dtype, fill value, prototype.
+
+        Returns
+        -------
+        NDBuffer
+            The chunk at ``chunk_spec.shape``: a truncated boundary block padded with the
+            fill value, a padded one as stored.
+
+        Raises
+        ------
+        N5BlockError
+            If the block is corrupt, not default mode, or larger than the chunk shape.
+        """
+        block, fresh = self._decode_view(chunk_bytes, chunk_spec)
+        if not fresh:  # one pass: byte swap + transpose into a native C-order chunk
+            out = np.empty(chunk_spec.shape, dtype=chunk_spec.dtype.to_native_dtype())
+            out[...] = block
+            block = out
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(block)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        # Off the event loop: decompression releases the GIL, so blocks decode in parallel.
+        if self._sync_capable:
+            return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+        # An inner codec without the sync protocol: its own async decode, on this loop.
+        chunk_shape = chunk_spec.shape
+        dtype = chunk_spec.dtype.to_native_dtype()
+        raw = chunk_bytes.as_numpy_array().view(np.uint8)
+        try:
+            header = _validated_header(raw, len(chunk_shape), chunk_shape)
+            nbytes = math.prod(header.shape) * dtype.itemsize
+            try:
+                payload = await self._inner_decode_async(raw[header.size :], nbytes)
+            except N5BlockError:
+                raise
+            except Exception as e:
+                raise N5BlockError(f"cannot decompress ({_name(self.compressor)}): {e}") from None
+        except N5BlockError as e:
+            raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
+        block = _view(payload, header.shape, dtype)
         if header.shape == tuple(chunk_shape):
             out = np.empty(chunk_shape, dtype=dtype)
             out[...] = block
         else:
-            fill = chunk_spec.fill_value
-            out = np.full(chunk_shape, fill if fill is not None else 0, dtype=dtype)
-            region = tuple(slice(0, min(h, c)) for h, c in zip(header.shape, chunk_shape, strict=True))
-            out[region] = block[region]
+            out = _padded(block, chunk_spec)
         return chunk_spec.prototype.nd_buffer.from_numpy_array(out)
-
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
-        # Off the event loop: decompression releases the GIL, so blocks decode in parallel.
-        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
 
     # -- encode ----------------------------------------------------------------------
     def encode_block(self, array: np.ndarray) -> bytes:
@@ -186,6 +362,21 @@ class N5DefaultCodec(ArrayBytesCodec):
 
         Use this to write truncated boundary blocks, which zarr's pipeline (always the full
         chunk shape) cannot produce.
+
+        Parameters
+        ----------
+        array : array-like
+            The block's values in N5 order, any byte order and memory layout.
+
+        Returns
+        -------
+        bytes
+            The stored block: header, then the (compressed) big-endian payload.
+
+        Raises
+        ------
+        N5BlockError
+            If the data type is not an N5 data type.
         """
         array = np.asarray(array)
         if array.dtype.name not in N5_DTYPES:
@@ -205,15 +396,59 @@ class N5DefaultCodec(ArrayBytesCodec):
             return header + self._fast_compress(payload.reshape(-1).view(np.uint8).data)
         spec = _bytes_spec(payload.nbytes, itemsize)
         comp = comp.evolve_from_array_spec(spec) if _needs_typesize(comp) else comp
-        packed = comp._encode_sync(CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8)), spec)
+        flat = CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8))
+        if isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True):
+            packed = cast("SupportsSyncCodec[Buffer, Buffer]", comp)._encode_sync(flat, spec)
+        else:  # no sync protocol: its public async API, from this (non-loop) thread
+            (packed,) = sync(comp.encode([(flat, spec)]))
+        if packed is None:
+            raise N5BlockError(f"{_name(comp)} encoded the block to nothing")
         return header + packed.to_bytes()
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        """Encode one chunk (padded to the chunk shape) as an N5 block (``SupportsSyncCodec``).
+
+        Parameters
+        ----------
+        chunk_array : NDBuffer
+            The chunk at the full chunk shape, N5 order.
+        chunk_spec : ArraySpec
+            The chunk spec (its prototype makes the returned buffer).
+
+        Returns
+        -------
+        Buffer
+            The stored block.
+
+        Raises
+        ------
+        N5BlockError
+            If the data type is not an N5 data type.
+        """
         data = self.encode_block(chunk_array.as_numpy_array())
         return chunk_spec.prototype.buffer.from_bytes(data)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        # encode_block reaches a non-sync inner codec through zarr's sync(), which must not
+        # run on the event loop: always a worker thread.
         return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
+
+
+def _view(payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The decompressed payload as the block's values: a free view, no copy."""
+    stored = payload.view(dtype.newbyteorder(">") if dtype.itemsize > 1 else dtype)
+    # C order of the reversed shape == F order of the N5 shape: .T is a free view.
+    return stored.reshape(shape[::-1]).T
+
+
+def _padded(block: np.ndarray, chunk_spec: ArraySpec) -> np.ndarray:
+    """A boundary block (header shape <= chunk shape) as a native chunk padded with the fill value."""
+    chunk_shape = chunk_spec.shape
+    fill = chunk_spec.fill_value
+    out = np.full(chunk_shape, fill if fill is not None else 0, dtype=chunk_spec.dtype.to_native_dtype())
+    region = tuple(slice(0, min(h, c)) for h, c in zip(block.shape, chunk_shape, strict=True))
+    out[region] = block[region]
+    return out
 
 
 def _validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None) -> BlockHeader:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import deflate
-
 from napari_n5zarr.n5 import bounded, lz4block
 from napari_n5zarr.errors import N5FormatError
 
@@ -46,11 +44,15 @@ def _gzip_level(params: JSONDict) -> int:
     return level
 
 
-def _gzip_compress(data: memoryview, config: JSONDict) -> bytes:
+def _gzip_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    import deflate  # imported on first use: opening a dataset loads only what it uses
+
     return deflate.gzip_compress(data, int(config.get("level", 6)))
 
 
-def _zlib_compress(data: memoryview, config: JSONDict) -> bytes:
+def _zlib_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    import deflate
+
     return deflate.zlib_compress(data, int(config.get("level", 6)))
 
 
@@ -96,7 +98,7 @@ class Compression:
     """Tells this row from another with the same N5 type (gzip vs gzip+useZlib)."""
     decompress: Callable[[memoryview, int], Any] | None = None
     """Bounded decompression to exactly the given size (see :mod:`.bounded`)."""
-    compress: Callable[[memoryview, JSONDict], bytes] | None = None
+    compress: Callable[[memoryview, JSONDict], bytes | bytearray] | None = None
     """Optional fast compression given the zarr codec configuration."""
 
 
@@ -131,7 +133,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         "xz",
         "numcodecs.lzma",
         lambda p: {"preset": _int(p, "preset", 6), "format": 1, "check": -1},
-        lambda c: {"preset": int(c.get("preset") if c.get("preset") is not None else 6)},
+        lambda c: {"preset": int(c["preset"]) if c.get("preset") is not None else 6},
         decompress=bounded.xz_decompress,
     ),
     Compression(
@@ -213,7 +215,7 @@ def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], Any]
     return None if row is None else row.decompress
 
 
-def fast_compressor(codec_json: JSONDict) -> Callable[[memoryview], bytes] | None:
+def fast_compressor(codec_json: JSONDict) -> Callable[[memoryview], bytes | bytearray] | None:
     """The table's fast compression for a zarr codec (JSON), if it has one."""
     row = row_for_zarr_name(codec_json.get("name"))
     if row is None or row.compress is None:

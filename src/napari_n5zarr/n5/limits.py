@@ -60,7 +60,7 @@ def check_nesting(doc: Any, where: str | None, limit: int = MAX_JSON_DEPTH) -> N
     while stack:
         value, depth = stack.pop()
         if isinstance(value, dict):
-            children = value.values()
+            children: Any = value.values()
         elif isinstance(value, list):
             children = value
         else:

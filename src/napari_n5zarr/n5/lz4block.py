@@ -17,14 +17,13 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import lz4.block
-import xxhash
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
 from napari_n5zarr.errors import N5BlockError
 
 if TYPE_CHECKING:
+    from collections.abc import Buffer as BufferLike
     from typing import Self
 
     from zarr.core.array_spec import ArraySpec
@@ -40,6 +39,8 @@ DEFAULT_BLOCK_SIZE = 65536
 
 
 def _checksum(data: bytes | memoryview) -> int:
+    import xxhash  # lz4 and xxhash load with the first lz4 block, not with the package
+
     return xxhash.xxh32_intdigest(data, seed=SEED) & 0x0FFFFFFF
 
 
@@ -48,8 +49,10 @@ def _level(block_size: int) -> int:
     return max(0, (block_size - 1).bit_length() - 10)
 
 
-def compress(data: bytes | memoryview, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
+def compress(data: BufferLike, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """Encode ``data`` as an lz4-java LZ4Block stream (as n5-java's Lz4Compression writes)."""
+    import lz4.block
+
     view = memoryview(data).cast("B")
     level = _level(block_size)
     out = bytearray()
@@ -67,7 +70,7 @@ def compress(data: bytes | memoryview, block_size: int = DEFAULT_BLOCK_SIZE) -> 
     return bytes(out)
 
 
-def decompress(data: bytes | memoryview, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
+def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
     """Decode an lz4-java LZ4Block stream, verifying every piece's checksum.
 
     ``max_size`` bounds the output: each piece declares its decompressed length, and the
@@ -75,6 +78,8 @@ def decompress(data: bytes | memoryview, max_size: int | None = None, *, exact: 
     that declares more is refused, so a forged stream cannot make the reader allocate more).
     ``exact`` also refuses a stream that holds less than ``max_size``.
     """
+    import lz4.block
+
     view = memoryview(data).cast("B")
     out = bytearray() if max_size is None else bytearray(max_size)
     total = 0

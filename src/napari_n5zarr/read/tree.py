@@ -715,7 +715,7 @@ class Tree:
             return self._zarr_root
 
     def zarr_node(self, node: Node) -> zarr.Array | zarr.Group:
-        root = self.zarr_root()
+        root: Any = self.zarr_root()  # a group whenever node.path is set
         return root if not node.path else root[node.path]
 
     def multiscale(self, node: Node) -> spatial.Multiscale | None:
@@ -765,7 +765,7 @@ class Tree:
             ms = self.multiscale(node)
             if ms is not None and ms.time_paths:
                 path = _join(node.path, ms.time_paths[len(ms.time_paths) // 2][-1])
-        root = self.zarr_root()
+        root: Any = self.zarr_root()  # a group whenever path is set
         array = root if not path else root[path]
         shape = tuple(array.shape)  # N5 order: x, y first
         index: list[Any] = []

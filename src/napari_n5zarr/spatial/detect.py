@@ -61,7 +61,7 @@ def _join(*parts: str) -> str:
 def n5_ordered(array: zarr.Array) -> bool:
     """True for ``n5_default`` arrays (shape in N5 order, fastest axis first); plain Zarr
     arrays are in C order (their shape is reversed to describe them in N5 order)."""
-    codecs = getattr(array.metadata, "codecs", None) or ()
+    codecs: Any = getattr(array.metadata, "codecs", None) or ()
     try:
         return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
     except (AttributeError, TypeError, ValueError):  # a codec without a JSON form
@@ -142,8 +142,8 @@ def _parent_stores(store: Any) -> list[Any]:
     base = _base_store(store)
     out: list[Any] = []
     if isinstance(base, LocalStore):
-        for parent in list(Path(base.root).resolve().parents)[:OUTER_LEVELS]:
-            out.append(LocalStore(parent, read_only=True))
+        for folder in list(Path(base.root).resolve().parents)[:OUTER_LEVELS]:
+            out.append(LocalStore(folder, read_only=True))
     elif isinstance(base, FsspecStore):
         path = base.path.rstrip("/")
         for _ in range(OUTER_LEVELS):

@@ -164,7 +164,7 @@ def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multi
     if found is None:
         return None
     ms, root = found
-    raw_axes = ms.get("axes") if isinstance(ms.get("axes"), list) else []
+    raw_axes = axes if isinstance(axes := ms.get("axes"), list) else []
     names = [a.get("name") if isinstance(a, Mapping) else a for a in raw_axes]
     units = [a.get("unit") if isinstance(a, Mapping) else None for a in raw_axes]
     types = [a.get("type") if isinstance(a, Mapping) else None for a in raw_axes]

@@ -192,7 +192,7 @@ def _metadata(
     ndim: int,
     scale: Sequence[float],
     translate: Sequence[float],
-    units: Sequence[str],
+    units: Sequence[str | None],
     axes: Sequence[str],
     factors: Sequence[Sequence[int]],
     labels: bool,
@@ -295,7 +295,7 @@ def _store_local(level: da.Array, target: N5Blocks, scheduler: Any, cancel: Call
 
         # Passing callbacks replaces dask's global ones (e.g. a ProgressBar): keep them.
         kwargs["callbacks"] = [*Callback.active, (None, None, stop, None, None)]
-    da.store(level, target, lock=False, scheduler=scheduler, **kwargs)
+    da.store(level, target, lock=False, scheduler=scheduler, **kwargs)  # type: ignore[arg-type]  # N5Blocks has the __setitem__ da.store needs
 
 
 def _cancellable(work: Callable[[], Any], cancel: Callable[[], bool] | None) -> Any:
@@ -392,7 +392,7 @@ def export(
     sources = list(data) if given_levels else [data]
     if not sources:
         raise ValueError("no data to export")
-    first = sources[0]
+    first: Any = sources[0]
     ndim = first.ndim
     if ndim == 0 or any(s == 0 for s in first.shape):
         raise ValueError(f"cannot export an empty array of shape {first.shape}")
@@ -448,18 +448,19 @@ def export(
                 array = np.asarray(first, dtype=dtype) if in_memory else None
                 for k, tgt in enumerate(targets):
                     _check_cancel(cancel_fn)
+                    level: da.Array | Callable[[], da.Array]
                     if array is not None:
                         if k:  # the in-memory pyramid, one level at a time (cancel stops between)
-                            array = _cancellable(lambda a=array, s=steps[k - 1]: pyramid.downsample_block(a, s, method), cancel_fn)
+                            array = _cancellable(lambda a=array, s=steps[k - 1]: pyramid.downsample_block(a, s, method), cancel_fn)  # type: ignore[misc]  # mypy cannot type lambdas with defaults
                         level = da.from_array(_NoCopy(array), chunks=tgt.block)
                     elif given_levels or k == 0:
                         level = lambda k=k, t=tgt: _as_dask(sources[k], t.block).astype(dtype).rechunk(t.block)  # noqa: E731
                     else:
                         level = lambda k=k, t=tgt: _next_level(targets[k - 1], t, steps[k - 1], method)  # noqa: E731
                     if local:  # building a large graph takes seconds too: cancellable
-                        _cancellable(lambda lv=level, t=tgt: _store_local(_built(lv), t, scheduler, cancel_fn), cancel_fn)
+                        _cancellable(lambda lv=level, t=tgt: _store_local(_built(lv), t, scheduler, cancel_fn), cancel_fn)  # type: ignore[misc]  # as above
                     else:
-                        da.store(_built(level), tgt, lock=False, scheduler=scheduler)
+                        da.store(_built(level), tgt, lock=False, scheduler=scheduler)  # type: ignore[arg-type]  # as in _store_local
                     if not local:
                         counter.add(tgt.nblocks)
                 # Publish: datasets, then the pyramid group, then groups above it; the marker last.
@@ -467,6 +468,7 @@ def export(
                     _publish(out, f"{out_prefix}s{k}/", doc, zarr_json)
                 _publish(out, out_prefix, {"zarr_format": 3, "node_type": "group", "attributes": group_attrs}, zarr_json)
                 if staging is not None:
+                    assert marker is not None and target is not None  # staging is a local folder
                     sync(out.delete(marker))
                     out.close()
                     safe_destination.swap_in(staging, target)  # the old node stays whole until here

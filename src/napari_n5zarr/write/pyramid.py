@@ -113,7 +113,7 @@ def downsample(array: da.Array, factors: Sequence[int], method: Method = "mean")
     out_chunks = tuple(
         tuple(math.ceil(c / f) for c in chunks) for chunks, f in zip(array.chunks, factors, strict=True)
     )
-    return array.map_blocks(downsample_block, factors, method, chunks=out_chunks, dtype=array.dtype)
+    return da.map_blocks(downsample_block, array, factors, method, chunks=out_chunks, dtype=array.dtype)
 
 
 def level_factor(n0: int, n: int) -> int:

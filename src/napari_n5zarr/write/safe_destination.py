@@ -28,7 +28,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 
@@ -369,5 +369,5 @@ def swap_in(staging: Path, target: Path) -> None:
         warnings.warn(f"replaced {target}, but could not delete the old copy {old}: {e}", stacklevel=3)
 
 
-def is_disk_full(exc: BaseException) -> bool:
+def is_disk_full(exc: BaseException) -> TypeGuard[OSError]:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))

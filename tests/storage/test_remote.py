@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import http.server
-import json
 import shutil
 import socket
 import struct

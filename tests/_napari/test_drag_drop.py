@@ -17,7 +17,7 @@ import napari_n5zarr
 from napari_n5zarr._napari import preferences, reader
 
 PLUGIN = "napari-n5zarr"
-DOCS = Path(__file__).parents[1] / "docs"
+DOCS = Path(__file__).parents[2] / "docs"
 """README screenshots are refreshed only with N5ZARR_DOCS_SCREENSHOTS=1 (tests never write
 into the source tree otherwise)."""
 

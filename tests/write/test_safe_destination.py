@@ -29,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:U
 
 SHAPE = (16, 48, 48)  # napari order; blocks of 8: s0 2x6x6, s1 1x3x3 = 81 blocks
 OPTS = {"chunks": 8, "levels": 2, "compression": "raw"}
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def old_data() -> np.ndarray:

@@ -279,7 +279,7 @@ def test_recent_locations_and_zip(browser, qtbot, corpus_dir: Path, tmp_path: Pa
 def test_widget_is_declared_in_the_manifest() -> None:
     import yaml
 
-    manifest = yaml.safe_load((Path(__file__).parents[1] / "src/napari_n5zarr/napari.yaml").read_text())
+    manifest = yaml.safe_load((Path(__file__).parents[2] / "src/napari_n5zarr/napari.yaml").read_text())
     commands = {c["id"]: c for c in manifest["contributions"]["commands"]}
     widgets = {w["display_name"]: w["command"] for w in manifest["contributions"]["widgets"]}
     assert commands[widgets["N5 browser"]]["python_name"] == "napari_n5zarr._napari.browser:BrowserWidget"

@@ -1,0 +1,108 @@
+"""One node in full, as ``n5zarr info`` shows it: the tree row, the attributes, the blocks on
+disk, and the image/labels pyramids found under it (with the nodes that could not be read)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import zarr
+
+    from napari_n5zarr.read.tree import Node
+    from napari_n5zarr.spatial import Multiscale
+
+__all__ = ["NodeInfo", "detect_pyramids", "multiscale_to_json", "node_info"]
+
+_logger = logging.getLogger(__name__)
+
+
+def detect_pyramids(node: zarr.Array | zarr.Group) -> tuple[list[Multiscale], list[str]]:
+    """Every image/labels pyramid under ``node``, and one ``"path: reason"`` line per node
+    that could not be read (detection goes on past it)."""
+    from napari_n5zarr import spatial
+
+    problems: list[str] = []
+    found = spatial.detect(node, on_error=lambda path, exc: problems.append(f"{path or '/'}: {exc}"))
+    _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found), len(problems))
+    return found, problems
+
+
+def multiscale_to_json(ms: Multiscale) -> dict[str, Any]:
+    """A pyramid as the reader sees it, napari order (slowest axis first), as JSON."""
+    return {
+        "name": ms.name,
+        "kind": "labels" if ms.is_labels else "image",
+        "convention": ms.convention,
+        "dtype": ms.dtype,
+        "axes": list(ms.axes[::-1]),
+        "scale": list(ms.scale[::-1]),
+        "translate": list(ms.translate[::-1]),
+        "units": list(ms.units[::-1]),
+        "levels": [{"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)],
+    }
+
+
+@dataclass
+class NodeInfo:
+    """What :func:`node_info` found at one location."""
+
+    location: str
+    root: Node
+    incomplete: bool
+    """An interrupted export (its marker is there, its metadata is not)."""
+    multiscales: list[Multiscale] = field(default_factory=list)
+    blocks: tuple[int, int, bool] | None = None
+    """(blocks on disk, blocks expected, counting stopped early) for an array or pyramid."""
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON document (``n5zarr info --json``)."""
+        doc = {**self.root.to_json(), "location": self.location, "incomplete": self.incomplete,
+               "attributes": self.root.attributes, "zarr_json": self.root.zarr_doc,
+               "multiscales": [multiscale_to_json(ms) for ms in self.multiscales], "problems": self.problems}  # fmt: skip
+        if self.blocks is not None:
+            doc["blocks_on_disk"], doc["blocks_expected"], doc["blocks_counted_partially"] = self.blocks
+        return doc
+
+
+def node_info(location: str | os.PathLike[str]) -> NodeInfo:
+    """One node in full and the pyramids under it.
+
+    Parameters
+    ----------
+    location : str or os.PathLike
+        A folder, ``.zip``, BigDataViewer ``.xml`` or URL.
+
+    Returns
+    -------
+    NodeInfo
+        The node's tree row, whether an export there was interrupted, its pyramids, its
+        block count, and the nodes that could not be read (``problems``). When the root
+        itself is unreadable, ``root.kind == "error"`` and nothing else is filled in.
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing is at ``location``.
+    """
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.read.tree import open_tree
+    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.exporter import INCOMPLETE_MARKER
+
+    text = os.fspath(location)
+    incomplete = store_get(base_store(text, "r"), INCOMPLETE_MARKER) is not None
+    tree = open_tree(text)
+    info = NodeInfo(location=text, root=tree.root, incomplete=incomplete)
+    if info.root.kind == "error":
+        return info
+    info.multiscales, info.problems = detect_pyramids(tree.zarr_root())
+    if info.root.kind in ("array", "pyramid"):
+        try:
+            info.blocks = tree.block_count(info.root)
+        except Exception as e:  # noqa: BLE001 (any failure to count is reported in place, not fatal)
+            info.problems.append(f"{info.root.path or '/'}: cannot count blocks ({e})")
+    return info

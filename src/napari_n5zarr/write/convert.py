@@ -1,0 +1,222 @@
+"""Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid, one per image found in the source.
+
+The library side of ``n5zarr convert``: finds the pyramids (as the napari reader does), exports
+each with :func:`~napari_n5zarr.write.exporter.export`, and returns a report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from napari_n5zarr.n5.constants import CODEC_NAME
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import zarr
+
+    from napari_n5zarr.spatial import Multiscale
+    from napari_n5zarr.write.blocks import Boundary
+
+__all__ = ["NAMED_SCHEDULERS", "ConvertReport", "ConvertedImage", "NothingToConvertError", "convert"]
+
+_logger = logging.getLogger(__name__)
+
+NAMED_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-threaded", "processes")
+"""dask's own schedulers; any other string is a dask.distributed scheduler address."""
+
+
+@dataclass(frozen=True)
+class ConvertedImage:
+    """One pyramid written by :func:`convert`."""
+
+    name: str
+    """Its name in the source ("" for a single image)."""
+    target: str
+    """Where it was written: ``dest``, or ``dest/<name>`` with ``/`` in the name as ``_``."""
+    is_labels: bool
+    convention: str
+    """The source's metadata convention (``n5-viewer``, ``bdv``, ``ome-zarr``, ...)."""
+
+
+@dataclass
+class ConvertReport:
+    """What :func:`convert` wrote, and what it skipped (``"path: reason"``, unreadable nodes)."""
+
+    dest: str
+    images: list[ConvertedImage] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class NothingToConvertError(ValueError):
+    """The source holds no readable image or labels array; ``skipped`` lists the unreadable nodes."""
+
+    def __init__(self, message: str, skipped: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.skipped = list(skipped)
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    compression: str | dict[str, Any] | None = "gzip",
+    chunks: int | Sequence[int] | None = None,
+    levels: int | Literal["auto"] | None = None,
+    boundary: Boundary = "truncate",
+    overwrite: bool = False,
+    n5_only: bool = False,
+    scheduler: Any = None,
+    progress: Callable[[str, int, int], Any] | None = None,
+) -> ConvertReport:
+    """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
+
+    One image is written at ``dest``; several are written as groups ``dest/<name>`` (``/`` in
+    a name becomes ``_``). Scale, translation, units and axis names come from the source's
+    metadata convention; unreadable nodes in ``src`` are skipped and listed in the report.
+
+    Parameters
+    ----------
+    src : str or os.PathLike
+        Any N5 or Zarr node: folder, ``.zip``, or URL.
+    dest : str or os.PathLike
+        The new container; must not overlap ``src``.
+    compression : str or dict, optional
+        An N5 compression type (``"gzip"``, ``"zstd:5"`` sets a level), N5 JSON or a dict.
+    chunks : int or sequence of int, optional
+        Block size, napari order (one int: every spatial axis). Default: the source's blocks.
+    levels : int or "auto", optional
+        ``"auto"`` (2x steps until one block) or the number of levels. Default (None): the
+        source's own levels when it has several, else ``"auto"``.
+    boundary : {"truncate", "pad"}, optional
+        Edge blocks clipped (n5-java) or padded to full blocks (tensorstore).
+    overwrite : bool, optional
+        Replace an existing N5/Zarr ``dest``.
+    n5_only : bool, optional
+        Write ``attributes.json`` only, no ``zarr.json`` (z5py 3 refuses folders with both).
+    scheduler : str or distributed.Client, optional
+        A dask scheduler name (see :data:`NAMED_SCHEDULERS`), a dask.distributed scheduler
+        address (a client is opened and closed here), or a client.
+    progress : callable, optional
+        ``progress(image name, blocks done, blocks total)``.
+
+    Returns
+    -------
+    ConvertReport
+        The pyramids written and the source nodes skipped.
+
+    Raises
+    ------
+    ValueError
+        If ``src`` and ``dest`` overlap, an option is bad (compression, chunks, levels), or
+        ``scheduler`` is an address and dask.distributed is not installed.
+    NothingToConvertError
+        If ``src`` holds no readable image or labels array (nothing is written).
+    FileExistsError
+        If ``dest`` exists and ``overwrite`` is False.
+    """
+    from napari_n5zarr.access import open as open_node
+    from napari_n5zarr.read.node_info import detect_pyramids
+    from napari_n5zarr.write.exporter import export
+
+    src_text, dest_text = os.fspath(src), os.fspath(dest)
+    if _overlap(src_text, dest_text):
+        raise ValueError("src and dest overlap; convert into a separate folder")
+    node = open_node(src_text)
+    found, skipped = detect_pyramids(node)
+    if not found:
+        raise NothingToConvertError(f"{src_text}: no image or labels arrays to convert", skipped)
+    report = ConvertReport(dest=dest_text, skipped=skipped)
+    names = [ms.name or "" for ms in found] if len(found) > 1 else [""]
+    dask_scheduler, client = _scheduler(scheduler)
+    try:
+        for ms, name in zip(found, names, strict=True):
+            data = _levels(node, ms)  # TODO(lead): use read.levels_for
+            keep = levels is None and len(data) > 1
+            order = slice(None, None, -1)  # N5 order -> napari order
+            label = name or "export"
+            group = name.replace("/", "_")
+            _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest_text)
+            export(
+                data if keep else data[0],
+                dest_text,
+                path=group,
+                scale=list(ms.scale[order]),
+                translate=list(ms.translate[order]),
+                units=[u or "pixel" for u in ms.units[order]],
+                axis_labels=list(ms.axes[order]),
+                compression=compression,
+                chunks=chunks if chunks is not None else tuple(int(c) for c in data[0].chunksize),  # the source's blocks
+                levels="auto" if levels is None else levels,
+                boundary=boundary,
+                overwrite=overwrite,
+                labels=ms.is_labels,
+                zarr_json=not n5_only,
+                progress=None if progress is None else _per_image(progress, label),
+                scheduler=dask_scheduler,
+            )
+            target = f"{dest_text.rstrip('/')}/{group}" if group else dest_text
+            report.images.append(ConvertedImage(name, target, ms.is_labels, ms.convention))
+    finally:
+        if client is not None:
+            client.close()
+    return report
+
+
+def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:
+    return lambda done, total: progress(label, done, total)
+
+
+def _n5_order(array: zarr.Array) -> bool:
+    """True for ``n5_default`` arrays (shape in N5 order); plain Zarr arrays are C order."""
+    codecs: Sequence[Any] = getattr(array.metadata, "codecs", ())
+    return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
+
+
+def _levels(node: zarr.Array | zarr.Group, ms: Multiscale) -> list[da.Array]:
+    """Dask arrays of every level, napari order (BigDataViewer time points stacked as t).
+
+    The Multiscale's per-axis lists are the reverse of napari's order either way."""
+    import dask.array as da
+    import zarr
+
+    def level(path: str) -> da.Array:
+        array = node if path == "" else node[path] if isinstance(node, zarr.Group) else None
+        if not isinstance(array, zarr.Array):
+            raise ValueError(f"{path or '/'} is not an array")
+        data = da.from_zarr(array)
+        return data.T if _n5_order(array) else data
+
+    if ms.time_paths:
+        per_time = [[level(p) for p in paths] for paths in ms.time_paths]
+        return [da.stack([t[k] for t in per_time], axis=0) for k in range(len(ms.paths))]
+    return [level(p) for p in ms.paths]
+
+
+def _local_path(text: str) -> str | None:
+    if "://" in text and not text.startswith("file://"):
+        return None
+    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
+
+
+def _overlap(src: str, dest: str) -> bool:
+    a, b = _local_path(src), _local_path(dest)
+    if a is None or b is None:
+        return src.rstrip("/") == dest.rstrip("/")
+    return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
+
+
+def _scheduler(value: Any) -> tuple[Any, Any]:
+    """(scheduler for dask, client to close): a named scheduler, a client, or a distributed address."""
+    if not isinstance(value, str) or value in NAMED_SCHEDULERS:
+        return value, None
+    try:
+        from distributed import Client
+    except ModuleNotFoundError:
+        raise ValueError("a scheduler address needs dask.distributed: pip install 'napari-n5zarr[distributed]'") from None
+    _logger.debug("connecting to the dask.distributed scheduler at %s", value)
+    client = Client(value)
+    return client, client

@@ -1,0 +1,218 @@
+"""Make an N5 container readable as Zarr v3 in place: a ``zarr.json`` beside every
+``attributes.json`` (and for implicit groups); blocks and ``attributes.json`` are never touched.
+
+The library side of ``n5zarr add-zarr-metadata`` (as zarr-python's ``metadata/migrate_v3.py``
+sits behind its ``zarr migrate`` command): the walk returns a report, the CLI prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from napari_n5zarr.n5.constants import METADATA_FILES
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+__all__ = ["ZarrMetadataReport", "ZarrMetadataStep", "add_zarr_metadata"]
+
+_logger = logging.getLogger(__name__)
+
+MAX_DEPTH = 64
+"""Folders deeper than this are not walked (a guard against link loops)."""
+
+StepKind = Literal["written", "unchanged", "skipped"]
+
+
+@dataclass(frozen=True)
+class ZarrMetadataStep:
+    """One node of the walk: its ``zarr.json`` key (``path`` for a skipped node) and what happened."""
+
+    kind: StepKind
+    path: str
+    reason: str = ""
+    replaced: bool = False
+    """For ``written``: an existing (different or unreadable) ``zarr.json`` was replaced."""
+
+
+@dataclass
+class ZarrMetadataReport:
+    """What :func:`add_zarr_metadata` did (with ``dry_run``: would do), in walk order."""
+
+    location: str
+    dry_run: bool = False
+    steps: list[ZarrMetadataStep] = field(default_factory=list)
+
+    @property
+    def written(self) -> list[str]:
+        """Keys of the ``zarr.json`` documents written (with ``dry_run``: that would be)."""
+        return [s.path for s in self.steps if s.kind == "written"]
+
+    @property
+    def unchanged(self) -> list[str]:
+        """Keys of the ``zarr.json`` documents already up to date."""
+        return [s.path for s in self.steps if s.kind == "unchanged"]
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        """``(node path, reason)`` of each node Zarr v3 cannot express (or that is unreadable)."""
+        return [(s.path, s.reason) for s in self.steps if s.kind == "skipped"]
+
+
+def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run: bool = False) -> ZarrMetadataReport:
+    """Write a ``zarr.json`` beside every N5 ``attributes.json`` under ``path_or_store``.
+
+    Datasets get a Zarr v3 array document with the ``n5_default`` codec, groups (also implicit
+    ones, folders without ``attributes.json`` that hold N5 content) a group document. A node
+    Zarr v3 cannot express (object dtype, snappy, sharded, varlength-mode blocks) or whose
+    ``attributes.json`` is unreadable is skipped with its reason; its siblings go on.
+    Up-to-date ``zarr.json`` documents are left alone, so a second run writes nothing.
+
+    Parameters
+    ----------
+    path_or_store : str, os.PathLike or zarr.abc.store.Store
+        The N5 container: a local path, a URL, or a store (opened read-write unless ``dry_run``).
+    dry_run : bool, optional
+        Walk and report, but write nothing.
+
+    Returns
+    -------
+    ZarrMetadataReport
+        Every node in walk order: written (or would be), unchanged, or skipped with a reason.
+
+    Raises
+    ------
+    FileNotFoundError
+        If no ``attributes.json`` is found at all (not an N5 container).
+    """
+    from napari_n5zarr.access import base_store
+
+    if isinstance(path_or_store, str | os.PathLike):
+        location = os.fspath(path_or_store)
+        store = base_store(location, "r" if dry_run else "r+")
+    else:
+        from napari_n5zarr.n5.describe import store_location
+
+        store = path_or_store
+        location = store_location(store, "")
+    report = ZarrMetadataReport(location=location, dry_run=dry_run)
+    _logger.debug("adding zarr.json under %s (dry_run=%s)", location, dry_run)
+    if not _add_metadata(store, "", report):
+        raise FileNotFoundError(f"{location}: no N5 attributes.json found")
+    return report
+
+
+def _list_dir(store: Store, prefix: str) -> list[str]:
+    from zarr.core.sync import sync
+
+    async def names() -> list[str]:
+        return [k async for k in store.list_dir(prefix)]
+
+    return sorted(sync(names()))
+
+
+def _first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
+    """Mode of the first block found (None if the dataset has no blocks)."""
+    from napari_n5zarr.n5.header import parse_header
+    from napari_n5zarr.write.blocks import store_get
+
+    path = prefix.rstrip("/")
+    for _ in range(ndim):
+        entries = [e for e in _list_dir(store, path) if e.isdigit()]
+        if not entries:
+            return None
+        path = f"{path}/{entries[0]}" if path else entries[0]
+    raw = store_get(store, path)
+    return None if raw is None else parse_header(raw).mode
+
+
+def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
+    from napari_n5zarr.errors import N5FormatError
+    from napari_n5zarr.n5.metadata import parse_document
+
+    try:
+        return parse_document(raw, None) == doc
+    except N5FormatError:  # an unreadable zarr.json is rewritten
+        return False
+
+
+def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataReport) -> None:
+    from napari_n5zarr.write.blocks import store_get, store_set
+
+    key = f"{prefix}zarr.json"
+    existing = store_get(store, key)
+    if existing is not None and _same_json(existing, doc):
+        report.steps.append(ZarrMetadataStep("unchanged", key))
+        return
+    if not report.dry_run:
+        store_set(store, key, json.dumps(doc, indent=2).encode())
+    _logger.debug("%s %s", "would write" if report.dry_run else "wrote", key)
+    report.steps.append(ZarrMetadataStep("written", key, replaced=existing is not None))
+
+
+def _skip(report: ZarrMetadataReport, where: str, reason: str) -> None:
+    _logger.debug("skipped %s: %s", where or "/", reason)
+    report.steps.append(ZarrMetadataStep("skipped", where, reason))
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
+    """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
+    from napari_n5zarr.n5.describe import store_location
+    from napari_n5zarr.errors import N5FormatError
+    from napari_n5zarr.n5.header import MODE_NAMES
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
+    from napari_n5zarr.n5.model import is_dataset
+    from napari_n5zarr.write.blocks import store_get
+
+    where = prefix.rstrip("/")
+    key = f"{prefix}attributes.json"
+    try:
+        raw = store_get(store, key)
+    except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place
+        _skip(report, where, _one_line(e))
+        return True
+    attrs: Any = None
+    if raw is not None:
+        try:  # the library's one parser: size cap, nesting limit, the file named
+            attrs = parse_document(raw, store_location(store, key))
+        except N5FormatError as e:
+            _skip(report, where, _one_line(e))
+            return True
+    if isinstance(attrs, dict) and is_dataset(attrs):
+        try:
+            doc = attributes_to_zarr(attrs, path=where or "/")
+        except N5FormatError as e:
+            _skip(report, where, str(e))
+            return True
+        mode = _first_block_mode(store, prefix, len(doc["shape"]))
+        if mode not in (None, 0):
+            reason = f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only"
+            _skip(report, where, reason)
+            return True
+        _write(store, prefix, doc, report)
+        return True
+    holds_n5 = raw is not None
+    if depth < MAX_DEPTH:
+        for name in _list_dir(store, where):
+            if name in METADATA_FILES or name.startswith("."):
+                continue
+            holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
+    if holds_n5:
+        if attrs is not None and not isinstance(attrs, dict):
+            _skip(report, where, "attributes.json does not hold a JSON object")
+        else:
+            try:
+                doc = attributes_to_zarr(attrs, path=where or "/") if attrs is not None else dict(GROUP_DOC)
+            except N5FormatError as e:
+                _skip(report, where, str(e))
+                return True
+            _write(store, prefix, doc, report)
+    return holds_n5

@@ -1,0 +1,86 @@
+"""benchmarks/speed.py runs: tiny sizes, the non-napari rows, no timing assertions."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorstore")
+
+SPEED = Path(__file__).resolve().parents[1] / "benchmarks" / "speed.py"
+
+
+@pytest.fixture(scope="module")
+def speed():
+    spec = importlib.util.spec_from_file_location("bench_speed", SPEED)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_speed"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["bench_speed"]
+
+
+def test_rows_plane_reads_and_limit(speed, tmp_path: Path) -> None:
+    """Rows b, c, d, g on tiny data: every row measured, ours and tensorstore read the same data."""
+    rows = speed.main(["--selftest", "--rows", "bcdg", "--workdir", str(tmp_path)])
+    keys = {r.key for r in rows}
+    assert {"b", "g-plane"} <= keys
+    for name in speed.COMPRESSIONS:
+        assert {f"c-{name}", f"d-{name}", f"g-{name}"} <= keys
+    for r in rows:
+        assert r.ours > 0
+        if not r.key.startswith("g"):
+            assert r.ts is not None and r.ts > 0 and r.ratio > 0
+    assert all(r.limit is not None and r.limit > 0 for r in rows if r.key[0] in "bcd")
+    assert "| one z-plane of level 0" in speed.table(rows)
+
+
+def test_http_row_reads_over_a_slow_local_server(speed, tmp_path: Path) -> None:
+    """Row f: the 20 ms-per-request server on 127.0.0.1 serves the pyramid to both readers."""
+    cfg = speed.Config(pyramid=64, array=64, repeat=1, workdir=tmp_path)
+    pyr = tmp_path / "pyramid.n5"
+    assert speed.write_pyramid(pyr, 64) == 1
+    row = speed.row_http(cfg, pyr)
+    assert (
+        row.ours >= speed.HTTP_DELAY_S and row.ts >= speed.HTTP_DELAY_S
+    )  # the delay is really added
+
+
+def test_chart_is_a_png(speed, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [
+        speed.Row("b", "a plane", 0.1, 0.2, limit=0.05),
+        speed.Row("e-pyr-raw", "ratio", 1.1, None, unit="x"),
+    ]
+    out = tmp_path / "speed.png"
+    speed.chart(rows, out, "test")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_rows(speed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Row e through the command line's argument parsing: the table has every compression."""
+    rows = speed.main(["--selftest", "--rows", "e", "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    for name in speed.COMPRESSIONS:
+        assert f"| export level 0 (64^3), {name} |" in out
+        pyramid_over_s0 = next(r for r in rows if r.key == f"e-pyr-{name}")
+        assert np.isfinite(pyramid_over_s0.ours) and pyramid_over_s0.ts is None
+
+
+def test_plain_decoder_matches_ours(speed, tmp_path: Path) -> None:
+    """The fallback decode limit (if our codec's API moves) decodes the same blocks to the same arrays."""
+    data = speed.sample(64)[
+        :, :40, :
+    ].copy()  # an edge block: tensorstore pads it to 64^3
+    for name, comp in speed.COMPRESSIONS.items():
+        path = tmp_path / f"{name}.n5"
+        speed.ts_write(path, data, comp)
+        raw = (path / "0/0/0").read_bytes()
+        np.testing.assert_array_equal(
+            speed.plain_block_decoder(path)(raw), speed.block_decoder(path)(raw)
+        )
+        np.testing.assert_array_equal(speed.block_decoder(path)(raw)[:, :40, :], data)

@@ -1,0 +1,100 @@
+"""Opening a dataset imports only the compression library it uses, and nothing of the write
+side, the CLI or Qt: measured in a fresh interpreter (``sys.modules`` after the read),
+so the first open stays cheap and the laziness cannot silently regress."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import napari_n5zarr
+
+SRC = Path(napari_n5zarr.__file__).resolve().parents[1]
+COMPRESSIONS = {
+    "raw": {"type": "raw"},
+    "gzip": {"type": "gzip"},
+    "zstd": {"type": "zstd", "level": 3},
+    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
+    "lz4": {"type": "lz4", "blockSize": 65536},
+    "bzip2": {"type": "bzip2"},
+}
+# compression library modules -> the N5 compression that needs them
+LIBRARIES = {
+    "deflate": "gzip",
+    "lz4.block": "lz4",
+    "xxhash": "lz4",
+    "numcodecs.blosc": "blosc",
+    "zstandard": "zstd",
+    "bz2": "bzip2",
+}
+NEVER = ("napari_n5zarr.write", "napari_n5zarr.cli", "qtpy", "PyQt5", "PyQt6", "PySide6", "magicgui", "tensorstore")
+
+CHILD = r"""
+import json, sys
+import numpy as np
+import zarr  # the baseline: what zarr itself imports is not ours to avoid
+how, path = sys.argv[1], sys.argv[2]
+if how == "get_reader":  # ...nor what dask imports: napari's layers are dask arrays, and
+    import dask.array  # dask's first compute imports distributed (which loads lz4) when
+    try:  # it is installed
+        import distributed
+    except ImportError:
+        pass
+baseline = set(sys.modules)
+if how == "open":
+    import napari_n5zarr
+    napari_n5zarr.open(path)[...]
+else:
+    from napari_n5zarr._napari.reader import get_reader
+    reader = get_reader(path)
+    layers = reader(path)
+    data = layers[0][0]
+    level = data[0] if isinstance(data, list) else data
+    np.asarray(level[(0,) * (level.ndim - 2)])  # decode blocks of a plane
+print(json.dumps({"baseline": sorted(baseline), "after": sorted(set(sys.modules))}))
+"""
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> dict[str, Path]:
+    root_path = tmp_path_factory.mktemp("lazy") / "c.n5"
+    root = napari_n5zarr.open(root_path, mode="w")
+    data = (np.arange(20 * 24 * 28) % 251).astype("uint16").reshape(20, 24, 28)
+    for name, compression in COMPRESSIONS.items():
+        arr = napari_n5zarr.create_dataset(
+            root, name, shape=data.shape, dtype="uint16", chunks=(8, 8, 8), compression=compression
+        )
+        napari_n5zarr.open(root_path / name, mode="r+")[...] = data
+        del arr
+    return {name: root_path / name for name in COMPRESSIONS}
+
+
+def imported(how: str, path: Path, tmp_path: Path) -> tuple[set[str], set[str]]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
+    command = [sys.executable, "-c", CHILD, how, str(path)]
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return set(result["baseline"]), set(result["after"])
+
+
+@pytest.mark.parametrize("how", ["open", "get_reader"])
+@pytest.mark.parametrize("name", list(COMPRESSIONS))
+def test_reading_imports_only_the_library_it_uses(datasets, tmp_path, how: str, name: str) -> None:
+    baseline, after = imported(how, datasets[name], tmp_path)
+    ours = after - baseline
+    for module, needed_by in LIBRARIES.items():
+        if needed_by == name and module not in baseline:
+            assert module in ours, f"{module} should have been imported to read {name}"
+        if needed_by != name:
+            assert module not in ours, f"reading {name} imported {module}"
+    for prefix in NEVER:
+        assert not any(m == prefix or m.startswith(prefix + ".") for m in ours), f"reading imported {prefix}"
+    assert "napari_n5zarr.n5.codec" in after  # the read really went through the codec

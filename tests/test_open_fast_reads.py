@@ -1,0 +1,138 @@
+"""``open()`` gives ``n5_default`` arrays zarr's fused pipeline (per array, never the global
+config) and its reads equal tensorstore's and zarr's default pipeline exactly: every
+compression, padded (tensorstore) and truncated (n5-java) boundary blocks, missing blocks."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import zarr
+
+import napari_n5zarr
+from napari_n5zarr.access import base_store, wrap
+from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.metadata import attributes_to_zarr
+from napari_n5zarr.n5.pipeline import N5FusedPipeline, use_fused_pipeline
+
+TS_COMPRESSIONS = {
+    "raw": {"type": "raw"},
+    "gzip": {"type": "gzip", "level": 6},
+    "zlib": {"type": "gzip", "level": 6, "useZlib": True},
+    "bzip2": {"type": "bzip2", "blockSize": 9},
+    "xz": {"type": "xz", "preset": 6},
+    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0},
+    "zstd": {"type": "zstd", "level": 3},
+}
+ALL_COMPRESSIONS = {**TS_COMPRESSIONS, "lz4": {"type": "lz4", "blockSize": 65536}}
+SHAPE = (45, 38, 21)  # N5 order; not a multiple of the block on any axis
+BLOCK = [16, 16, 8]
+SELECTIONS = [
+    (slice(None),) * 3,
+    (slice(3, 40), slice(5, 37), slice(2, 20)),
+    (7, slice(None), slice(None)),  # an integer drops an axis
+    (slice(None, None, 3), 20, slice(1, None, 2)),
+    (44, 37, 20),
+]
+
+
+def sample(shape=SHAPE, dtype="uint16") -> np.ndarray:
+    rng = np.random.default_rng(11)
+    return (rng.random(shape) * 3000).astype(dtype)
+
+
+def default_pipeline_read(path) -> zarr.Array:
+    """The same array through zarr's own pipeline (whatever the config says)."""
+    return zarr.open_array(store=wrap(base_store(path)), mode="r")
+
+
+@pytest.mark.parametrize("name", list(TS_COMPRESSIONS))
+def test_open_reads_equal_tensorstore_exactly(tmp_path, name: str) -> None:
+    ts = pytest.importorskip("tensorstore")
+    data = sample()
+    path = tmp_path / f"{name}.n5"
+    spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}
+    meta = {"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": "uint16", "compression": TS_COMPRESSIONS[name]}
+    t = ts.open({**spec, "create": True, "metadata": meta}).result()
+    t[...] = data
+    t[:16, :16, 8:16] = 0  # tensorstore deletes a block equal to the fill value: a missing block
+    expected = ts.open(spec).result().read().result()
+    arr = napari_n5zarr.open(path)
+    assert isinstance(arr._async_array.codec_pipeline, N5FusedPipeline)
+    assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
+    whole = arr[...]
+    assert whole.dtype == np.dtype("uint16") and whole.flags.c_contiguous
+    np.testing.assert_array_equal(whole, expected)
+    reference = default_pipeline_read(path)
+    for sel in SELECTIONS:
+        got = arr[sel]
+        np.testing.assert_array_equal(got, expected[sel])
+        np.testing.assert_array_equal(got, reference[sel])
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(arr))[SELECTIONS[1]], expected[SELECTIONS[1]])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int32", "float64"])
+@pytest.mark.parametrize("name", list(ALL_COMPRESSIONS))
+def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, dtype: str) -> None:
+    """n5-java style: truncated boundary blocks, one block absent (fill value 0)."""
+    data = sample(dtype=dtype)
+    path = tmp_path / "java.n5"
+    root = napari_n5zarr.open(path, mode="w")
+    n5 = {"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": dtype, "compression": ALL_COMPRESSIONS[name]}
+    doc = attributes_to_zarr(n5)
+    codec = N5DefaultCodec.from_dict(doc["codecs"][0])
+    arr = root.create_array("d", shape=SHAPE, dtype=dtype, chunks=BLOCK, serializer=codec, compressors=None,
+                            chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0)
+    expected = np.zeros(SHAPE, dtype)
+    grid = [range(0, s, b) for s, b in zip(SHAPE, BLOCK, strict=True)]
+    for i, x in enumerate(grid[0]):
+        for j, y in enumerate(grid[1]):
+            for k, z in enumerate(grid[2]):
+                if (i, j, k) == (1, 0, 1):
+                    continue  # missing
+                block = data[x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]]  # truncated at the edge
+                (path / "d" / str(i) / str(j)).mkdir(parents=True, exist_ok=True)
+                (path / "d" / str(i) / str(j) / str(k)).write_bytes(codec.encode_block(block))
+                expected[x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]] = block
+    del arr
+    fast = napari_n5zarr.open(path / "d")
+    reference = default_pipeline_read(path / "d")
+    assert isinstance(fast._async_array.codec_pipeline, N5FusedPipeline)
+    for sel in SELECTIONS:
+        np.testing.assert_array_equal(fast[sel], expected[sel])
+        np.testing.assert_array_equal(fast[sel], reference[sel])
+    assert fast[...].dtype == np.dtype(dtype)
+
+
+def test_open_writes_through_the_fused_pipeline(tmp_path) -> None:
+    data = sample()
+    path = tmp_path / "w.n5"
+    root = napari_n5zarr.open(path, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"})
+    arr = napari_n5zarr.open(path / "d", mode="r+")
+    assert isinstance(arr._async_array.codec_pipeline, N5FusedPipeline)
+    arr[...] = data
+    arr[3:9, 30:38, 4] = 5  # partial blocks: read-modify-write
+    data[3:9, 30:38, 4] = 5
+    np.testing.assert_array_equal(napari_n5zarr.open(path / "d")[...], data)
+    np.testing.assert_array_equal(default_pipeline_read(path / "d")[...], data)
+
+
+def test_other_arrays_keep_zarrs_pipeline(tmp_path) -> None:
+    plain = zarr.create_array(tmp_path / "plain.zarr", shape=(4, 4), chunks=(2, 2), dtype="uint8")
+    assert use_fused_pipeline(plain) is plain
+    assert not isinstance(plain._async_array.codec_pipeline, N5FusedPipeline)
+    # zip stores have no synchronous IO: the fused pipeline takes zarr's async fallback
+    data = sample()
+    src = tmp_path / "z.n5"
+    root = napari_n5zarr.open(src, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "zstd"})
+    napari_n5zarr.open(src / "d", mode="r+")[...] = data
+    import shutil
+
+    shutil.make_archive(str(tmp_path / "z"), "zip", src)
+    zipped = use_fused_pipeline(zarr.open_array(store=wrap(base_store(tmp_path / "z.zip")), path="d", mode="r"))
+    assert isinstance(zipped._async_array.codec_pipeline, N5FusedPipeline)
+    np.testing.assert_array_equal(zipped[...], data)
+    np.testing.assert_array_equal(zipped[SELECTIONS[3]], data[SELECTIONS[3]])
