@@ -16,7 +16,12 @@ from zarr.storage import LocalStore
 from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.model import N5DatasetMetadata, N5GroupMetadata, parse_attributes, parse_zarr_json
+from napari_n5zarr.n5.model import (
+    N5DatasetMetadata,
+    N5GroupMetadata,
+    parse_attributes,
+    parse_zarr_json,
+)
 from napari_n5zarr.n5.stores import N5DefaultStore
 
 DATA = Path(__file__).parents[1] / "data"

@@ -217,6 +217,8 @@ class N5DatasetMetadata:
     compression: Mapping[str, Any] = field(default_factory=lambda: {"type": "raw"})
     attributes: Mapping[str, Any] = field(default_factory=dict)
     version: str | None = None
+    _compressor: JSONDict | None = field(init=False, repr=False, compare=False)
+    """The Zarr v3 bytes->bytes codec (JSON) for ``compression``; None for raw."""
 
     def __post_init__(self) -> None:
         dims = _dims(self.dimensions, DIMENSIONS, positive=False)
@@ -342,11 +344,12 @@ class N5DatasetMetadata:
         from napari_n5zarr.n5.compression import zarr_to_n5
 
         attrs = {k: v for k, v in _zarr_attributes(doc, path).items() if k != VERSION_KEY}
+        chunk_shape: Any = (grid.get("configuration") or {}).get("chunk_shape")
         try:
             compression = zarr_to_n5(compressor)
             return cls(
                 dimensions=doc.get("shape"),
-                block_size=(grid.get("configuration") or {}).get("chunk_shape"),
+                block_size=chunk_shape,
                 data_type=dtype,
                 compression=compression,
                 attributes=attrs,
@@ -381,7 +384,7 @@ class N5DatasetMetadata:
             {"name": "transpose", "configuration": {"order": list(range(ndim - 1, -1, -1))}},
             {"name": "bytes"} if N5_DTYPE_SIZES[self.data_type] == 1 else {"name": "bytes", "configuration": {"endian": "big"}},
         ]
-        compressor = getattr(self, "_compressor")
+        compressor = self._compressor
         if compressor is not None:
             chain.append(compressor)
         return chain

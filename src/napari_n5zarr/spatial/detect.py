@@ -25,7 +25,14 @@ from napari_n5zarr.spatial.model import (
     Multiscale,
     default_axes,
 )
-from napari_n5zarr.spatial.pyramids import _assemble, bdv_setup, cosem_pyramid, is_labels, n5viewer_pyramid, ngff_pyramid
+from napari_n5zarr.spatial.pyramids import (
+    _assemble,
+    bdv_setup,
+    cosem_pyramid,
+    is_labels,
+    n5viewer_pyramid,
+    ngff_pyramid,
+)
 
 logger = logging.getLogger(__name__)
 
