@@ -351,7 +351,9 @@ def rows_napari(cfg: Config, pyr: Path, nlevels: int) -> list[Row]:
                 )
             results.append(json.loads(lines[-1]))
     o, t = runs["ours"], runs["tensorstore"]
-    best = lambda rs, k: min(r[k] for r in rs)
+    def best(rs: list, k: str) -> float:
+        return min(r[k] for r in rs)
+
     info = o[0]
     note = (
         f"level {info['data_level']} shown, tile {info['tile']}, "

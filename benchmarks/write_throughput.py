@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from read_throughput import best_of, sample  # same folder
 
 COMPRESSIONS = {

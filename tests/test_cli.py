@@ -342,9 +342,9 @@ def test_missing_remote_extra_is_named(tmp_path):
 
 
 def test_reader_names_the_missing_extra(monkeypatch):
-    from napari_n5zarr._napari.reader import read_path
-
     import importlib
+
+    from napari_n5zarr._napari.reader import read_path
 
     registry = importlib.import_module("fsspec.registry")._registry
     monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed...

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr.write import pyramid
 from napari_n5zarr._napari import writer
 from napari_n5zarr._napari.reader import read_path
+from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.exporter import export
 
 

@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
+from napari_n5zarr.n5.constants import METADATA_FILES
+
 
 def _print(*args: Any) -> None:
     print(*args, flush=True)  # noqa: T201
@@ -224,7 +226,7 @@ def cmd_view(args: argparse.Namespace) -> int:
             if found is None:
                 raise ValueError(f"{target} is not a BigDataViewer N5 XML")
             target = found[0]
-        for name in ("attributes.json", "zarr.json"):
+        for name in METADATA_FILES:
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
     try:
@@ -358,10 +360,10 @@ def _silence_stdout() -> None:
         pass
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to the current ``sys.stderr`` (replaced by pytest's capture, a redirect)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -60,11 +60,11 @@ def write_n5(root: Path, path: str, data: np.ndarray, block, compression, bounda
     group = napari_n5zarr.open(root, mode="a")
     arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
     codec: N5DefaultCodec = arr.metadata.codecs[0]
-    grid = [math.ceil(s / b) for s, b in zip(data.shape, block)]
+    grid = [math.ceil(s / b) for s, b in zip(data.shape, block, strict=True)]
     for n, pos in enumerate(itertools.product(*map(range, grid))):
         if pos in skip:
             continue
-        piece = data[tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape))]
+        piece = data[tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))]
         if piece.shape != tuple(block) and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
             padded = np.full(block, PAD, dtype=data.dtype)
             padded[tuple(slice(0, s) for s in piece.shape)] = piece

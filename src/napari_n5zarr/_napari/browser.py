@@ -42,6 +42,7 @@ from qtpy.QtWidgets import (
     QWidget,
 )
 
+from napari_n5zarr.n5.constants import N5_JSON
 from napari_n5zarr.read.tree import Node, Tree, open_tree
 from napari_n5zarr.storage.location import display_name, join
 
@@ -786,7 +787,7 @@ class BrowserWidget(QWidget):
             parts.append(f"<p style='color:#c33'>{esc(extra['multiscale_error'])}</p>")
         if node.attributes:
             text = json.dumps(node.attributes, indent=1, default=str)
-            parts.append(f"<p><b>{'attributes.json' if node.n5 else 'attributes'}</b></p><pre>{esc(text[:20000])}</pre>")
+            parts.append(f"<p><b>{N5_JSON if node.n5 else 'attributes'}</b></p><pre>{esc(text[:20000])}</pre>")
         if node.zarr_doc is not None and node.kind != "error":
             text = json.dumps(node.zarr_doc, indent=1, default=str)
             parts.append(f"<p><b>zarr.json (Zarr v3 view)</b></p><pre>{esc(text[:20000])}</pre>")

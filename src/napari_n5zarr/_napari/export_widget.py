@@ -16,10 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from magicgui.types import FileDialogMode
-from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, Label, ProgressBar, PushButton
+from magicgui.widgets import (
+    CheckBox,
+    ComboBox,
+    Container,
+    FileEdit,
+    FloatSpinBox,
+    Label,
+    ProgressBar,
+    PushButton,
+)
 
-from napari_n5zarr.write.blocks import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
+from napari_n5zarr.write.blocks import ExportCancelled
 
 if TYPE_CHECKING:
     import napari

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr._napari.layers import MAX_LAYERS, Notify, location_layers, too_many_message
 from napari_n5zarr._napari.layers import notify_napari as _notify
 from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.read.locate import is_n5
 from napari_n5zarr.storage.location import display_name, local_path
 
@@ -44,7 +45,7 @@ def get_reader(path: PathOrPaths) -> ReaderFunction | None:
     return None
 
 
-CLAIMED_FILES = (".zip", ".xml", "attributes.json", "zarr.json")
+CLAIMED_FILES = (".zip", ".xml", N5_JSON, ZARR_JSON)
 """Files napari.yaml's patterns offer to this plugin that may turn out to hold no N5."""
 
 

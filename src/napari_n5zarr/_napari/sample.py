@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.n5.constants import N5_JSON
+
 SAMPLE_NAME = "blobs-v1.n5"
 SHAPE = (32, 192, 256)  # napari order: z, y, x
 SCALE = (1.0, 0.25, 0.25)  # micrometer
@@ -60,7 +62,7 @@ def make_sample(folder: Path | None = None) -> Path:
 
     folder = folder or cache_dir()
     path = folder / SAMPLE_NAME
-    if (path / "attributes.json").is_file():
+    if (path / N5_JSON).is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".blobs-", dir=folder))
@@ -72,7 +74,7 @@ def make_sample(folder: Path | None = None) -> Path:
         try:
             (tmp / SAMPLE_NAME).rename(path)
         except OSError:  # built meanwhile by another process
-            if not (path / "attributes.json").is_file():
+            if not (path / N5_JSON).is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.write.exporter import export
 from napari_n5zarr.spatial import COLOUR_AXES
+from napari_n5zarr.write.exporter import export
 
 LayerData = tuple[Any, dict[str, Any], str]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 BytesLike = bytes | bytearray | memoryview
 

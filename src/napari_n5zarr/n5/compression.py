@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.n5 import bounded, lz4block
-from napari_n5zarr.n5.errors import N5FormatError
 
 JSONDict = dict[str, Any]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 if TYPE_CHECKING:
     from collections.abc import Buffer as BufferLike

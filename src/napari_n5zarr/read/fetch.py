@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.n5.errors import N5BlockError, located
+from napari_n5zarr.errors import N5BlockError, located
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, ZARR_JSON
 from napari_n5zarr.storage.location import (
     METADATA_FILES,
     display_name,
@@ -134,11 +135,11 @@ def is_n5(location: str | os.PathLike[str]) -> bool:
         return p.suffix.lower() == ".zip" and zip_holds_n5(p)
     if not p.is_dir():
         return False
-    if (p / "attributes.json").is_file() or p.suffix.lower() == ".n5" or _is_zarr_v3(p / "zarr.json"):
+    if (p / N5_JSON).is_file() or p.suffix.lower() == ".n5" or _is_zarr_v3(p / ZARR_JSON):
         return True
     if _child_holds_n5(p):
         return True
-    return any((a / "attributes.json").is_file() for a in list(p.parents)[:ANCESTOR_LEVELS])
+    return any((a / N5_JSON).is_file() for a in list(p.parents)[:ANCESTOR_LEVELS])
 
 
 def _is_n5_url(url: str) -> bool:
@@ -149,7 +150,7 @@ def _is_n5_url(url: str) -> bool:
 
         from napari_n5zarr.access import base_store
 
-        return bool(sync(base_store(url.rstrip("/")).exists("attributes.json")))
+        return bool(sync(base_store(url.rstrip("/")).exists(N5_JSON)))
     except Exception:  # a sniffer answers no, whatever the backend raises
         return False
 
@@ -172,7 +173,7 @@ def _is_zarr_v3(zarr_json: Path) -> bool:
 def _uses_n5_codec(zarr_json: Path) -> bool:
     doc = _zarr_json(zarr_json)
     codecs = doc.get("codecs") if doc is not None else None
-    return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == "n5_default" for c in codecs)
+    return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == CODEC_NAME for c in codecs)
 
 
 def _child_holds_n5(p: Path, limit: int = CHILDREN_SNIFFED) -> bool:
@@ -183,8 +184,8 @@ def _child_holds_n5(p: Path, limit: int = CHILDREN_SNIFFED) -> bool:
                 if n >= limit:
                     break
                 if entry.is_dir() and (
-                    os.path.isfile(os.path.join(entry.path, "attributes.json"))
-                    or _uses_n5_codec(Path(entry.path) / "zarr.json")
+                    os.path.isfile(os.path.join(entry.path, N5_JSON))
+                    or _uses_n5_codec(Path(entry.path) / ZARR_JSON)
                 ):
                     return True
     except OSError:
@@ -196,6 +197,6 @@ def zip_holds_n5(p: Path) -> bool:
     """A zip with an attributes.json at its root or up to two folders down."""
     try:
         with zipfile.ZipFile(p) as z:
-            return any(n == "attributes.json" or n.count("/") <= 2 and n.endswith("/attributes.json") for n in z.namelist())
+            return any(n == N5_JSON or n.count("/") <= 2 and n.endswith("/" + N5_JSON) for n in z.namelist())
     except (OSError, zipfile.BadZipFile):
         return False

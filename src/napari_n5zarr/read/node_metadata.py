@@ -13,13 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.n5.constants import CODEC_NAME
 from napari_n5zarr.read.node import Node, compression_text
-
-N5_JSON = "attributes.json"
-ZARR_JSON = "zarr.json"
-MAX_METADATA_BYTES = 16 * 2**20
-"""Largest attributes.json / zarr.json read; bigger ones are reported as errors."""
 
 
 def zarr_compression(doc: Mapping[str, Any]) -> str:
@@ -27,7 +23,7 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
     from napari_n5zarr.n5.compression import zarr_to_n5
 
     codecs = doc.get("codecs") or []
-    if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == "n5_default":
+    if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME:
         inner = (codecs[0].get("configuration") or {}).get("codecs") or []
         comp = inner[2] if len(inner) > 2 else None
     else:
@@ -44,7 +40,8 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
 def fill_from_n5(node: Node, attrs: Any) -> None:
     """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json."""
     from napari_n5zarr.n5.compression import normalize_n5
-    from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr.n5.model import is_dataset
 
     where = node.path or "/"  # errors are prefixed with the file's location by _node
     if not isinstance(attrs, dict):
@@ -79,7 +76,7 @@ def fill_from_zarr(node: Node, doc: Any) -> None:
 
 def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
     """What the conventions need to know about an array node."""
-    from napari_n5zarr.n5.metadata import user_attributes
+    from napari_n5zarr.n5.model import user_attributes
 
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)

@@ -12,9 +12,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from napari_n5zarr.n5.errors import N5MetadataError
+from napari_n5zarr.errors import N5MetadataError
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.limits import max_metadata_bytes
 from napari_n5zarr.read.node import human_bytes
-from napari_n5zarr.read.node_metadata import MAX_METADATA_BYTES, N5_JSON, ZARR_JSON
 from napari_n5zarr.storage.location import join
 
 if TYPE_CHECKING:
@@ -46,10 +47,10 @@ class LocalSource:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise N5MetadataError(f"{path}: not a regular file")
-        if st.st_size > MAX_METADATA_BYTES:
-            raise N5MetadataError(f"{path}: {human_bytes(st.st_size)} is over the {human_bytes(MAX_METADATA_BYTES)} metadata limit")
+        if st.st_size > max_metadata_bytes():
+            raise N5MetadataError(f"{path}: {human_bytes(st.st_size)} is over the {human_bytes(max_metadata_bytes())} metadata limit")
         with open(path, "rb") as f:
-            return f.read(MAX_METADATA_BYTES + 1)
+            return f.read(max_metadata_bytes() + 1)
 
     def read_many(self, keys: Sequence[str]) -> list[bytes | None | BaseException]:
         out: list[bytes | None | BaseException] = []
@@ -97,8 +98,8 @@ class StoreSource:
             buf = await self.store.get(key, default_buffer_prototype())
             if buf is None:
                 return None
-            if len(buf) > MAX_METADATA_BYTES:
-                raise N5MetadataError(f"{self.where(key)}: over the {human_bytes(MAX_METADATA_BYTES)} metadata limit")
+            if len(buf) > max_metadata_bytes():
+                raise N5MetadataError(f"{self.where(key)}: over the {human_bytes(max_metadata_bytes())} metadata limit")
             return buf.to_bytes()
 
         async def many() -> list[Any]:

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr.errors import NodeNotFoundError
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
 from napari_n5zarr.read.node import Node, natural_key
 from napari_n5zarr.read.node import join_path as _join
 from napari_n5zarr.read.node_metadata import (
-    N5_JSON,
-    ZARR_JSON,
     array_info,
     calibrate_array,
     error_text,
@@ -360,14 +360,14 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
             raise ValueError(f"{path}: not a BigDataViewer XML with an N5 image loader (bdv.n5)")
         folder, setups = Path(found[0]), found[1]
         if not folder.is_dir():
-            raise FileNotFoundError(f"{path} points at {folder}, which does not exist")
+            raise NodeNotFoundError(f"{path} points at {folder}, which does not exist")
         return Tree(str(path), LocalSource(folder), n5_location=str(folder), bdv_setups=setups)
     if path.suffix.lower() == ".zip":
         from napari_n5zarr.access import base_store
 
         return Tree(str(path), StoreSource(base_store(path, "r"), str(path)))
     if not path.exists():
-        raise FileNotFoundError(f"no such N5/Zarr container: {path}")
+        raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if not path.is_dir():
-        raise FileNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
+        raise NodeNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
     return Tree(str(path), LocalSource(path))

@@ -16,6 +16,7 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 
 from __future__ import annotations
 
+from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.spatial.conventions import (
     calibrate,
     cosem,
@@ -25,13 +26,7 @@ from napari_n5zarr.spatial.conventions import (
     neuroglancer,
 )
 from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
-from napari_n5zarr.spatial.model import (
-    ArrayInfo,
-    Calibration,
-    Multiscale,
-    SkippedNodeWarning,
-    identity,
-)
+from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, identity
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
     bdv_setup,

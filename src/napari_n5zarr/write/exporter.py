@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import dask.array as da
 import numpy as np
 
-from napari_n5zarr.n5.codec import N5_DTYPES, N5DefaultCodec
+from napari_n5zarr.errors import ExportCancelled, N5FormatError, NodeExistsError
+from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
-from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.n5.constants import N5_DTYPES, N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid, safe_destination
 from napari_n5zarr.write.blocks import (
     Boundary,
-    ExportCancelled,
     N5Blocks,
     Progress,
     WriteGate,
@@ -512,19 +512,19 @@ def _prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Pat
     if not exists:
         return None
     if not overwrite:
-        raise FileExistsError(f"{where} already exists (pass overwrite=True to replace it)")
+        raise NodeExistsError(f"{where} already exists (pass overwrite=True to replace it)")
     if not known:
-        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+        raise NodeExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
     if target is None:
         if not store.supports_deletes:
-            raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
-        raise FileExistsError(
+            raise NodeExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+        raise NodeExistsError(
             f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
             f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
         )
     found, total = safe_destination.foreign_entries(target)
     if found:
-        raise FileExistsError(
+        raise NodeExistsError(
             f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
             "Overwrite only replaces what an export wrote; nothing was deleted"
         )

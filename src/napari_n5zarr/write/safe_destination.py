@@ -30,13 +30,14 @@ import warnings
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.storage import location
 
 LOCK_SUFFIX = ".n5zarr-lock"
 """``.<container name>.n5zarr-lock`` beside the container: held while an export writes."""
 STAGING_TAG = ".n5zarr-new-"
 OLD_TAG = ".n5zarr-old-"
-NODE_FILES = frozenset({"attributes.json", "zarr.json", ".n5zarr-incomplete"})
+NODE_FILES = frozenset({N5_JSON, ZARR_JSON, ".n5zarr-incomplete"})
 """Files an export writes in a node (the last is exporter.INCOMPLETE_MARKER)."""
 _LEVEL = re.compile(r"s\d+")
 _METADATA_LIMIT = 1 << 20  # bytes of attributes.json/zarr.json read to classify a folder
@@ -208,7 +209,7 @@ def _read_json(fd: int) -> dict[str, Any]:
 def _metadata(folder: Path) -> dict[str, Any]:
     """attributes.json merged over zarr.json of ``folder`` ({} when missing or unreadable)."""
     doc: dict[str, Any] = {}
-    for name in ("zarr.json", "attributes.json"):
+    for name in (ZARR_JSON, N5_JSON):
         try:
             with open(folder / name, "rb") as f:
                 parsed = json.loads(f.read(_METADATA_LIMIT))

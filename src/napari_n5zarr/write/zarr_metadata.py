@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from napari_n5zarr.n5.constants import METADATA_FILES
+
 if TYPE_CHECKING:
     from zarr.abc.store import Store
 
@@ -114,7 +116,7 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
 
 
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
-    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.errors import N5FormatError
     from napari_n5zarr.n5.metadata import parse_document
 
     try:
@@ -148,11 +150,12 @@ def _one_line(exc: BaseException) -> str:
 
 def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
+    from napari_n5zarr.errors import N5FormatError
     from napari_n5zarr.n5.describe import store_location
-    from napari_n5zarr.n5.errors import N5FormatError
     from napari_n5zarr.n5.first_block import first_block_mode
     from napari_n5zarr.n5.header import MODE_NAMES
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset, parse_document
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
+    from napari_n5zarr.n5.model import is_dataset
     from napari_n5zarr.write.blocks import store_get
 
     where = prefix.rstrip("/")
@@ -185,7 +188,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     holds_n5 = raw is not None
     if depth < MAX_DEPTH:
         for name in _list_dir(store, where):
-            if name in ("attributes.json", "zarr.json") or name.startswith("."):
+            if name in METADATA_FILES or name.startswith("."):
                 continue
             holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
     if holds_n5:
