@@ -49,7 +49,7 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
     import numpy as np
 
     from napari_n5zarr.write import pyramid
-    from napari_n5zarr.write.exporter import default_chunks
+    from napari_n5zarr.write.plan import default_chunks
 
     labels = list(axis_labels) if axis_labels is not None else None
     if rgb:
