@@ -37,7 +37,8 @@ REGION_BYTES = 8 << 20
 """Largest level-0 region whose finer levels are computed from it in memory."""
 
 BATCH_BYTES = 64 << 20
-"""Level-0 bytes given to dask in one go (see :func:`store_local`)."""
+BATCH_TASKS = 4
+"""Level-0 bytes, and regions per thread, given to dask in one go (see :func:`store_local`)."""
 
 ArrayLike = Any
 
@@ -104,10 +105,17 @@ def write_levels(
         lambda: as_dask(sources[0], region).astype(plan.dtype).rechunk(region),
         regions,
         sum(t.nblocks for t in regions.targets),
-        batch=max(2 * _threads(scheduler), BATCH_BYTES // (math.prod(region) * plan.dtype.itemsize)),
+        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler)),
     )
     for k in range(depth + 1, len(targets)):
         store_level(lambda k=k: next_level(targets[k - 1], targets[k], plan.steps[k - 1], plan.method), targets[k], targets[k].nblocks)
+
+
+def _batch(region: Sequence[int], itemsize: int, threads: int) -> int:
+    """Regions per ``da.store`` call: dask orders one call's tasks breadth-first, computing
+    most sources before writing any region; small calls keep memory bounded and the first
+    blocks (and progress) early."""
+    return max(2 * threads, min(BATCH_BYTES // (math.prod(region) * itemsize), BATCH_TASKS * threads))
 
 
 def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
@@ -119,12 +127,13 @@ def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
 
 def region_depth(plan: ExportPlan, threads: int = 2) -> int:
     """How many pyramid steps each level-0 region computes in memory: as many as fit in
-    :data:`REGION_BYTES` while level 0 still has ``2 * threads`` regions to share out."""
+    :data:`REGION_BYTES` while level 0 still has ``8 * threads`` regions to share out (so
+    both cores work, and progress and the first blocks come early)."""
     depth = 0
     for d in range(1, len(plan.steps) + 1):
         region = region_shape(plan, d)
         count = math.prod(math.ceil(n / r) for n, r in zip(plan.levels[0].shape, region, strict=True))
-        if math.prod(region) * plan.dtype.itemsize > REGION_BYTES or count < 2 * threads:
+        if math.prod(region) * plan.dtype.itemsize > REGION_BYTES or count < 8 * threads:
             break
         depth = d
     return depth
