@@ -105,17 +105,19 @@ def write_levels(
         lambda: as_dask(sources[0], region).astype(plan.dtype).rechunk(region),
         regions,
         sum(t.nblocks for t in regions.targets),
-        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler)),
+        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=depth > 0),
     )
     for k in range(depth + 1, len(targets)):
         store_level(lambda k=k: next_level(targets[k - 1], targets[k], plan.steps[k - 1], plan.method), targets[k], targets[k].nblocks)
 
 
-def _batch(region: Sequence[int], itemsize: int, threads: int) -> int:
-    """Regions per ``da.store`` call: dask orders one call's tasks breadth-first, computing
-    most sources before writing any region; small calls keep memory bounded and the first
-    blocks (and progress) early."""
-    return max(2 * threads, min(BATCH_BYTES // (math.prod(region) * itemsize), BATCH_TASKS * threads))
+def _batch(region: Sequence[int], itemsize: int, threads: int, merges: bool) -> int:
+    """Regions per ``da.store`` call, at most :data:`BATCH_BYTES`. When a region merges
+    several blocks, dask orders one call's tasks breadth-first (computing most sources
+    before writing any region): a few regions per thread per call then keep the first
+    blocks, and progress, early."""
+    most = max(2 * threads, BATCH_BYTES // (math.prod(region) * itemsize))
+    return min(most, max(2 * threads, BATCH_TASKS * threads)) if merges else most
 
 
 def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
