@@ -537,7 +537,7 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     from napari_n5zarr.access import base_store
     from napari_n5zarr.write.blocks import N5Blocks
     from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.errors import N5BlockError
+    from napari_n5zarr.errors import N5BlockError
 
     dest = tmp_path / "x.n5"
     export(np.arange(64 * 64, dtype="uint16").reshape(64, 64), dest, chunks=32, levels=1)

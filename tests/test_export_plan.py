@@ -4,7 +4,7 @@ every bad argument refused before anything is written, with an error naming it."
 import numpy as np
 import pytest
 
-from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.write.levels import region_depth, region_shape
 from napari_n5zarr.write.plan import ExportPlan, make_plan
 

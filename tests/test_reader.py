@@ -482,11 +482,9 @@ METADATA_FILES = {"attributes.json", "zarr.json", ".zgroup", ".zattrs", ".zarray
 
 
 def _n5_codec(dtype: str, ndim: int):
-    from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr.n5.model import N5DatasetMetadata
 
-    doc = attributes_to_zarr({"dimensions": [1] * ndim, "blockSize": [1] * ndim, "dataType": dtype, "compression": {"type": "raw"}})
-    return N5DefaultCodec.from_dict(doc["codecs"][0])
+    return N5DatasetMetadata(dimensions=(1,) * ndim, block_size=(1,) * ndim, data_type=dtype).codec()
 
 
 @pytest.mark.parametrize(

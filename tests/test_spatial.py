@@ -12,11 +12,13 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore, WrapperStore
 
 from napari_n5zarr import spatial as sp
+from napari_n5zarr.n5.model import N5DatasetMetadata
 from napari_n5zarr.spatial import ArrayInfo
 
 
 def info(conventions_dir: Path, read_json, rel: str) -> ArrayInfo:
-    return ArrayInfo.from_n5(read_json(conventions_dir / rel / "attributes.json"))
+    meta = N5DatasetMetadata.from_json(read_json(conventions_dir / rel / "attributes.json"))
+    return ArrayInfo(meta.attributes, meta.dimensions, meta.data_type)
 
 
 # --- N5 Viewer single datasets: the values n5-ij's MetadataTests expects --------------------
@@ -442,6 +444,14 @@ def test_detect_reports_a_broken_child_and_keeps_siblings():
     assert len(found) == 5
     with pytest.warns(sp.SkippedNodeWarning, match="broken"):
         sp.detect(root)
+
+
+def test_detect_logs_each_skipped_node(caplog: pytest.LogCaptureFixture):
+    root = _container()
+    sync(root.store.set("broken/zarr.json", default_buffer_prototype().buffer.from_bytes(b"{ not json")))
+    with caplog.at_level("INFO", logger="napari_n5zarr.spatial.detect"):
+        sp.detect(root, on_error=lambda path, exc: None)
+    assert [r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.spatial.detect"] == ["skipped broken"]
 
 
 def test_detect_ignores_objects_that_are_not_nodes():

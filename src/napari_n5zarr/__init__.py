@@ -16,7 +16,7 @@ _LAZY = {
     "LZ4BlockCodec": "napari_n5zarr.n5.lz4block",
     "N5DefaultStore": "napari_n5zarr.n5.stores",
     "ImplicitGroupStore": "napari_n5zarr.n5.stores",
-    "N5FormatError": "napari_n5zarr.n5.errors",
+    "N5FormatError": "napari_n5zarr.errors",
     "open": "napari_n5zarr.access",
     "create_dataset": "napari_n5zarr.access",
     "export": "napari_n5zarr.write.exporter",
@@ -27,7 +27,7 @@ __all__ = [*_LAZY, "__version__"]
 if TYPE_CHECKING:
     from napari_n5zarr.write.exporter import export
     from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.errors import N5FormatError
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
     from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
     from napari_n5zarr.access import create_dataset, open

@@ -13,9 +13,10 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import ZipStore
 
+from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
+from napari_n5zarr.n5.constants import ZARR_JSON
+from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage.local import SafeLocalStore
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
-from napari_n5zarr.n5.stores import ZARR_JSON, ImplicitGroupStore, N5DefaultStore
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 _URL_SCHEMES = ("s3://", "gs://", "gcs://", "http://", "https://", "az://", "abfs://", "memory://")
@@ -27,7 +28,8 @@ def ensure_codecs_registered() -> None:
     from zarr.registry import _codec_registries, register_codec
 
     from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec
-    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME, LZ4BlockCodec
+    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME
+    from napari_n5zarr.n5.lz4block import LZ4BlockCodec
 
     register_codec(CODEC_NAME, N5DefaultCodec)
     register_codec(LZ4_NAME, LZ4BlockCodec)
@@ -43,6 +45,27 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     Local folders refuse non-regular files (FIFOs, devices) and oversized metadata
     (:class:`~napari_n5zarr.storage.local.SafeLocalStore`); URLs get timeouts, retries with
     backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`).
+
+    Parameters
+    ----------
+    path_or_url
+        A local folder, a ``.zip`` file, ``file://...``, or an fsspec URL (``s3://``,
+        ``gs://``, ``http(s)://``, ``az://``, ``memory://``).
+    mode
+        As for :func:`open`; any mode but ``"r"`` opens the store writable.
+    storage_options
+        Passed to fsspec for URLs (credentials, endpoint, ...); ignored for local paths.
+
+    Returns
+    -------
+    zarr.abc.store.Store
+        The store, not yet wrapped: see :func:`wrap` for the N5 view.
+
+    Raises
+    ------
+    NodeNotFoundError
+        (a ``FileNotFoundError``) when reading a path that does not exist, a ``.zip`` that
+        is no file, or (modes ``"r"``/``"r+"``) a path that is no folder.
     """
     read_only = mode == "r"
     target = os.fspath(path_or_url)
@@ -55,12 +78,12 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     path = Path(target).expanduser()
     if path.suffix.lower() == ".zip":
         if read_only and not path.is_file():
-            raise FileNotFoundError(f"no such zip file: {path}")
+            raise NodeNotFoundError(f"no such zip file: {path}")
         return ZipStore(path, mode="r" if read_only else "a", read_only=read_only)
     if read_only and not path.exists():
-        raise FileNotFoundError(f"no such N5/Zarr container: {path}")
+        raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():
-        raise FileNotFoundError(f"not a directory (an N5 container is a folder): {path}")
+        raise NodeNotFoundError(f"not a directory (an N5 container is a folder): {path}")
     return SafeLocalStore(path, read_only=read_only)
 
 
@@ -98,10 +121,38 @@ def open(  # noqa: A001 (the public name is a contract)
     """Open an N5 container, group or dataset (or a Zarr node using ``n5_default``).
 
     The store is rooted at ``path_or_url``; arrays keep N5 order (shape == N5
-    ``dimensions``). Local paths, ``file://``, ``.zip``, ``s3://``, ``http(s)://``.
-    Raises FileNotFoundError when nothing is there, N5FormatError (N5MetadataError) for
-    bad metadata naming the attributes.json path/URL, and N5StoreError (an OSError, never
-    FileNotFoundError) when the store fails: a remote 5xx/timeout after retries, a FIFO.
+    ``dimensions``).
+
+    Parameters
+    ----------
+    path_or_url
+        A local folder, ``file://...``, a ``.zip`` file, or an fsspec URL (``s3://``,
+        ``gs://``, ``http(s)://``, ...).
+    mode
+        ``"r"`` read only (default); ``"r+"`` read and write an existing node; ``"a"`` open
+        or create a group; ``"w"`` create a group, replacing what is there; ``"w-"`` create a
+        group, failing if a node exists.
+    storage_options
+        Passed to fsspec for URLs (credentials, endpoint, ...).
+
+    Returns
+    -------
+    zarr.Array or zarr.Group
+        Over the N5 Default Store and the implicit-group store (:func:`wrap`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``mode``.
+    NodeNotFoundError
+        (a ``FileNotFoundError``) when nothing is there.
+    NodeExistsError
+        (a ``FileExistsError``) in mode ``"w-"`` when a node is there.
+    N5MetadataError
+        (an :class:`N5FormatError`) for bad metadata, naming the attributes.json path/URL.
+    N5StoreError
+        (an ``OSError``, never ``FileNotFoundError``) when the store fails: a remote
+        5xx/timeout after retries, a FIFO.
     """
     if mode not in ("r", "r+", "a", "w", "w-"):
         raise ValueError(f"mode must be one of 'r', 'r+', 'a', 'w', 'w-', got {mode!r}")
@@ -112,13 +163,13 @@ def open(  # noqa: A001 (the public name is a contract)
     try:
         doc = node_metadata(store)
     except FileNotFoundError as e:  # only a real "not found": a 500 or a timeout is not one
-        raise FileNotFoundError(f"cannot read {path_or_url}: {e}") from e
+        raise NodeNotFoundError(f"cannot read {path_or_url}: {e}") from e
     if doc is None:
         if mode in ("a", "w-"):
             return zarr.open_group(store=store, mode=mode)
-        raise FileNotFoundError(f"no N5 or Zarr node at {path_or_url}")
+        raise NodeNotFoundError(f"no N5 or Zarr node at {path_or_url}")
     if mode == "w-":
-        raise FileExistsError(f"{path_or_url} already holds an N5/Zarr node")
+        raise NodeExistsError(f"{path_or_url} already holds an N5/Zarr node")
     zarr_mode = "r" if mode == "r" else "r+"
     if doc.get("node_type") == "array":
         return zarr.open_array(store=store, mode=zarr_mode)
@@ -140,25 +191,61 @@ def create_dataset(
 ) -> zarr.Array:
     """Create an N5 dataset (N5 order) in a group opened with :func:`open`.
 
-    ``compression`` is an N5 compression object (default ``{"type": "raw"}``). The array
-    uses the ``n5_default`` codec; through the N5 Default Store it gets an attributes.json
-    and a zarr.json. Writes through zarr pad boundary blocks (use ``export`` or
-    ``N5DefaultCodec.encode_block`` for truncated ones).
+    The array uses the ``n5_default`` codec; through the N5 Default Store it gets an
+    attributes.json and a zarr.json. Writes through zarr pad boundary blocks (use ``export``
+    or ``N5DefaultCodec.encode_block`` for truncated ones).
+
+    Parameters
+    ----------
+    parent
+        A writable group opened with :func:`open`.
+    name
+        The dataset's path under ``parent``.
+    shape, chunks
+        The array and block shapes, N5 order (index 0 = x).
+    dtype
+        Anything numpy takes as a dtype; N5 stores only
+        :data:`~napari_n5zarr.n5.constants.N5_DTYPES`.
+    compression
+        An N5 compression object (``{"type": "gzip", "level": 6}``); default
+        ``{"type": "raw"}``.
+    attributes
+        User attributes; N5's reserved keys (``dimensions``, ...) are refused.
+    overwrite
+        Replace an existing node at ``name``.
+
+    Returns
+    -------
+    zarr.Array
+
+    Raises
+    ------
+    N5MetadataError
+        Naming ``name``, for what N5 cannot store (data type, block size, compression,
+        reserved attribute keys); nothing is written then.
+    TypeError
+        For something numpy does not take as a dtype.
     """
     import numpy as np
 
-    from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr.n5.model import N5DatasetMetadata
 
-    n5 = {"dimensions": list(shape), "blockSize": list(chunks), "dataType": np.dtype(dtype).name,
-          "compression": compression or {"type": "raw"}}
-    doc = attributes_to_zarr(n5, path=name)
+    try:
+        meta = N5DatasetMetadata(
+            dimensions=tuple(shape),
+            block_size=tuple(chunks),
+            data_type=np.dtype(dtype).name,
+            compression=compression or {"type": "raw"},
+            attributes=attributes or {},
+        )
+    except N5MetadataError as e:
+        raise N5MetadataError(f"{name}: {e}") from None
     return parent.create_array(
         name,
-        shape=tuple(shape),
+        shape=meta.dimensions,
         dtype=np.dtype(dtype),
-        chunks=tuple(chunks),
-        serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
+        chunks=meta.block_size,
+        serializer=meta.codec(),
         compressors=None,
         chunk_key_encoding={"name": "v2", "separator": "/"},
         fill_value=0,

@@ -352,7 +352,7 @@ class _Report:
 
 
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
-    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.errors import N5FormatError
     from napari_n5zarr.n5.metadata import parse_document
 
     try:
@@ -364,10 +364,11 @@ def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
 def _add_metadata(store: Store, prefix: str, report: _Report, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
     from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.n5.errors import N5FormatError
+    from napari_n5zarr.errors import N5FormatError
     from napari_n5zarr.n5.header import MODE_NAMES
     from napari_n5zarr.n5.describe import store_location
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset, parse_document
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
+    from napari_n5zarr.n5.model import is_dataset
 
     where = prefix.rstrip("/")
     key = f"{prefix}attributes.json"

@@ -20,8 +20,9 @@ import zarr
 import napari_n5zarr
 from napari_n5zarr.n5 import bounded, lz4block
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 from napari_n5zarr.n5.header import encode_header
+from napari_n5zarr.n5.model import N5DatasetMetadata
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 
 SRC = str(Path(__file__).parents[2] / "src")
@@ -39,7 +40,7 @@ COMPRESSIONS = {
 
 
 def codec_for(attrs: dict) -> N5DefaultCodec:
-    return N5DefaultCodec.from_dict(attributes_to_zarr(attrs)["codecs"][0])
+    return N5DatasetMetadata.from_json(attrs).codec()
 
 
 def make_dataset(root: Path, dims: list[int], block: list[int], dtype: str, compression: dict) -> tuple[Path, N5DefaultCodec]:
@@ -69,13 +70,12 @@ SEGV_CHILD = textwrap.dedent(
     """
     import json, sys, pathlib, numpy as np
     import napari_n5zarr
-    from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr.n5.model import N5DatasetMetadata
     d = pathlib.Path(sys.argv[1]); cname = sys.argv[2]
     attrs = {"dimensions": [64, 64, 64], "blockSize": [64, 64, 64], "dataType": "uint16",
              "compression": {"type": "blosc", "cname": cname, "clevel": 5, "shuffle": 1, "blocksize": 0}}
     d.mkdir(); (d / "attributes.json").write_text(json.dumps(attrs))
-    codec = N5DefaultCodec.from_dict(attributes_to_zarr(attrs)["codecs"][0])
+    codec = N5DatasetMetadata.from_json(attrs).codec()
     data = (np.indices((64, 64, 64)).sum(axis=0) * 7 % 4093).astype("uint16")
     block = codec.encode_block(data)
     (d / "0/0").mkdir(parents=True)

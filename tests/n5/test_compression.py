@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from napari_n5zarr.n5.compression import COMPRESSIONS, N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
-from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.errors import N5FormatError
 
 JAVA_DEFAULTS = [
     {"type": "raw"},

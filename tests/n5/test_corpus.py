@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 import napari_n5zarr
-from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.errors import N5FormatError
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 MANIFEST = json.loads((CORPUS / "MANIFEST.json").read_text())["datasets"]

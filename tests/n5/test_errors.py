@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr.n5.errors import N5BlockError, N5FormatError, N5MetadataError
+from napari_n5zarr.errors import N5BlockError, N5FormatError, N5MetadataError
 from napari_n5zarr.n5.header import encode_header
 
 
@@ -154,9 +154,9 @@ def test_unrepresentable_zarr_metadata_refused_on_write(tmp_path: Path) -> None:
 
 
 def test_encode_block_refuses_non_n5_dtypes() -> None:
-    from napari_n5zarr.n5.codec import N5DefaultCodec, default_chain
+    from napari_n5zarr.n5.model import N5DatasetMetadata
 
-    codec = N5DefaultCodec(codecs=default_chain(1, "uint8"))
+    codec = N5DatasetMetadata(dimensions=(3,), block_size=(3,), data_type="uint8").codec()
     for dtype in ("bool", "complex64", "float16", "<U2"):
         with pytest.raises(N5BlockError, match="data type"):
             codec.encode_block(np.zeros(3, dtype=dtype))

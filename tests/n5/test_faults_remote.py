@@ -23,7 +23,7 @@ import pytest
 import zarr
 
 import napari_n5zarr
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError, N5StoreError
+from napari_n5zarr.errors import N5FormatError, N5MetadataError, N5StoreError
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"
@@ -275,6 +275,16 @@ def test_transient_503s_are_retried_with_backoff_then_succeed(remote) -> None:
     server.faults["/gzip/0/0/0"] = "flaky:2"
     np.testing.assert_array_equal(guarded(lambda: arr[BLOCK]), EXPECTED[BLOCK])
     assert sum(n for p, n in server.hits.items() if p.endswith("/gzip/0/0/0")) == 3
+
+
+def test_retries_are_logged_naming_the_url(remote, caplog: pytest.LogCaptureFixture) -> None:
+    server, url, options = remote
+    arr = napari_n5zarr.open(f"{url}/gzip", storage_options=options)
+    server.faults["/gzip/0/0/0"] = "flaky:1"
+    with caplog.at_level("INFO", logger="napari_n5zarr.storage.remote"):
+        guarded(lambda: arr[BLOCK])
+    retries = [r.getMessage() for r in caplog.records if r.name == "napari_n5zarr.storage.remote"]
+    assert len(retries) == 1 and "gzip/0/0/0" in retries[0] and "attempt 2 of 3" in retries[0], retries
 
 
 def test_one_more_503_than_the_budget_is_an_error(remote, monkeypatch: pytest.MonkeyPatch) -> None:

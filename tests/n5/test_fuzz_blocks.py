@@ -92,8 +92,7 @@ class Campaign:
         from zarr.core.buffer.cpu import Buffer
         from zarr.storage import MemoryStore
 
-        from napari_n5zarr.n5.codec import N5DefaultCodec
-        from napari_n5zarr.n5.metadata import attributes_to_zarr
+        from napari_n5zarr.n5.model import N5DatasetMetadata
         from napari_n5zarr.n5.stores import N5DefaultStore
 
         self.np, self.Buffer = np, Buffer
@@ -109,7 +108,7 @@ class Campaign:
                 attrs = {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": comp}
                 prefix = f"{cname.replace('/', '_')}-{dtype}"
                 self.mem._store_dict[f"{prefix}/attributes.json"] = Buffer.from_bytes(json.dumps(attrs).encode())
-                codec = N5DefaultCodec.from_dict(attributes_to_zarr(attrs)["codecs"][0])
+                codec = N5DatasetMetadata.from_json(attrs).codec()
                 self.codecs[cname] = codec
                 data = _sample(tuple(dims), dtype, nprng)
                 arr = zarr.open_array(store=store, path=prefix, mode="r")
@@ -183,7 +182,7 @@ class Campaign:
     # -- one case --------------------------------------------------------------------
     def run_case(self, kind: str, arr, dtype: str, region, key: str, original, encoded: bytes, mutated: bytes, cname: str) -> None:
         np = self.np
-        from napari_n5zarr.n5.errors import N5FormatError
+        from napari_n5zarr.errors import N5FormatError
 
         self.mem._store_dict[key] = self.Buffer.from_bytes(mutated)
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
@@ -359,7 +358,7 @@ def write_bombs(root: Path, size: int) -> None:
 def read_bombs(root: Path) -> dict:
     """Read every bomb; report the outcome and this process's peak RSS growth."""
     import napari_n5zarr
-    from napari_n5zarr.n5.errors import N5BlockError
+    from napari_n5zarr.errors import N5BlockError
 
     import numpy  # noqa: F401  (imports before the baseline)
 

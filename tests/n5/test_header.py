@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 from napari_n5zarr.n5.header import encode_header, header_size, parse_header
 
 

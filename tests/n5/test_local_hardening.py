@@ -19,7 +19,7 @@ from zarr.storage import LocalStore
 
 import napari_n5zarr
 from napari_n5zarr.storage.local import SafeLocalStore
-from napari_n5zarr.n5.errors import N5MetadataError, N5StoreError
+from napari_n5zarr.errors import N5MetadataError, N5StoreError
 
 SRC = Path(__file__).parents[2] / "src"
 ATTRS = {"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "raw"}}

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from napari_n5zarr.n5 import lz4block
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 65536, 65537, 300_000])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from napari_n5zarr.n5.errors import N5MetadataError
+from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.metadata import attributes_to_zarr, zarr_to_attributes
 
 DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
@@ -85,7 +85,8 @@ import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import napari_n5zarr  # noqa: E402
-from napari_n5zarr.n5.metadata import MAX_JSON_DEPTH, check_nesting  # noqa: E402
+from napari_n5zarr.n5.constants import MAX_JSON_DEPTH  # noqa: E402
+from napari_n5zarr.n5.limits import check_nesting  # noqa: E402
 
 BAD_DOCUMENTS = {
     "not json": b"{dimensions: [4]",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from magicgui.widgets import CheckBox, ComboBox, Container, FileEdit, FloatSpinBox, Label, ProgressBar, PushButton
 
-from napari_n5zarr.write.blocks import ExportCancelled
+from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
 
 if TYPE_CHECKING:

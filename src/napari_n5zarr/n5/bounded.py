@@ -29,7 +29,7 @@ import numpy as np
 import zstandard
 
 from napari_n5zarr.n5 import lz4block
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 BytesLike = bytes | bytearray | memoryview
 

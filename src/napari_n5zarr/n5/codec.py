@@ -27,7 +27,8 @@ from zarr.core.metadata.v3 import parse_codecs
 
 from napari_n5zarr.n5 import bounded
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
-from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, located
+from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, BlockHeader, encode_header, parse_header
 
 if TYPE_CHECKING:
@@ -37,28 +38,12 @@ if TYPE_CHECKING:
     from zarr.core.chunk_grids import ChunkGrid
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
 
-CODEC_NAME = "n5_default"
-N5_DTYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64")
-
-
-def default_chain(ndim: int, dtype: Any, compressor: BytesBytesCodec | dict | None = None) -> list:
-    """The spec's inner chain for an array of ``ndim`` dimensions and ``dtype``."""
-    itemsize = np.dtype(str(dtype) if not isinstance(dtype, np.dtype) else dtype).itemsize
-    chain: list = [
-        TransposeCodec(order=tuple(range(ndim - 1, -1, -1))),
-        BytesCodec(endian="big" if itemsize > 1 else None),
-    ]
-    if compressor is not None:
-        chain.append(compressor)
-    return chain
-
-
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):
     """Array->bytes codec ``n5_default``: N5 default-mode blocks inside Zarr v3.
 
     ``N5DefaultCodec(codecs=[transpose, bytes, optional compressor])``; see
-    :func:`default_chain`. Decodes padded, truncated and mixed boundary blocks; encodes
+    :meth:`~napari_n5zarr.n5.model.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
     blocks at the chunk shape (padded). :meth:`encode_block` / :meth:`decode_block` work at
     a block's own shape, for writers that truncate boundary blocks like n5-java.
     """

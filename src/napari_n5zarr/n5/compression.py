@@ -17,7 +17,7 @@ from typing import Any
 import deflate
 
 from napari_n5zarr.n5 import bounded, lz4block
-from napari_n5zarr.n5.errors import N5FormatError
+from napari_n5zarr.errors import N5FormatError
 
 JSONDict = dict[str, Any]
 

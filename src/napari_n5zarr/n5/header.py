@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 MODE_DEFAULT = 0
 MODE_VARLENGTH = 1

@@ -22,7 +22,7 @@ import xxhash
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
-from napari_n5zarr.n5.errors import N5BlockError
+from napari_n5zarr.errors import N5BlockError
 
 if TYPE_CHECKING:
     from typing import Self

@@ -12,6 +12,7 @@ never ``attributes.json`` itself.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import stat
@@ -24,8 +25,9 @@ from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
 from zarr.storage._utils import _normalize_byte_range_index
 
+from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.describe import describe_store, store_location
-from napari_n5zarr.n5.errors import BLOCK_NAME_ATTR, N5BlockError, N5MetadataError, located
 from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_NAMES, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
@@ -38,9 +40,7 @@ if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import BufferPrototype
 
-ZARR_JSON = "zarr.json"
-N5_JSON = "attributes.json"
-
+logger = logging.getLogger(__name__)
 
 def _meta_prefix(key: str) -> str | None:
     """``a/b/`` for ``a/b/zarr.json``, ``""`` for ``zarr.json``, None for other keys."""
@@ -95,9 +95,31 @@ class N5DefaultStore(_ReadsThroughGet):
 
     Reads: ``zarr.json`` is translated from ``attributes.json`` (a real ``zarr.json`` is used
     only where no ``attributes.json`` exists). Writes of ``zarr.json`` store the matching
-    ``attributes.json`` as well (``write_zarr_json=False`` stores N5 only: z5py 3 refuses
-    folders holding both). Blocks pass through; a block in varlength/object mode is refused
-    with its key.
+    ``attributes.json`` as well. Blocks pass through; a block in varlength/object mode is
+    refused with its key.
+
+    Parameters
+    ----------
+    store
+        Any zarr store holding an N5 container (local, zip, fsspec, memory, ...).
+    write_zarr_json
+        Also store the ``zarr.json`` written through this wrapper (default). ``False``
+        stores N5 only (z5py 3 refuses folders holding both).
+
+    Raises
+    ------
+    N5MetadataError
+        From reads and writes of ``zarr.json``: an ``attributes.json`` that is not valid N5
+        (naming its path or URL), or a ``zarr.json`` N5 cannot store.
+    N5BlockError
+        From block reads: a block whose header is impossible at its position, or not in
+        default mode (naming the block and the container).
+
+    Examples
+    --------
+    >>> import zarr
+    >>> from zarr.storage import LocalStore
+    >>> arr = zarr.open_array(N5DefaultStore(LocalStore("data.n5/raw")), mode="r")  # doctest: +SKIP
     """
 
     def __init__(self, store: Store, *, write_zarr_json: bool = True) -> None:
@@ -136,6 +158,7 @@ class N5DefaultStore(_ReadsThroughGet):
             itemsize = np.dtype(str(doc["data_type"])).itemsize
             self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block), itemsize)
         except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
+            logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)
             self._array_grid.pop(prefix, None)
 
     def _check_block_file(self, key: str) -> None:
@@ -326,7 +349,18 @@ class ImplicitGroupStore(_ReadsThroughGet):
     """Answer ``{"zarr_format": 3, "node_type": "group"}`` for metadata-less prefixes.
 
     Only for prefixes that really exist (hold at least one key) and do not lie inside an
-    array; wrap an :class:`N5DefaultStore` with it.
+    array; wrap an :class:`N5DefaultStore` with it (N5 groups need no attributes.json).
+
+    Parameters
+    ----------
+    store
+        The store to wrap, normally an :class:`N5DefaultStore`.
+
+    Raises
+    ------
+    N5MetadataError
+        When deciding whether a prefix lies inside an array meets an ancestor's metadata
+        that is not valid JSON (naming it).
     """
 
     def _with_store(self, store: Store) -> ImplicitGroupStore:

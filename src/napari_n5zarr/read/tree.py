@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr import spatial
 from napari_n5zarr.spatial.detect import referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
-from napari_n5zarr.n5.errors import N5FormatError, N5MetadataError
+from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeNotFoundError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -585,7 +585,8 @@ class Tree:
 
     def _fill_from_n5(self, node: Node, attrs: Any) -> None:
         from napari_n5zarr.n5.compression import normalize_n5
-        from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
+        from napari_n5zarr.n5.metadata import attributes_to_zarr
+        from napari_n5zarr.n5.model import is_dataset
 
         where = node.path or "/"  # errors are prefixed with the file's location by _node
         if not isinstance(attrs, dict):
@@ -618,7 +619,7 @@ class Tree:
         node.compression = _zarr_compression(doc)
 
     def _info(self, node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
-        from napari_n5zarr.n5.metadata import user_attributes
+        from napari_n5zarr.n5.model import user_attributes
 
         attrs = node.attributes if attributes is None else attributes
         return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
@@ -872,14 +873,14 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
             raise ValueError(f"{path}: not a BigDataViewer XML with an N5 image loader (bdv.n5)")
         folder = Path(n5) if Path(n5).is_absolute() else path.parent / n5
         if not folder.is_dir():
-            raise FileNotFoundError(f"{path} points at {folder}, which does not exist")
+            raise NodeNotFoundError(f"{path} points at {folder}, which does not exist")
         return Tree(str(path), _LocalSource(folder), n5_location=str(folder), bdv_setups=setups)
     if path.suffix.lower() == ".zip":
         from napari_n5zarr.access import base_store
 
         return Tree(str(path), _StoreSource(base_store(path, "r"), str(path)))
     if not path.exists():
-        raise FileNotFoundError(f"no such N5/Zarr container: {path}")
+        raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if not path.is_dir():
-        raise FileNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
+        raise NodeNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
     return Tree(str(path), _LocalSource(path))

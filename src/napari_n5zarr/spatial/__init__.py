@@ -16,9 +16,10 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 
 from __future__ import annotations
 
+from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.spatial.conventions import calibrate, cosem, downsampling_factors, imagej, n5viewer, neuroglancer
 from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
-from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, SkippedNodeWarning, normalize_unit, identity
+from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, identity, normalize_unit
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
     bdv_setup,

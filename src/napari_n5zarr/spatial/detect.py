@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import warnings
 from collections.abc import Iterable, Mapping
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import zarr
 
+from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
@@ -20,10 +22,11 @@ from napari_n5zarr.spatial.model import (
     Attrs,
     ErrorHandler,
     Multiscale,
-    SkippedNodeWarning,
     default_axes,
 )
 from napari_n5zarr.spatial.pyramids import _assemble, bdv_setup, cosem_pyramid, is_labels, n5viewer_pyramid, ngff_pyramid
+
+logger = logging.getLogger(__name__)
 
 
 def describe_error(path: str, exc: BaseException) -> str:
@@ -33,7 +36,17 @@ def describe_error(path: str, exc: BaseException) -> str:
 
 
 def _warn(path: str, exc: BaseException) -> None:
-    warnings.warn(f"skipped {describe_error(path, exc)}", SkippedNodeWarning, stacklevel=3)
+    warnings.warn(f"skipped {describe_error(path, exc)}", SkippedNodeWarning, stacklevel=4)
+
+
+def _logged(on_error: ErrorHandler) -> ErrorHandler:
+    """``on_error``, after logging the skipped node (whatever the caller does with it)."""
+
+    def report(path: str, exc: BaseException) -> None:
+        logger.info("skipped %s", describe_error(path, exc))
+        on_error(path, exc)
+
+    return report
 
 
 def _natural_key(name: str) -> list[Any]:
@@ -50,7 +63,7 @@ def n5_ordered(array: zarr.Array) -> bool:
     codecs = getattr(array.metadata, "codecs", None) or ()
     try:
         return bool(codecs) and codecs[0].to_dict().get("name") == "n5_default"
-    except Exception:
+    except (AttributeError, TypeError, ValueError):  # a codec without a JSON form
         return False
 
 
@@ -71,7 +84,7 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
         from napari_n5zarr.access import child_names
 
         keys = child_names(group)
-    except Exception as exc:
+    except Exception as exc:  # boundary: any store's listing fault is reported for this node (plain HTTP cannot list)
         found = _probe_levels(group)
         if not found:
             on_error(where, exc)
@@ -81,14 +94,14 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out = dict(group.members())
-    except Exception:  # a child raised something else than KeyError: go one by one
+    except Exception:  # boundary: a child raised something else than KeyError: go one by one
         out = {}
     for key in keys:
         if key in out:
             continue
         try:
             out[key] = group[key]
-        except Exception as exc:
+        except Exception as exc:  # boundary: a broken child is reported, its siblings still read
             if type(exc) is not KeyError:
                 on_error(_join(where, key), exc)
     return out or _probe_levels(group)
@@ -100,7 +113,7 @@ def _probe_levels(group: zarr.Group, limit: int = 32) -> dict[str, Any]:
     for k in range(limit):
         try:
             out[f"s{k}"] = group[f"s{k}"]
-        except Exception:
+        except (KeyError, OSError, ValueError):  # missing (or unreadable): the levels end here
             break
     return out
 
@@ -156,13 +169,14 @@ def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     missing = 0
     try:
         parents = _parent_stores(node.store)
-    except Exception:
+    except (OSError, ValueError, RuntimeError):  # an unresolvable path (symlink loop, ...): nothing to inherit
         return {}
     for parent in parents:
         try:
             raw = sync(parent.get("attributes.json", default_buffer_prototype()))
             doc = json.loads(raw.to_bytes()) if raw is not None else None
-        except Exception:
+        except (OSError, ValueError):  # unreadable or not JSON: no attributes from this folder
+            logger.debug("no inheritable attributes from %s", parent, exc_info=True)
             doc = None
         if not isinstance(doc, dict):
             missing += 1
@@ -191,7 +205,7 @@ def _ancestor_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
         try:
             parent = zarr.open_group(store=node.store, path="/".join(parts[:i]), mode="r")
             merged.update(_inherited(parent.attrs))
-        except Exception:
+        except (KeyError, OSError, ValueError):  # not a readable group: nothing to inherit from it
             continue
     return merged
 
@@ -204,7 +218,7 @@ def _lookup(group: zarr.Group, paths: Iterable[str], known: Mapping[str, Any]) -
     for p in paths:
         try:
             node = known[p] if p in known else group[p]
-        except Exception:
+        except (KeyError, OSError, ValueError):  # named by metadata but not there (or broken)
             continue
         if isinstance(node, zarr.Array):
             out[p] = _info(node)
@@ -281,7 +295,7 @@ def detect(
     """
     import zarr
 
-    on_error = on_error or _warn
+    on_error = _logged(on_error or _warn)
     base = name if name is not None else (node.basename or "")
     inherited = {**_inherited(inherited), **_ancestor_attrs(node)}
     if isinstance(node, zarr.Array):
@@ -354,7 +368,7 @@ def _detect_group(
             try:
                 left = None if limit is None else limit - len(found)
                 found.extend(_detect_group(child, "", path, merged, on_error, depth - 1, left))
-            except Exception as exc:
+            except Exception as exc:  # boundary: one broken subtree is reported, never its siblings'
                 on_error(path, exc)
     return found
 

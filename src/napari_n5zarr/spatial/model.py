@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from napari_n5zarr.n5.metadata import RESERVED_KEYS
 
 Attrs = Mapping[str, Any]
 ErrorHandler = Callable[[str, BaseException], None]
@@ -26,23 +25,12 @@ _LABEL_NAME = re.compile(r"label|seg", re.IGNORECASE)
 _UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
 
 
-class SkippedNodeWarning(UserWarning):
-    """A node could not be read; its siblings were still read."""
-
-
 class ArrayInfo(NamedTuple):
     """What the conventions need to know about one array (metadata only)."""
 
     attrs: Attrs
     shape: tuple[int, ...]
     dtype: str = ""
-
-    @classmethod
-    def from_n5(cls, attributes: Attrs) -> ArrayInfo:
-        """From an N5 ``attributes.json`` dict (reserved keys split off)."""
-        user = {k: v for k, v in attributes.items() if k not in RESERVED_KEYS}
-        shape = tuple(int(d) for d in attributes["dimensions"])
-        return cls(user, shape, str(attributes.get("dataType", "")))
 
 
 class Calibration(NamedTuple):

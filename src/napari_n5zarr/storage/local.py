@@ -20,8 +20,8 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
-from napari_n5zarr.n5.errors import N5StoreError
-from napari_n5zarr.n5.metadata import check_metadata_size
+from napari_n5zarr.errors import N5StoreError
+from napari_n5zarr.n5.limits import check_metadata_size
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer, BufferPrototype
 
 METADATA_NAMES = frozenset({"attributes.json", "zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
-"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.metadata.max_metadata_bytes`."""
+"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.limits.max_metadata_bytes`."""
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 

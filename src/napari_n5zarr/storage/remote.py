@@ -20,6 +20,7 @@ HTTP, ``config_kwargs`` for S3) take precedence.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -29,15 +30,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zarr.abc.store import RangeByteRequest
 from zarr.storage import FsspecStore
 
+from napari_n5zarr.errors import N5FormatError, N5StoreError
+from napari_n5zarr.n5.limits import check_metadata_size, max_metadata_bytes
 from napari_n5zarr.storage.local import is_metadata_key
-from napari_n5zarr.n5.errors import N5FormatError, N5StoreError
-from napari_n5zarr.n5.metadata import check_metadata_size, max_metadata_bytes
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import Buffer, BufferPrototype
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 _TRANSIENT_STATUS = frozenset({408, 429})
 _TRANSIENT_NAMES = frozenset({
@@ -201,9 +204,11 @@ class RemoteStore(FsspecStore):
             except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
+                    logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
                     await asyncio.sleep(delay * (1 + random.random() / 4))  # noqa: S311 (jitter)
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
+                logger.debug("giving up on %s%s", what, tries, exc_info=True)
                 raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}") from e
         raise AssertionError("unreachable")
 

@@ -21,14 +21,11 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
+from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.describe import describe_store
 
 Boundary = Literal["truncate", "pad"]
-
-
-class ExportCancelled(Exception):
-    """The export was cancelled (see ``cancel`` of :func:`napari_n5zarr.export`)."""
 
 
 def store_get(store: Store, key: str) -> bytes | None:

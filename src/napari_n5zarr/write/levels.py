@@ -23,9 +23,9 @@ import dask.array as da
 import numpy as np
 from zarr.abc.store import Store
 
-from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.blocks import ExportCancelled, N5Blocks, Progress, WriteGate
+from napari_n5zarr.errors import ExportCancelled
+from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
 from napari_n5zarr.write.plan import ExportPlan
 
 __all__ = ["REGION_BYTES", "as_cancel", "region_depth", "write_levels"]
@@ -77,7 +77,7 @@ def write_levels(
     """
     local = is_local_scheduler(scheduler)
     counter = Progress(plan.nblocks, progress)
-    codec = N5DefaultCodec.from_dict(plan.levels[0].document["codecs"][0])
+    codec = plan.levels[0].metadata.codec()  # one compression for every level
     targets = [
         N5Blocks(
             store, f"{prefix}{lv.name}/", lv.shape, lv.block, plan.dtype, codec, plan.boundary, plan.write_empty_blocks,

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from napari_n5zarr.n5.codec import N5_DTYPES
+from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
-from napari_n5zarr.n5.errors import N5FormatError
-from napari_n5zarr.n5.metadata import attributes_to_zarr
+from napari_n5zarr.n5.constants import N5_DTYPES
+from napari_n5zarr.n5.model import N5DatasetMetadata
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary
 
@@ -51,8 +51,13 @@ class LevelPlan:
     block: tuple[int, ...]
     factors: tuple[int, ...]
     """Downsampling factors relative to level 0."""
-    document: dict[str, Any]
-    """Its ``zarr.json`` (``n5_default`` codec; the attributes N5 readers see)."""
+    metadata: N5DatasetMetadata
+    """Its N5 metadata (N5 order), with the attributes N5 readers see."""
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """Its ``zarr.json`` (``n5_default`` codec)."""
+        return self.metadata.to_zarr_json()
 
     @property
     def nblocks(self) -> int:
@@ -114,7 +119,7 @@ def make_plan(
     """The plan for exporting ``sources`` (level 0 first; only shapes and dtypes are read).
 
     Keywords as :func:`napari_n5zarr.export`. Raises ``ValueError`` / ``TypeError`` /
-    :class:`~napari_n5zarr.n5.errors.N5FormatError` naming the bad argument.
+    :class:`~napari_n5zarr.errors.N5FormatError` naming the bad argument.
     """
     from napari_n5zarr.write.safe_destination import group_prefix
 
@@ -142,9 +147,8 @@ def make_plan(
     level_plans = []
     for k, (shape, f, attrs) in enumerate(zip(shapes, factors, level_attrs, strict=True)):
         bl = tuple(min(b, n) for b, n in zip(block, shape, strict=True))
-        n5 = {"dimensions": list(shape[::-1]), "blockSize": list(bl[::-1]), "dataType": dtype.name, "compression": comp}
-        doc = attributes_to_zarr({**n5, **attrs}, path=f"s{k}")
-        level_plans.append(LevelPlan(f"s{k}", shape, bl, tuple(f), doc))
+        meta = N5DatasetMetadata(shape[::-1], bl[::-1], dtype.name, comp, attrs)
+        level_plans.append(LevelPlan(f"s{k}", shape, bl, tuple(f), meta))
     return ExportPlan(
         levels=tuple(level_plans),
         steps=tuple(tuple(s) for s in steps),

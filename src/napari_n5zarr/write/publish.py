@@ -19,7 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from napari_n5zarr.n5.stores import N5_JSON, ZARR_JSON, N5DefaultStore
+from napari_n5zarr.errors import NodeExistsError
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.write import safe_destination
 from napari_n5zarr.write.blocks import WriteGate, store_get, store_set
 
@@ -77,19 +79,19 @@ def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path
     if not exists:
         return None
     if not overwrite:
-        raise FileExistsError(f"{where} already exists (pass overwrite=True to replace it)")
+        raise NodeExistsError(f"{where} already exists (pass overwrite=True to replace it)")
     if not known:
-        raise FileExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+        raise NodeExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
     if target is None:
         if not store.supports_deletes:
-            raise FileExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
-        raise FileExistsError(
+            raise NodeExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+        raise NodeExistsError(
             f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
             f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
         )
     found, total = safe_destination.foreign_entries(target)
     if found:
-        raise FileExistsError(
+        raise NodeExistsError(
             f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
             "Overwrite only replaces what an export wrote; nothing was deleted"
         )

@@ -1,0 +1,100 @@
+"""Every error and warning this package raises, in one place.
+
+Each error is also the builtin it refines (as zarr-python's ``errors.py``): a missing node is a
+:class:`NodeNotFoundError` *and* a ``FileNotFoundError``, so ``except FileNotFoundError`` keeps
+working. Leaf module: imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BLOCK_NAME_ATTR",
+    "ExportCancelled",
+    "N5BlockError",
+    "N5FormatError",
+    "N5MetadataError",
+    "N5StoreError",
+    "N5ZarrError",
+    "NodeExistsError",
+    "NodeNotFoundError",
+    "SkippedNodeWarning",
+    "located",
+]
+
+
+class N5ZarrError(Exception):
+    """Base of every error raised by napari-n5zarr."""
+
+
+class N5FormatError(N5ZarrError, ValueError):
+    """Data or metadata that is not valid N5, or that this library cannot represent."""
+
+
+class N5MetadataError(N5FormatError, KeyError):
+    """A metadata document (``attributes.json``/``zarr.json``) that cannot be read or translated.
+
+    It is also a ``KeyError`` on purpose: zarr-python skips a group member whose metadata
+    raises ``KeyError`` with a warning that carries this message, so one unreadable child
+    is reported without hiding its siblings.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class N5BlockError(N5FormatError):
+    """A block that cannot be decoded (unsupported mode, bad header, wrong size)."""
+
+
+BLOCK_NAME_ATTR = "_n5_block_name"
+"""Attribute an :class:`~napari_n5zarr.n5.stores.N5DefaultStore` sets on each block buffer it
+returns ("N5 block s0/0/1 in /data/x.n5"), so the codec, which never sees keys, can name
+the block in its errors."""
+
+
+def located(error: N5BlockError, where: str | None) -> N5BlockError:
+    """``error`` with the block's name in front: ``"N5 block s0/3/2/1 in /data/x.n5: ..."``.
+
+    Parameters
+    ----------
+    error
+        The block error, whose message does not name the block yet.
+    where
+        The block's name, or None (the message then starts with ``"N5 block"``).
+
+    Returns
+    -------
+    N5BlockError
+        ``error`` itself when its message already starts with ``where``, else a new error
+        of the same class.
+    """
+    message = str(error)
+    if where and message.startswith(where):
+        return error
+    return type(error)(f"{where or 'N5 block'}: {message}")
+
+
+class N5StoreError(N5ZarrError, OSError):
+    """A key that cannot be read from its store: a remote fault or timeout (after retries),
+    or a local entry that is not a regular file. The message names the path or URL.
+
+    Deliberately not a ``FileNotFoundError``: a 500 or a timeout is not a missing key, and
+    must never read as "no such node" or as a fill-value block.
+    """
+
+
+class NodeNotFoundError(N5ZarrError, FileNotFoundError):
+    """No N5/Zarr node (or no container) where one was asked for; the message names the place."""
+
+
+class NodeExistsError(N5ZarrError, FileExistsError):
+    """A node already exists where a new one was to be created; nothing was changed."""
+
+
+class ExportCancelled(N5ZarrError):
+    """The export was cancelled (see ``cancel`` of :func:`napari_n5zarr.export`); the
+    partial output was removed."""
+
+
+class SkippedNodeWarning(UserWarning):
+    """A node could not be read; its siblings were still read."""
