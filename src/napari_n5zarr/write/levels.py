@@ -1,11 +1,12 @@
 """Step 2 of an export: the blocks of every level, written with progress and cancel.
 
 Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the finer
-levels lies in one region). Each region is one dask task that writes its level-0 blocks,
-downsamples in memory and writes the blocks of the next levels it determines: the first
-pyramid levels cost no second read of anything, and both cores compress. Levels coarser
-than a region (1/64 of the data or less) are computed from the blocks of the last level
-written. Memory stays bounded: a region (at most :data:`REGION_BYTES`) per thread.
+levels lies in one region), grouped into tasks of a few MiB. Each task is one dask task
+that writes its level-0 blocks, downsamples in memory and writes the blocks of the next
+levels its regions determine: those pyramid levels cost no second read of anything, and
+both cores compress. Levels coarser than a region (1/8 or 1/64 of the data or less) are
+computed from the blocks of the last level written. Memory stays bounded: a task (at most
+:data:`REGION_BYTES`) per thread, and dask gets a few tasks per thread at a time.
 """
 
 from __future__ import annotations
@@ -99,13 +100,13 @@ def write_levels(
             store_level(lambda s=source, t=target: as_dask(s, t.block).astype(plan.dtype).rechunk(t.block), target, target.nblocks)
         return
     depth = region_depth(plan, threads=_threads(scheduler))
-    region = region_shape(plan, depth)
+    region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
     regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
     store_level(
         lambda: as_dask(sources[0], region).astype(plan.dtype).rechunk(region),
         regions,
         sum(t.nblocks for t in regions.targets),
-        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=depth > 0),
+        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=region != plan.levels[0].block),
     )
     for k in range(depth + 1, len(targets)):
         store_level(lambda k=k: next_level(targets[k - 1], targets[k], plan.steps[k - 1], plan.method), targets[k], targets[k].nblocks)
@@ -125,6 +126,29 @@ def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
     factors = pyramid.absolute_factors(plan.steps[:depth], plan.ndim)[-1]
     block = plan.levels[0].block
     return tuple(min(b * f, n) for b, f, n in zip(block, factors, plan.levels[0].shape, strict=True))
+
+
+def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> tuple[int, ...]:
+    """``region`` doubled along the spatial axes (last first) while a task stays within
+    :data:`REGION_BYTES` and level 0 keeps ``8 * threads`` tasks: dask's cost per task
+    (about a millisecond) is then small next to the task's compression."""
+    shape = plan.levels[0].shape
+    task = list(region)
+
+    def count(t: Sequence[int]) -> int:
+        return math.prod(math.ceil(n / r) for n, r in zip(shape, t, strict=True))
+
+    grown = True
+    while grown:
+        grown = False
+        for axis in reversed(plan.spatial):
+            bigger = [*task[:axis], min(shape[axis], task[axis] * 2), *task[axis + 1 :]]
+            if bigger[axis] == task[axis] or bigger[axis] % region[axis] and bigger[axis] != shape[axis]:
+                continue
+            if math.prod(bigger) * plan.dtype.itemsize > REGION_BYTES or count(bigger) < 8 * threads:
+                continue
+            task, grown = bigger, True
+    return tuple(task)
 
 
 def region_depth(plan: ExportPlan, threads: int = 2) -> int:
