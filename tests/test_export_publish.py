@@ -11,7 +11,12 @@ import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.access import ensure_codecs_registered
 from napari_n5zarr.write.plan import make_plan
-from napari_n5zarr.write.publish import INCOMPLETE_MARKER, Destination, publish_metadata, publish_parents
+from napari_n5zarr.write.publish import (
+    INCOMPLETE_MARKER,
+    Destination,
+    publish_metadata,
+    publish_parents,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +64,7 @@ def test_destination_marks_incomplete_until_published(tmp_path):
     dest = tmp_path / "out.n5"
     plan = small_plan()
     with Destination(dest, plan.prefix, overwrite=False, storage_options=None) as d:
-        store, prefix = d.open()
+        _, prefix = d.open()
         assert prefix == "" and (dest / INCOMPLETE_MARKER).is_file()
         assert json.loads((dest / INCOMPLETE_MARKER).read_text())["pid"] > 0
         d.publish(plan)
@@ -70,12 +75,11 @@ def test_destination_marks_incomplete_until_published(tmp_path):
 
 def test_destination_removes_a_failed_export(tmp_path):
     dest = tmp_path / "out.n5"
-    with pytest.raises(RuntimeError, match="boom"):
-        with Destination(dest, "", overwrite=False, storage_options=None) as d:
-            d.open()
-            (dest / "s0").mkdir()
-            (dest / "s0" / "0").write_bytes(b"partial")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), Destination(dest, "", overwrite=False, storage_options=None) as d:
+        d.open()
+        (dest / "s0").mkdir()
+        (dest / "s0" / "0").write_bytes(b"partial")
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -83,9 +87,8 @@ def test_destination_refuses_an_existing_node_and_deletes_nothing(tmp_path):
     dest = tmp_path / "out.n5"
     export(np.ones((8, 8), "uint8"), dest, chunks=4)
     before = files(dest)
-    with pytest.raises(FileExistsError, match="already exists"):
-        with Destination(dest, "", overwrite=False, storage_options=None) as d:
-            d.open()
+    with pytest.raises(FileExistsError, match="already exists"), Destination(dest, "", overwrite=False, storage_options=None) as d:
+        d.open()
     assert files(dest) == before
 
 
@@ -94,11 +97,10 @@ def test_overwrite_writes_beside_and_swaps_only_on_publish(tmp_path):
     export(np.ones((8, 8), "uint8"), dest, chunks=4)
     before = files(dest)
     plan = small_plan()
-    with pytest.raises(RuntimeError, match="boom"):
-        with Destination(dest, "", overwrite=True, storage_options=None) as d:
-            store, _ = d.open()
-            assert str(store.root) != str(dest)  # a staging folder beside it
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), Destination(dest, "", overwrite=True, storage_options=None) as d:
+        store, _ = d.open()
+        assert str(store.root) != str(dest)  # a staging folder beside it
+        raise RuntimeError("boom")
     assert files(dest) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out.n5"]
     with Destination(dest, "", overwrite=True, storage_options=None) as d:
         d.open()

@@ -30,11 +30,17 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from napari_n5zarr.write import pyramid
 from napari_n5zarr.errors import ExportCancelled
+from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary
 from napari_n5zarr.write.levels import as_cancel, write_levels
-from napari_n5zarr.write.plan import ArrayLike, LevelsArg, default_chunks, make_plan, parse_compression
+from napari_n5zarr.write.plan import (
+    ArrayLike,
+    LevelsArg,
+    default_chunks,
+    make_plan,
+    parse_compression,
+)
 from napari_n5zarr.write.publish import INCOMPLETE_MARKER, Destination
 
 __all__ = ["INCOMPLETE_MARKER", "ExportCancelled", "default_chunks", "export", "parse_compression"]

@@ -24,8 +24,8 @@ import dask.array as da
 import numpy as np
 from zarr.abc.store import Store
 
-from napari_n5zarr.write import pyramid
 from napari_n5zarr.errors import ExportCancelled
+from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
 from napari_n5zarr.write.plan import ExportPlan
 
@@ -303,7 +303,7 @@ def cancellable(work: Callable[[], Any], cancel: Callable[[], bool] | None) -> A
     def run() -> None:
         try:
             result["value"] = work()
-        except BaseException as e:  # handed to the exporting thread
+        except BaseException as e:  # noqa: BLE001  # handed to the exporting thread, re-raised there
             result["error"] = e
         finally:
             done.set()

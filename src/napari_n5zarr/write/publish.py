@@ -17,7 +17,7 @@ import shutil
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from napari_n5zarr.errors import NodeExistsError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
@@ -143,7 +143,7 @@ class Destination:
         self._marker: str | None = None
         self._swapped = False
 
-    def __enter__(self) -> Destination:
+    def __enter__(self) -> Self:
         from napari_n5zarr.access import base_store
 
         if self._lock is not None:
