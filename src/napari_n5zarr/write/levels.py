@@ -11,6 +11,7 @@ computed from the blocks of the last level written. Memory stays bounded: a task
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -97,7 +98,7 @@ def write_levels(
 
     if plan.given_levels:
         for source, target in zip(sources, targets, strict=True):
-            store_level(lambda s=source, t=target: as_dask(s, t.block).astype(plan.dtype).rechunk(t.block), target, target.nblocks)
+            store_level(functools.partial(_given_level, source, target.block, plan.dtype), target, target.nblocks)
         return
     depth = region_depth(plan, threads=_threads(scheduler))
     region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
@@ -109,7 +110,12 @@ def write_levels(
         batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=region != plan.levels[0].block),
     )
     for k in range(depth + 1, len(targets)):
-        store_level(lambda k=k: next_level(targets[k - 1], targets[k], plan.steps[k - 1], plan.method), targets[k], targets[k].nblocks)
+        build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
+        store_level(build, targets[k], targets[k].nblocks)
+
+
+def _given_level(source: ArrayLike, block: tuple[int, ...], dtype: np.dtype) -> da.Array:
+    return as_dask(source, block).astype(dtype).rechunk(block)
 
 
 def _batch(region: Sequence[int], itemsize: int, threads: int, merges: bool) -> int:
