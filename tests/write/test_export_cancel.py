@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from napari_n5zarr import export
-from napari_n5zarr.write import blocks, pyramid
+from napari_n5zarr.write import blocks, levels, pyramid
 from napari_n5zarr.write.blocks import ExportCancelled
 
 THREADS = 3
@@ -124,8 +124,10 @@ def test_cancel_does_not_wait_for_a_block_still_computing(tmp_path, threads, wri
 
 
 def test_cancel_while_the_next_level_reads_the_previous_one(tmp_path, threads, writes, monkeypatch):
-    """Level 1 is computed from the blocks of level 0: a task reads 8 blocks; cancel stops
-    each running task at its next block read, and no task starts after it."""
+    """Level 1 computed from the blocks of level 0 (as every level coarser than a region
+    is; regions are made too small here to hold any level): a task reads 8 blocks; cancel
+    stops each running task at its next block read, and no task starts after it."""
+    monkeypatch.setattr(levels, "REGION_BYTES", 0)
     cancel = threading.Event()
     counter = writes["counter"] = Counter(cancel)
     real_get = blocks.store_get
@@ -172,7 +174,9 @@ def test_cancel_during_a_slow_pyramid_step(tmp_path, threads, writes, monkeypatc
 
 
 def test_cancel_during_the_in_memory_pyramid(tmp_path, writes, monkeypatch):
-    """numpy input: the levels are downsampled in memory one at a time, cancellable."""
+    """numpy input, each level downsampled from the one before (regions too small to
+    hold a level here): cancellable while a level is still being computed."""
+    monkeypatch.setattr(levels, "REGION_BYTES", 0)
     cancel, release = threading.Event(), threading.Event()
     counter = writes["counter"] = Counter(cancel)
     real = pyramid.downsample_block

@@ -536,7 +536,9 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
 def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
     """dask raises the first error while other threads still run: a block computed before
     the error but stored after the cleanup must not leave a partial export behind."""
-    from napari_n5zarr.write import blocks, exporter
+    from napari_n5zarr.write import blocks, levels, publish
+
+    monkeypatch.setattr(levels, "REGION_BYTES", 0)  # one block per task: the first block is its own task
 
     release, stored = threading.Event(), threading.Event()
     calls, lock = [], threading.Lock()
@@ -550,7 +552,7 @@ def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatc
         assert release.wait(60)  # the first block finishes only after the cleanup
         return block
 
-    real_setitem, real_clean_up = blocks.N5Blocks.__setitem__, exporter._clean_up
+    real_setitem, real_clean_up = blocks.N5Blocks.__setitem__, publish.clean_up
 
     def setitem(self, key, value):
         try:
@@ -565,7 +567,7 @@ def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatc
         return done
 
     monkeypatch.setattr(blocks.N5Blocks, "__setitem__", setitem)
-    monkeypatch.setattr(exporter, "_clean_up", clean_up)
+    monkeypatch.setattr(publish, "clean_up", clean_up)
     data = da.ones((32, 32), dtype="uint8", chunks=8).map_blocks(source, dtype="uint8", meta=np.array((), "uint8"))
     with pytest.raises(RuntimeError, match="source failed"):
         export(data, tmp_path / "f.n5", chunks=8, scheduler="threads")

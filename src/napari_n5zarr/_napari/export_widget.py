@@ -27,8 +27,8 @@ from magicgui.widgets import (
     PushButton,
 )
 
+from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
-from napari_n5zarr.write.blocks import ExportCancelled
 
 if TYPE_CHECKING:
     import napari
@@ -59,7 +59,7 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
     import numpy as np
 
     from napari_n5zarr.write import pyramid
-    from napari_n5zarr.write.exporter import default_chunks
+    from napari_n5zarr.write.plan import default_chunks
 
     labels = list(axis_labels) if axis_labels is not None else None
     if rgb:

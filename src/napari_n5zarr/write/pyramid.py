@@ -76,6 +76,8 @@ def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method =
     pad = [(0, (-n) % f) for n, f in zip(block.shape, factors, strict=True)]
     if any(p for _, p in pad):
         block = np.pad(block, pad, mode="edge")
+    if method == "mean" and block.dtype.kind in "iu" and block.dtype.itemsize <= 4:
+        return _integer_mean(block, factors)
     # The 2^k pixels of every window, as strided views of the block (no copies).
     offsets = itertools.product(*(range(f) for f in factors))
     views = [block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))] for off in offsets]
@@ -91,6 +93,20 @@ def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method =
     if method == "mode":
         return _mode(np.stack(views, axis=-1))
     raise ValueError(f"unknown downsampling method {method!r} (mean, mode, nearest)")
+
+
+def _integer_mean(block: np.ndarray, factors: Sequence[int]) -> np.ndarray:
+    """The windows' exact integer sums, one axis at a time (each pass reads half of what
+    the one before read: ~2x the block's memory traffic instead of 8x for 2^3 strided
+    views), then ``rint(sum / n)`` as for any other dtype."""
+    acc = np.int64 if block.dtype.itemsize == 4 else np.int32
+    total: np.ndarray = block
+    for axis, f in enumerate(factors):
+        if f == 2:
+            even = tuple(slice(0, None, 2) if a == axis else slice(None) for a in range(block.ndim))
+            odd = tuple(slice(1, None, 2) if a == axis else slice(None) for a in range(block.ndim))
+            total = np.add(total[even], total[odd], dtype=acc)
+    return np.rint(total / math.prod(factors)).astype(block.dtype)
 
 
 def _mode(windows: np.ndarray) -> np.ndarray:

@@ -1,0 +1,349 @@
+"""Step 2 of an export: the blocks of every level, written with progress and cancel.
+
+Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the finer
+levels lies in one region), grouped into tasks of a few MiB. Each task is one dask task
+that writes its level-0 blocks, downsamples in memory and writes the blocks of the next
+levels its regions determine: those pyramid levels cost no second read of anything, and
+both cores compress. Levels coarser than a region (1/8 or 1/64 of the data or less) are
+computed from the blocks of the last level written. Memory stays bounded: a task (at most
+:data:`REGION_BYTES`) per thread, and dask gets a few tasks per thread at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask.array as da
+import numpy as np
+from zarr.abc.store import Store
+
+from napari_n5zarr.errors import ExportCancelled
+from napari_n5zarr.write import pyramid
+from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
+from napari_n5zarr.write.plan import ExportPlan
+
+__all__ = ["REGION_BYTES", "as_cancel", "region_depth", "write_levels"]
+
+CANCEL_POLL = 0.05
+"""Seconds between two looks at ``cancel`` while a level is being written."""
+
+REGION_BYTES = 8 << 20
+"""Largest level-0 region whose finer levels are computed from it in memory."""
+
+BATCH_BYTES = 64 << 20
+BATCH_TASKS = 4
+"""Level-0 bytes, and regions per thread, given to dask in one go (see :func:`store_local`)."""
+
+ArrayLike = Any
+
+
+def as_cancel(cancel: Any) -> Callable[[], bool] | None:
+    """``cancel`` (a ``threading.Event``, a callable or None) as a callable."""
+    if cancel is None:
+        return None
+    if hasattr(cancel, "is_set"):
+        return cancel.is_set
+    if callable(cancel):
+        return cancel
+    raise TypeError("cancel must be a threading.Event or a callable returning bool")
+
+
+def check_cancel(cancel: Callable[[], bool] | None) -> None:
+    if cancel is not None and cancel():
+        raise ExportCancelled("export cancelled")
+
+
+def write_levels(
+    plan: ExportPlan,
+    sources: Sequence[ArrayLike],
+    store: Store,
+    prefix: str,
+    *,
+    progress: Callable[[int, int], Any] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    scheduler: Any = None,
+    gate: WriteGate | None = None,
+) -> None:
+    """Write the blocks of every level of ``plan`` under ``prefix`` of ``store`` (no metadata).
+
+    ``sources``: level 0 (or every level when ``plan.given_levels``). Raises
+    :class:`ExportCancelled` within :data:`CANCEL_POLL` seconds of ``cancel()`` turning true.
+    """
+    local = is_local_scheduler(scheduler)
+    counter = Progress(plan.nblocks, progress)
+    codec = plan.levels[0].metadata.codec()  # one compression for every level
+    targets = [
+        N5Blocks(
+            store, f"{prefix}{lv.name}/", lv.shape, lv.block, plan.dtype, codec, plan.boundary, plan.write_empty_blocks,
+            progress=counter if local else None, cancel=cancel if local else None, gate=gate,
+        )
+        for lv in plan.levels
+    ]  # fmt: skip
+
+    def store_level(level: Callable[[], da.Array], target: Any, nblocks: int, batch: int | None = None) -> None:
+        check_cancel(cancel)
+        if local:  # building a large graph takes seconds too: cancellable
+            cancellable(lambda: store_local(level(), target, scheduler, cancel, batch), cancel)
+        else:
+            da.store(level(), target, lock=False, scheduler=scheduler)
+            counter.add(nblocks)
+
+    if plan.given_levels:
+        for source, target in zip(sources, targets, strict=True):
+            store_level(functools.partial(_given_level, source, target.block, plan.dtype), target, target.nblocks)
+        return
+    depth = region_depth(plan, threads=_threads(scheduler))
+    region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
+    regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
+    store_level(
+        lambda: as_dask(sources[0], region).astype(plan.dtype).rechunk(region),
+        regions,
+        sum(t.nblocks for t in regions.targets),
+        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=region != plan.levels[0].block),
+    )
+    for k in range(depth + 1, len(targets)):
+        build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
+        store_level(build, targets[k], targets[k].nblocks)
+
+
+def _given_level(source: ArrayLike, block: tuple[int, ...], dtype: np.dtype) -> da.Array:
+    return as_dask(source, block).astype(dtype).rechunk(block)
+
+
+def _batch(region: Sequence[int], itemsize: int, threads: int, merges: bool) -> int:
+    """Regions per ``da.store`` call, at most :data:`BATCH_BYTES`. When a region merges
+    several blocks, dask orders one call's tasks breadth-first (computing most sources
+    before writing any region): a few regions per thread per call then keep the first
+    blocks, and progress, early."""
+    most = max(2 * threads, BATCH_BYTES // (math.prod(region) * itemsize))
+    return min(most, max(2 * threads, BATCH_TASKS * threads)) if merges else most
+
+
+def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
+    """Level-0 region whose ``depth`` downsampling steps give whole blocks of each level."""
+    factors = pyramid.absolute_factors(plan.steps[:depth], plan.ndim)[-1]
+    block = plan.levels[0].block
+    return tuple(min(b * f, n) for b, f, n in zip(block, factors, plan.levels[0].shape, strict=True))
+
+
+def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> tuple[int, ...]:
+    """``region`` doubled along the spatial axes (last first) while a task stays within
+    :data:`REGION_BYTES` and level 0 keeps ``8 * threads`` tasks: dask's cost per task
+    (about a millisecond) is then small next to the task's compression."""
+    shape = plan.levels[0].shape
+    task = list(region)
+
+    def count(t: Sequence[int]) -> int:
+        return math.prod(math.ceil(n / r) for n, r in zip(shape, t, strict=True))
+
+    grown = True
+    while grown:
+        grown = False
+        for axis in reversed(plan.spatial):
+            bigger = [*task[:axis], min(shape[axis], task[axis] * 2), *task[axis + 1 :]]
+            if bigger[axis] == task[axis] or bigger[axis] % region[axis] and bigger[axis] != shape[axis]:
+                continue
+            if math.prod(bigger) * plan.dtype.itemsize > REGION_BYTES or count(bigger) < 8 * threads:
+                continue
+            task, grown = bigger, True
+    return tuple(task)
+
+
+def region_depth(plan: ExportPlan, threads: int = 2) -> int:
+    """How many pyramid steps each level-0 region computes in memory: as many as fit in
+    :data:`REGION_BYTES` while level 0 still has ``8 * threads`` regions to share out (so
+    both cores work, and progress and the first blocks come early)."""
+    depth = 0
+    for d in range(1, len(plan.steps) + 1):
+        region = region_shape(plan, d)
+        count = math.prod(math.ceil(n / r) for n, r in zip(plan.levels[0].shape, region, strict=True))
+        if math.prod(region) * plan.dtype.itemsize > REGION_BYTES or count < 8 * threads:
+            break
+        depth = d
+    return depth
+
+
+def _threads(scheduler: Any) -> int:
+    import dask
+
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1) if scheduler in (None, "threads") else 1
+
+
+@dataclass
+class PyramidRegions:
+    """A ``dask.array.store`` target for level 0 that also writes the finer levels: each
+    region written is downsampled ``len(steps)`` times in memory, every result cut into
+    the blocks of its level."""
+
+    targets: list[N5Blocks]
+    steps: Sequence[Sequence[int]]
+    method: pyramid.Method
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.targets[0].shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.targets[0].dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.targets[0].ndim
+
+    def __dask_tokenize__(self) -> tuple:
+        return (type(self).__name__, *(t.__dask_tokenize__() for t in self.targets), tuple(map(tuple, self.steps)))
+
+    def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+        start = tuple(s.start or 0 for s in key)
+        value = np.asarray(value, dtype=self.dtype)
+        for j, target in enumerate(self.targets):
+            if j:
+                step = self.steps[j - 1]
+                value = pyramid.downsample_block(value, step, self.method)
+                start = tuple(s // f for s, f in zip(start, step, strict=True))
+            _write_blocks(target, start, value)
+
+
+def _write_blocks(target: N5Blocks, start: tuple[int, ...], value: np.ndarray) -> None:
+    """Write ``value`` (a whole number of blocks of ``target`` at ``start``) block by block."""
+    import itertools
+
+    ranges = [range(0, n, b) for n, b in zip(value.shape, target.block, strict=True)]
+    for offset in itertools.product(*ranges):
+        src = tuple(slice(o, o + b) for o, b in zip(offset, target.block, strict=True))
+        part = value[src]
+        target[tuple(slice(s + o, s + o + n) for s, o, n in zip(start, offset, part.shape, strict=True))] = part
+
+
+def is_local_scheduler(scheduler: Any) -> bool:
+    """True for dask's threaded / synchronous schedulers (progress and cancel work there)."""
+    import dask.local
+    import dask.threaded
+    from dask.base import get_scheduler
+
+    if scheduler is None and dask.config.get("scheduler", None) is None and "distributed" not in sys.modules:
+        return True  # dask's default; get_scheduler would import distributed (~1 s)
+    chosen = get_scheduler(scheduler=scheduler)
+    return chosen is None or chosen in (dask.threaded.get, dask.local.get_sync)
+
+
+def store_local(
+    level: da.Array, target: Any, scheduler: Any, cancel: Callable[[], bool] | None, batch: int | None = None
+) -> None:
+    """``da.store`` on a local scheduler that starts no task once ``cancel`` is set: dask
+    keeps firing queued tasks until a failed one comes back, so the check runs in the
+    scheduler's own loop (a pre-task callback), not only in the block writes.
+
+    ``batch``: store about this many chunks at a time (slabs along the first axes): dask
+    orders a big graph whose source chunks share inputs breadth-first, holding many of
+    them; slabs bound that."""
+    if batch is not None and level.npartitions > batch:
+        for piece in _slabs(level.chunks, batch):
+            store_local(level[piece], _Offset(target, piece), scheduler, cancel)
+        return
+    kwargs: dict[str, Any] = {}
+    if cancel is not None:
+        from dask.callbacks import Callback
+
+        def stop(key: Any, dsk: Any, state: Any) -> None:
+            check_cancel(cancel)
+
+        # Passing callbacks replaces dask's global ones (e.g. a ProgressBar): keep them.
+        kwargs["callbacks"] = [*Callback.active, (None, None, stop, None, None)]
+    da.store(level, target, lock=False, scheduler=scheduler, **kwargs)
+
+
+def _slabs(chunks: tuple[tuple[int, ...], ...], batch: int) -> list[tuple[slice, ...]]:
+    """Slices cutting an array of ``chunks`` into slabs of whole chunks, at most ``batch``
+    chunks each (or one chunk): single chunks along the first axes, groups along the axis
+    below which a slab fits, whole extents after it."""
+    counts = [len(c) for c in chunks]
+    bounds = [np.cumsum((0, *c)).tolist() for c in chunks]
+    axis = next(a for a in range(len(chunks)) if math.prod(counts[a + 1 :]) <= batch)
+    group = max(1, batch // math.prod(counts[axis + 1 :]))
+    per_axis = []
+    for a, n in enumerate(counts):
+        step = 1 if a < axis else group if a == axis else n
+        cuts = [*range(0, n, step), n]
+        per_axis.append([slice(bounds[a][lo], bounds[a][hi]) for lo, hi in itertools.pairwise(cuts)])
+    return list(itertools.product(*per_axis))
+
+
+@dataclass
+class _Offset:
+    """A store target seen from ``piece`` (a slab of it): keys shift by the slab's start."""
+
+    target: Any
+    piece: tuple[slice, ...]
+
+    def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+        shifted = []
+        for k, p in zip(key, self.piece + (slice(None),) * (len(key) - len(self.piece)), strict=True):
+            o = p.start or 0
+            shifted.append(slice((k.start or 0) + o, (k.stop if k.stop is not None else 0) + o))
+        self.target[tuple(shifted)] = value
+
+    def __dask_tokenize__(self) -> tuple:
+        return ("_Offset", self.target.__dask_tokenize__(), str(self.piece))
+
+
+def cancellable(work: Callable[[], Any], cancel: Callable[[], bool] | None) -> Any:
+    """``work()``, but raise :class:`ExportCancelled` as soon as ``cancel`` is set even while a
+    block is still being computed (a slow source, building a large dask graph): ``work``
+    then runs on in a daemon thread that starts nothing new (tasks check ``cancel`` before
+    they start, block writes are shut by the export's WriteGate)."""
+    if cancel is None:
+        return work()
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as e:  # noqa: BLE001  # handed to the exporting thread, re-raised there
+            result["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="n5zarr-export", daemon=True).start()
+    while not done.wait(CANCEL_POLL):
+        check_cancel(cancel)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+class _NoCopy:
+    """A numpy array handed to ``da.from_array`` without the full copy dask makes of
+    array-likes (it doubled memory and a third of the export time for in-memory layers)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._array[key]
+
+
+def as_dask(data: ArrayLike, chunks: tuple[int, ...]) -> da.Array:
+    """``data`` as a dask array (numpy arrays and array-likes in ``chunks``, uncopied)."""
+    if isinstance(data, da.Array):
+        return data
+    return da.from_array(_NoCopy(data) if isinstance(data, np.ndarray) else data, chunks=chunks)
+
+
+def next_level(prev: N5Blocks, target: N5Blocks, step: Sequence[int], method: pyramid.Method) -> da.Array:
+    """Level k+1 from the blocks of level k just written: one read of 2x the block per
+    output block, so memory stays at a few blocks per thread whatever the data size."""
+    read = tuple(min(b * f, n) for b, f, n in zip(target.block, step, prev.shape, strict=True))
+    level = pyramid.downsample(da.from_array(prev, chunks=read, asarray=False), step, method)
+    return level.rechunk(target.block)  # a no-op: downsample already gives the block grid

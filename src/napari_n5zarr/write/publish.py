@@ -1,0 +1,216 @@
+"""Step 3 of an export (and the frame around step 2): where blocks go, and making them visible.
+
+:class:`Destination` takes the lock, refuses what must not be replaced, picks the store the
+blocks are written to (the destination itself, or a staging folder beside it when a local
+node is overwritten), marks it incomplete, and on :meth:`Destination.publish` writes each
+dataset's metadata, then the pyramid group, swaps a staging folder into place, adds the
+groups above, and removes the marker last. If anything fails before that, the partial output
+is removed (a full disk says so) and the old destination is untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from napari_n5zarr.errors import NodeExistsError
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.stores import N5DefaultStore
+from napari_n5zarr.write import safe_destination
+from napari_n5zarr.write.blocks import WriteGate, store_get, store_set
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+    from napari_n5zarr.write.plan import ExportPlan
+
+__all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node", "publish_parents"]
+
+INCOMPLETE_MARKER = ".n5zarr-incomplete"
+"""Written first, removed last: its presence means the export never finished."""
+
+
+def publish_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
+    """Write the node ``doc`` (a ``zarr.json`` document) at ``prefix`` through
+    :class:`N5DefaultStore`, which writes attributes.json too (and zarr.json if ``zarr_json``)."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    buf = default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
+    sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(f"{prefix}{ZARR_JSON}", buf))
+
+
+def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
+    """The plan's datasets (``s0 .. sN``), then its pyramid group at ``prefix``."""
+    for level in plan.levels:
+        publish_node(store, f"{prefix}{level.name}/", level.document, plan.zarr_json)
+    publish_node(store, prefix, plan.group_document, plan.zarr_json)
+
+
+def publish_parents(store: Store, prefix: str, zarr_json: bool) -> None:
+    """Group metadata for the container root and groups above ``prefix`` that have none."""
+    parts = prefix.strip("/").split("/")[:-1]
+    for i in range(len(parts), -1, -1):
+        parent = "".join(f"{p}/" for p in parts[:i])
+        if all(store_get(store, f"{parent}{name}") is None for name in (N5_JSON, ZARR_JSON)):
+            publish_node(store, parent, {"zarr_format": 3, "node_type": "group", "attributes": {}}, zarr_json)
+
+
+def node_state(store: Store, prefix: str) -> tuple[bool, bool]:
+    """(holds anything, looks like an N5/Zarr node or an unfinished export)."""
+    from zarr.core.sync import sync
+
+    empty = sync(store.is_empty(prefix))
+    known = any(store_get(store, f"{prefix}{name}") is not None for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER))
+    return not empty, known
+
+
+def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path | None) -> Path | None:
+    """Refuse an existing node unless ``overwrite``; then only replace a node an export of
+    this project wrote, in a local folder: return a staging folder beside it (None: the
+    destination is empty, write in place)."""
+    exists, known = node_state(store, prefix)
+    if not exists:
+        return None
+    if not overwrite:
+        raise NodeExistsError(f"{where} already exists (pass overwrite=True to replace it)")
+    if not known:
+        raise NodeExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+    if target is None:
+        if not store.supports_deletes:
+            raise NodeExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+        raise NodeExistsError(
+            f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
+            f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
+        )
+    found, total = safe_destination.foreign_entries(target)
+    if found:
+        raise NodeExistsError(
+            f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
+            "Overwrite only replaces what an export wrote; nothing was deleted"
+        )
+    return safe_destination.staging_folder(target)
+
+
+def clean_up(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+    """Remove a failed export's partial output (and the folder it created); say what."""
+    from zarr.core.sync import sync
+
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        return f"removed the partial export {staging}"
+    if store.supports_deletes:
+        if prefix:
+            sync(store.delete_dir(prefix.rstrip("/")))
+        else:
+            sync(store.clear())
+        if created is not None:
+            with contextlib.suppress(OSError):
+                created.rmdir()  # only if empty
+        return f"removed the partial export at {where}"
+    return f"could not remove the partial export at {where} (its store cannot delete)"
+
+
+class Destination:
+    """The container ``dest`` (a pyramid group at ``prefix`` in it) for one export.
+
+    ``with Destination(...) as d:`` locks it; :meth:`open` returns ``(store, prefix)`` the
+    blocks go to; :meth:`publish` makes them visible. Leaving the block by an exception
+    before the publish completed closes :attr:`gate` (no block write after that), removes
+    the partial output and re-raises (a full disk as an ``OSError`` saying what was done).
+    """
+
+    def __init__(
+        self, dest: str | os.PathLike[str], prefix: str, overwrite: bool, storage_options: dict[str, Any] | None
+    ) -> None:
+        self.dest, self.prefix, self.overwrite, self.storage_options = dest, prefix, overwrite, storage_options
+        self.where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
+        self.folder = safe_destination.local_folder(dest)
+        lock_at = self.folder if self.folder is not None else safe_destination.local_zip(dest)
+        self._lock = safe_destination.DestinationLock(lock_at, self.where) if lock_at is not None else None
+        self.gate = WriteGate()
+        self.store: Store | None = None
+        self.target: Path | None = None
+        self._created: Path | None = None
+        self._staging: Path | None = None
+        self._out: Store | None = None
+        self._marker: str | None = None
+        self._swapped = False
+
+    def __enter__(self) -> Self:
+        from napari_n5zarr.access import base_store
+
+        if self._lock is not None:
+            self._lock.__enter__()
+        try:
+            if self.folder is not None:
+                self.target = safe_destination.check_inside(self.folder, self.prefix)
+                safe_destination.recover(self.target)
+                self._created = None if self.target.exists() else self.target  # removed again if the export fails
+            self.store = base_store(self.dest, "a", self.storage_options)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.__exit__(None, None, None)
+            raise
+        return self
+
+    def open(self) -> tuple[Store, str]:
+        """Refuse what must not be replaced; ``(store, prefix)`` to write the blocks to,
+        marked incomplete."""
+        from napari_n5zarr.access import base_store
+
+        assert self.store is not None, "use Destination in a with block"
+        self._staging = prepare(self.store, self.prefix, self.overwrite, self.where, self.target)
+        if self._staging is not None:
+            out, out_prefix = base_store(self._staging, "a"), ""
+        else:
+            out, out_prefix = self.store, self.prefix
+        self._out = out
+        if out.supports_deletes:
+            self._marker = f"{out_prefix}{INCOMPLETE_MARKER}"
+            store_set(out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
+        return out, out_prefix
+
+    def publish(self, plan: ExportPlan) -> None:
+        """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last."""
+        from zarr.core.sync import sync
+
+        assert self.store is not None and self._out is not None, "open() first"
+        out = self._out
+        publish_metadata(out, "" if self._staging is not None else self.prefix, plan)
+        if self._staging is not None and self.target is not None:
+            if self._marker:
+                sync(out.delete(self._marker))
+            out.close()
+            safe_destination.swap_in(self._staging, self.target)  # the old node stays whole until here
+            self._staging, self._swapped = None, True
+        if self.prefix:
+            publish_parents(self.store, self.prefix, plan.zarr_json)
+        if self._marker and out is self.store:
+            sync(self.store.delete(self._marker))
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if exc is None or self._swapped or self.store is None:
+                return  # done, or the new node is complete and in place: keep it
+            if self._out is None:
+                return  # refused before anything was written
+            self.gate.close()  # no block write after this (threads still running finish first)
+            cleaned = clean_up(self.store, self.prefix, self._staging, self.where, self._created)
+            if safe_destination.is_disk_full(exc):
+                kept = "; the existing destination was not touched" if self._staging is not None else ""
+                assert isinstance(exc, OSError)
+                raise OSError(exc.errno, f"disk full while exporting to {self.where}: {cleaned}{kept} ({exc})") from exc
+        finally:
+            if self.store is not None:
+                self.store.close()
+            if self._lock is not None:
+                self._lock.__exit__(exc_type, exc, tb)

@@ -1,0 +1,36 @@
+"""The integer mean (sums one axis at a time) equals the mean of the 2^k window views,
+rounded half to even, for every integer dtype, odd extents and anisotropic factors."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from napari_n5zarr.write import pyramid
+
+
+def window_mean(block, factors):
+    """The reference: all 2^k pixels of each window summed in int64, then rint(sum / n)."""
+    pad = [(0, (-n) % f) for n, f in zip(block.shape, factors, strict=True)]
+    block = np.pad(block, pad, mode="edge")
+    views = [block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))] for off in itertools.product(*(range(f) for f in factors))]
+    return np.rint(sum(v.astype(np.int64) for v in views) / len(views)).astype(block.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "uint32", "int32"])
+@pytest.mark.parametrize(("shape", "factors"), [((9, 7, 5), (2, 2, 2)), ((8, 8), (2, 2)), ((5, 6, 7), (1, 2, 2)), ((11,), (2,)), ((3, 4, 4, 5), (1, 2, 2, 2))])
+def test_integer_mean_is_the_window_mean(dtype, shape, factors):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(0)
+    for lo, hi in [(info.min, info.max + 1), (0, 4), (info.max - 3, info.max + 1), (info.min, info.min + 4)]:
+        block = rng.integers(lo, hi, shape, dtype=dtype)
+        got = pyramid.downsample_block(block, factors, "mean")
+        assert got.dtype == block.dtype
+        np.testing.assert_array_equal(got, window_mean(block, factors))
+
+
+def test_ties_round_half_to_even():
+    block = np.array([[1, 2], [1, 2]], "uint8")  # mean 1.5 -> 2
+    assert pyramid.downsample_block(block, (2, 2))[0, 0] == 2
+    block = np.array([[2, 3], [2, 3]], "uint8")  # mean 2.5 -> 2
+    assert pyramid.downsample_block(block, (2, 2))[0, 0] == 2
