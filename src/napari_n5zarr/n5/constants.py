@@ -51,3 +51,6 @@ MAX_METADATA_BYTES_ENV = "N5ZARR_MAX_METADATA_BYTES"
 DEFAULT_MAX_BLOCK_BYTES = 2**31 - 1
 """n5-java's limit: a block travels as one ByteBuffer, so no N5 writer makes a bigger one."""
 MAX_BLOCK_BYTES_ENV = "N5ZARR_MAX_BLOCK_BYTES"
+
+INCOMPLETE_MARKER = ".n5zarr-incomplete"
+"""Written first and removed last by an export: its presence means the export never finished."""

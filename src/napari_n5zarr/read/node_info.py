@@ -87,13 +87,14 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     FileNotFoundError
         If nothing is at ``location``.
     """
+    from zarr.core.sync import sync
+
     from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
     from napari_n5zarr.read.tree import open_tree
-    from napari_n5zarr.write.blocks import store_get
-    from napari_n5zarr.write.exporter import INCOMPLETE_MARKER
 
     text = os.fspath(location)
-    incomplete = store_get(base_store(text, "r"), INCOMPLETE_MARKER) is not None
+    incomplete = bool(sync(base_store(text, "r").exists(INCOMPLETE_MARKER)))
     tree = open_tree(text)
     info = NodeInfo(location=text, root=tree.root, incomplete=incomplete)
     if info.root.kind == "error":

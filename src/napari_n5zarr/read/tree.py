@@ -284,9 +284,9 @@ class Tree:
         """The root opened with :func:`napari_n5zarr.open` (cached)."""
         with self._lock:
             if self._zarr_root is None:
-                import napari_n5zarr
+                from napari_n5zarr.access import open as open_node
 
-                self._zarr_root = napari_n5zarr.open(self.n5_location, storage_options=self.storage_options)
+                self._zarr_root = open_node(self.n5_location, storage_options=self.storage_options)
             return self._zarr_root
 
     def zarr_node(self, node: Node) -> zarr.Array | zarr.Group:

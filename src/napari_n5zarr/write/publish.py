@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from napari_n5zarr.errors import NodeExistsError
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.write import safe_destination
 from napari_n5zarr.write.blocks import WriteGate, store_get, store_set
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node", "publish_parents"]
 
-INCOMPLETE_MARKER = ".n5zarr-incomplete"
-"""Written first, removed last: its presence means the export never finished."""
 
 
 def publish_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
