@@ -410,7 +410,7 @@ class BrowserWidget(QWidget):
         def work() -> Iterator[Any]:
             try:
                 tree = open_tree(location)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (worker boundary: any failure is shown in the browser, not raised in a thread)
                 yield lambda e=exc: self._failed(location, e)
                 return
             yield lambda t=tree: self._rooted(t)
@@ -440,7 +440,7 @@ class BrowserWidget(QWidget):
             from napari.utils.notifications import show_error
 
             show_error(f"napari-n5zarr: cannot open {location}: {exc}")
-        except Exception:
+        except Exception:  # noqa: BLE001 (napari's notification API is optional; the status line already says it)
             pass
 
     def _rooted(self, tree: Tree) -> None:
@@ -706,18 +706,18 @@ class BrowserWidget(QWidget):
             try:
                 ms = tree.multiscale(node)
                 extra["multiscale"] = ms
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (details pane boundary: a failure is shown in place)
                 extra["multiscale_error"] = str(exc)
             yield lambda: self._details_ready(key, node, dict(extra))
             if key not in self._thumbs:
                 try:
                     self._thumbs[key] = tree.thumbnail(node)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 (details pane boundary: a failure is shown in place)
                     self._thumbs[key] = exc
                 yield lambda: self._set_thumbnail(key, self._thumbs[key])
             try:
                 extra["blocks"] = tree.block_count(node)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (details pane boundary: a failure is shown in place)
                 extra["blocks_error"] = str(exc)
             yield lambda: self._details_ready(key, node, dict(extra))
 

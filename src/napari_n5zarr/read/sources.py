@@ -57,7 +57,7 @@ class LocalSource:
         for key in keys:
             try:
                 out.append(self.read(key))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (per-key boundary: the error is returned in place of the bytes)
                 out.append(exc)
         return out
 
@@ -116,7 +116,7 @@ class StoreSource:
     def is_group_dir(self, path: str) -> bool:
         try:
             return bool(self.names(path)) or bool(self._any_key(path))
-        except Exception:
+        except Exception:  # noqa: BLE001 (any store failure means "not a group folder" here; reading it reports the error)
             return False
 
     def _any_key(self, path: str) -> bool:

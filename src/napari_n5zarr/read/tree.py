@@ -92,7 +92,7 @@ class Tree:
     def _names_or_error(self, path: str) -> list[str]:
         try:
             return self.names(path)
-        except Exception:
+        except Exception:  # noqa: BLE001 (a listing failure is reported by the node that lists (see iter_children))
             return []
 
     def names(self, path: str) -> list[str]:
@@ -117,7 +117,7 @@ class Tree:
             return
         try:
             names = self.names(node.path)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken folder is an error row, its siblings still listed)
             yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._source.where(node.path)}: {exc}")]
             return
         collected: list[Node] = []
@@ -200,7 +200,7 @@ class Tree:
                 pass  # an implicit group (N5 groups need no attributes.json)
             else:
                 return None  # a stray file: not a node
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken node is an error row, its siblings still listed)
             node.kind = "error"
             node.error = error_text(exc, self._source.where(_join(path, N5_JSON if node.n5 else ZARR_JSON)), path)
             return node

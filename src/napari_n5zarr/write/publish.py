@@ -152,7 +152,7 @@ class Destination:
                 safe_destination.recover(self.target)
                 self._created = None if self.target.exists() else self.target  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 (release the lock on any failure, even KeyboardInterrupt; re-raised)
             if self._lock is not None:
                 self._lock.__exit__(None, None, None)
             raise
