@@ -43,6 +43,8 @@ PREFETCH_ENV = "N5ZARR_PREFETCH"
 """Environment variable: ``0`` turns background prefetch of the next z block slab off."""
 PREFETCH_MAX_BLOCKS = 1024
 """Largest slab (blocks) prefetched."""
+PLANE_MAX_BLOCKS = 1024
+"""Largest y/x block slab a remote read requests whole (see :meth:`BlockSource.blocks_for`)."""
 
 OnError = Callable[[str], None]
 _MISS = object()
@@ -210,7 +212,10 @@ class BlockSource:
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
-        it can, the rest fetched and decoded concurrently and cached."""
+        it can, the rest fetched and decoded concurrently and cached. Over the network, the
+        missing blocks of the whole planes (y/x block slabs) holding ``cells`` are requested
+        too, all at once: the other dask tasks of the same plane then find their blocks
+        cached or in flight and wait for them instead of requesting them again."""
         cache = self.cache
         found: dict[tuple[int, ...], np.ndarray | None] = {}
         missing = []
@@ -222,10 +227,15 @@ class BlockSource:
                 found[cell] = value
         if not missing:
             return found
-        with _inflight_lock:  # blocks a prefetch is decoding right now: wait for it, not again
+        with _inflight_lock:  # blocks another read is fetching right now: wait for it, not again
             waiting = {c: _inflight[k] for c in missing if (k := (self.token, self.prefix, c)) in _inflight}
-        own = [c for c in missing if c not in waiting]
-        results = dict(zip(own, self._load_many(own), strict=True)) if own else {}
+            own = [c for c in missing if c not in waiting]
+            load = own
+            if own and not self.synchronous:
+                load = own + self._rest_of_planes(own, cache)
+                for cell in load:
+                    _inflight[(self.token, self.prefix, cell)] = Future()
+        results = dict(zip(own, self._load_and_release(load)[: len(own)], strict=True)) if load else {}
         for cell, future in waiting.items():
             results[cell] = future.result()
         for cell in missing:
@@ -234,10 +244,45 @@ class BlockSource:
                 on_error(self._message(cell, value))
                 found[cell] = None  # fill value, not cached: a later read tries again
             else:
-                if cell in own:
-                    cache.put((self.token, self.prefix, cell), value)
                 found[cell] = value
         return found
+
+    def _rest_of_planes(self, cells: Sequence[tuple[int, ...]], cache: BlockCache) -> list[tuple[int, ...]]:
+        """The blocks besides ``cells`` of the y/x block slabs holding them that are neither
+        cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
+        exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
+        lead = sorted({c[:-2] for c in cells})
+        grid = [-(-n // b) for n, b in zip(self.shape[-2:], self.blocks[-2:], strict=True)]
+        plane = math.prod(grid)
+        total = plane * len(lead)
+        if total > PLANE_MAX_BLOCKS or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
+            return []
+        asked = set(cells)
+        extra = []
+        for head in lead:
+            for yx in itertools.product(*(range(g) for g in grid)):
+                cell = head + yx
+                key = (self.token, self.prefix, cell)
+                if cell not in asked and key not in _inflight and key not in cache:
+                    extra.append(cell)
+        return extra
+
+    def _load_and_release(self, cells: list[tuple[int, ...]]) -> list[Any]:
+        """:meth:`_load_many`, caching what decoded, then hand every result to the readers
+        waiting for it (remote reads register their blocks as in flight)."""
+        try:
+            values = self._load_many(cells)
+        except BaseException as exc:  # noqa: BLE001 (waiters must be released whatever happens)
+            values = [exc] * len(cells)
+        for cell, value in zip(cells, values, strict=True):
+            key = (self.token, self.prefix, cell)
+            if not isinstance(value, BaseException):
+                self.cache.put(key, value)
+            with _inflight_lock:
+                future = _inflight.pop(key, None)
+            if future is not None:
+                future.set_result(value)
+        return values
 
     # -- prefetch ------------------------------------------------------------------
     def _maybe_prefetch(self, selection: Sequence[slice], cells: Sequence[tuple[int, ...]]) -> None:
@@ -278,11 +323,15 @@ class BlockSource:
             _prefetch_pool().submit(self._prefetch, todo)
 
     def _prefetch(self, cells: list[tuple[int, ...]]) -> None:
-        """Decode ``cells`` one after another into the cache, then release their waiters."""
+        """Decode ``cells`` into the cache (local stores one after another, remote ones
+        requested all at once), releasing their waiters."""
+        if not self.synchronous:
+            self._load_and_release(cells)
+            return
         for cell in cells:
             key = (self.token, self.prefix, cell)
             try:
-                value = self._load_sync(cell) if self.synchronous else self._load_many([cell])[0]
+                value = self._load_sync(cell)
             except BaseException as exc:  # noqa: BLE001 (handed to the waiting reader)
                 value = exc
             if not isinstance(value, BaseException):
