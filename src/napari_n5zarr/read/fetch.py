@@ -53,6 +53,7 @@ _pool_lock = threading.Lock()
 _prefetcher: ThreadPoolExecutor | None = None
 _inflight: dict[tuple[Any, ...], Future] = {}  # cache key -> result of a prefetch under way
 _inflight_lock = threading.Lock()
+_unclaimed: dict[tuple[Any, ...], BaseException] = {}  # failure of a block fetched for another read
 
 
 def prefetch_enabled() -> bool:
@@ -229,15 +230,21 @@ class BlockSource:
             return found
         with _inflight_lock:  # blocks another read is fetching right now: wait for it, not again
             waiting = {c: _inflight[k] for c in missing if (k := (self.token, self.prefix, c)) in _inflight}
-            own = [c for c in missing if c not in waiting]
+            failed = {c: _unclaimed.pop(k) for c in missing if (k := (self.token, self.prefix, c)) in _unclaimed}
+            own = [c for c in missing if c not in waiting and c not in failed]
             load = own
             if own and not self.synchronous:
                 load = own + self._rest_of_planes(own, cache)
                 for cell in load:
                     _inflight[(self.token, self.prefix, cell)] = Future()
-        results = dict(zip(own, self._load_and_release(load)[: len(own)], strict=True)) if load else {}
+        results: dict[tuple[int, ...], Any] = dict(failed)  # a failure fetched for us: reported once, not fetched again
+        if load:
+            results.update(zip(own, self._load_and_release(load, len(own))[: len(own)], strict=True))
         for cell, future in waiting.items():
             results[cell] = future.result()
+            if isinstance(results[cell], BaseException):
+                with _inflight_lock:  # claimed here: a later read tries the block again
+                    _unclaimed.pop((self.token, self.prefix, cell), None)
         for cell in missing:
             value = results[cell]
             if isinstance(value, BaseException):
@@ -267,19 +274,26 @@ class BlockSource:
                     extra.append(cell)
         return extra
 
-    def _load_and_release(self, cells: list[tuple[int, ...]]) -> list[Any]:
+    def _load_and_release(self, cells: list[tuple[int, ...]], asked: int | None = None) -> list[Any]:
         """:meth:`_load_many`, caching what decoded, then hand every result to the readers
-        waiting for it (remote reads register their blocks as in flight)."""
+        waiting for it (remote reads register their blocks as in flight). Failures of the
+        cells past the first ``asked`` (fetched for other reads) that nobody waited for
+        are kept for the first read that asks for them (so a failing block is requested,
+        and reported, once per attempt rather than once per dask task)."""
         try:
             values = self._load_many(cells)
         except BaseException as exc:  # noqa: BLE001 (waiters must be released whatever happens)
             values = [exc] * len(cells)
-        for cell, value in zip(cells, values, strict=True):
+        for i, (cell, value) in enumerate(zip(cells, values, strict=True)):
             key = (self.token, self.prefix, cell)
             if not isinstance(value, BaseException):
                 self.cache.put(key, value)
             with _inflight_lock:
                 future = _inflight.pop(key, None)
+                if asked is not None and i >= asked and isinstance(value, BaseException) and future is not None:
+                    if len(_unclaimed) > 4096:
+                        _unclaimed.clear()
+                    _unclaimed[key] = value
             if future is not None:
                 future.set_result(value)
         return values
