@@ -201,15 +201,24 @@ class BlockSource:
         from zarr.core.sync import sync
 
         proto = default_buffer_prototype()
+        pool = decode_pool()
+
+        async def fetch_one(cell: tuple[int, ...]) -> Any:  # each block decoded as soon as it arrives
+            try:
+                raw = await self.store.get(self.key(cell), proto)
+            except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
+                return exc
+            if raw is None:
+                return None
+            return await asyncio.get_running_loop().run_in_executor(pool, self._decode_or_error, (cell, raw))
 
         async def fetch_all() -> list[Any]:  # one event-loop round trip, every request in flight
-            return await asyncio.gather(*(self.store.get(self.key(c), proto) for c in cells), return_exceptions=True)
+            return await asyncio.gather(*(fetch_one(c) for c in cells), return_exceptions=True)
 
         try:
-            raws = sync(fetch_all())
+            return list(sync(fetch_all()))
         except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
-            raws = [exc] * len(cells)
-        return _map_here_and_on_pool(self._decode_or_error, list(zip(cells, raws, strict=True)))
+            return [exc] * len(cells)
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
