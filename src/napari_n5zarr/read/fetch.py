@@ -10,7 +10,11 @@ reads release the GIL), and copies them into the output. Decoded blocks go to th
 :mod:`~napari_n5zarr.read.block_cache`, so scrolling through z decodes each block once.
 
 Local stores are read with their synchronous ``get_sync`` on the pool; other stores (HTTP,
-S3, zip) with one ``sync()`` per region that gathers every block request at once.
+S3, zip) with one ``sync()`` per region that gathers every block request at once, and
+requests the missing blocks of the region's whole y/x plane with them: dask splits a plane
+into tasks and runs one per core, so the plane's other tasks find their blocks in flight
+(and wait for them) instead of waiting for a free core to request them. Each block is
+decoded on the pool as soon as its bytes arrive.
 
 Blocks are kept in napari order (C order of the reversed N5 shape: the order of the bytes
 on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous. While a person scrolls through z, the next
