@@ -10,7 +10,11 @@ reads release the GIL), and copies them into the output. Decoded blocks go to th
 :mod:`~napari_n5zarr.read.block_cache`, so scrolling through z decodes each block once.
 
 Local stores are read with their synchronous ``get_sync`` on the pool; other stores (HTTP,
-S3, zip) with one ``sync()`` per region that gathers every block request at once.
+S3, zip) with one ``sync()`` per region that gathers every block request at once, and
+requests the missing blocks of the region's whole y/x plane with them: dask splits a plane
+into tasks and runs one per core, so the plane's other tasks find their blocks in flight
+(and wait for them) instead of waiting for a free core to request them. Each block is
+decoded on the pool as soon as its bytes arrive.
 
 Blocks are kept in napari order (C order of the reversed N5 shape: the order of the bytes
 on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous. While a person scrolls through z, the next
@@ -43,6 +47,8 @@ PREFETCH_ENV = "N5ZARR_PREFETCH"
 """Environment variable: ``0`` turns background prefetch of the next z block slab off."""
 PREFETCH_MAX_BLOCKS = 1024
 """Largest slab (blocks) prefetched."""
+PLANE_MAX_BLOCKS = 1024
+"""Largest y/x block slab a remote read requests whole (see :meth:`BlockSource.blocks_for`)."""
 
 OnError = Callable[[str], None]
 _MISS = object()
@@ -51,6 +57,7 @@ _pool_lock = threading.Lock()
 _prefetcher: ThreadPoolExecutor | None = None
 _inflight: dict[tuple[Any, ...], Future] = {}  # cache key -> result of a prefetch under way
 _inflight_lock = threading.Lock()
+_unclaimed: dict[tuple[Any, ...], BaseException] = {}  # failure of a block fetched for another read
 
 
 def prefetch_enabled() -> bool:
@@ -198,19 +205,31 @@ class BlockSource:
         from zarr.core.sync import sync
 
         proto = default_buffer_prototype()
+        pool = decode_pool()
+
+        async def fetch_one(cell: tuple[int, ...]) -> Any:  # each block decoded as soon as it arrives
+            try:
+                raw = await self.store.get(self.key(cell), proto)
+            except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
+                return exc
+            if raw is None:
+                return None
+            return await asyncio.get_running_loop().run_in_executor(pool, self._decode_or_error, (cell, raw))
 
         async def fetch_all() -> list[Any]:  # one event-loop round trip, every request in flight
-            return await asyncio.gather(*(self.store.get(self.key(c), proto) for c in cells), return_exceptions=True)
+            return await asyncio.gather(*(fetch_one(c) for c in cells), return_exceptions=True)
 
         try:
-            raws = sync(fetch_all())
+            return list(sync(fetch_all()))
         except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
-            raws = [exc] * len(cells)
-        return _map_here_and_on_pool(self._decode_or_error, list(zip(cells, raws, strict=True)))
+            return [exc] * len(cells)
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
-        it can, the rest fetched and decoded concurrently and cached."""
+        it can, the rest fetched and decoded concurrently and cached. Over the network, the
+        missing blocks of the whole planes (y/x block slabs) holding ``cells`` are requested
+        too, all at once: the other dask tasks of the same plane then find their blocks
+        cached or in flight and wait for them instead of requesting them again."""
         cache = self.cache
         found: dict[tuple[int, ...], np.ndarray | None] = {}
         missing = []
@@ -222,22 +241,75 @@ class BlockSource:
                 found[cell] = value
         if not missing:
             return found
-        with _inflight_lock:  # blocks a prefetch is decoding right now: wait for it, not again
+        with _inflight_lock:  # blocks another read is fetching right now: wait for it, not again
             waiting = {c: _inflight[k] for c in missing if (k := (self.token, self.prefix, c)) in _inflight}
-        own = [c for c in missing if c not in waiting]
-        results = dict(zip(own, self._load_many(own), strict=True)) if own else {}
+            failed = {c: _unclaimed.pop(k) for c in missing if (k := (self.token, self.prefix, c)) in _unclaimed}
+            own = [c for c in missing if c not in waiting and c not in failed]
+            load = own
+            if own and not self.synchronous:
+                load = own + self._rest_of_planes(own, cache)
+                for cell in load:
+                    _inflight[(self.token, self.prefix, cell)] = Future()
+        results: dict[tuple[int, ...], Any] = dict(failed)  # a failure fetched for us: reported once, not fetched again
+        if load:
+            results.update(zip(own, self._load_and_release(load, len(own))[: len(own)], strict=True))
         for cell, future in waiting.items():
             results[cell] = future.result()
+            if isinstance(results[cell], BaseException):
+                with _inflight_lock:  # claimed here: a later read tries the block again
+                    _unclaimed.pop((self.token, self.prefix, cell), None)
         for cell in missing:
             value = results[cell]
             if isinstance(value, BaseException):
                 on_error(self._message(cell, value))
                 found[cell] = None  # fill value, not cached: a later read tries again
             else:
-                if cell in own:
-                    cache.put((self.token, self.prefix, cell), value)
                 found[cell] = value
         return found
+
+    def _rest_of_planes(self, cells: Sequence[tuple[int, ...]], cache: BlockCache) -> list[tuple[int, ...]]:
+        """The blocks besides ``cells`` of the y/x block slabs holding them that are neither
+        cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
+        exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
+        lead = sorted({c[:-2] for c in cells})
+        grid = [-(-n // b) for n, b in zip(self.shape[-2:], self.blocks[-2:], strict=True)]
+        plane = math.prod(grid)
+        total = plane * len(lead)
+        if total > PLANE_MAX_BLOCKS or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
+            return []
+        asked = set(cells)
+        extra = []
+        for head in lead:
+            for yx in itertools.product(*(range(g) for g in grid)):
+                cell = head + yx
+                key = (self.token, self.prefix, cell)
+                if cell not in asked and key not in _inflight and key not in cache:
+                    extra.append(cell)
+        return extra
+
+    def _load_and_release(self, cells: list[tuple[int, ...]], asked: int | None = None) -> list[Any]:
+        """:meth:`_load_many`, caching what decoded, then hand every result to the readers
+        waiting for it (remote reads register their blocks as in flight). Failures of the
+        cells past the first ``asked`` (fetched for other reads) that nobody waited for
+        are kept for the first read that asks for them (so a failing block is requested,
+        and reported, once per attempt rather than once per dask task)."""
+        try:
+            values = self._load_many(cells)
+        except BaseException as exc:  # noqa: BLE001 (waiters must be released whatever happens)
+            values = [exc] * len(cells)
+        for i, (cell, value) in enumerate(zip(cells, values, strict=True)):
+            key = (self.token, self.prefix, cell)
+            if not isinstance(value, BaseException):
+                self.cache.put(key, value)
+            with _inflight_lock:
+                future = _inflight.pop(key, None)
+                if asked is not None and i >= asked and isinstance(value, BaseException) and future is not None:
+                    if len(_unclaimed) > 4096:
+                        _unclaimed.clear()
+                    _unclaimed[key] = value
+            if future is not None:
+                future.set_result(value)
+        return values
 
     # -- prefetch ------------------------------------------------------------------
     def _maybe_prefetch(self, selection: Sequence[slice], cells: Sequence[tuple[int, ...]]) -> None:
@@ -278,11 +350,15 @@ class BlockSource:
             _prefetch_pool().submit(self._prefetch, todo)
 
     def _prefetch(self, cells: list[tuple[int, ...]]) -> None:
-        """Decode ``cells`` one after another into the cache, then release their waiters."""
+        """Decode ``cells`` into the cache (local stores one after another, remote ones
+        requested all at once), releasing their waiters."""
+        if not self.synchronous:
+            self._load_and_release(cells)
+            return
         for cell in cells:
             key = (self.token, self.prefix, cell)
             try:
-                value = self._load_sync(cell) if self.synchronous else self._load_many([cell])[0]
+                value = self._load_sync(cell)
             except BaseException as exc:  # noqa: BLE001 (handed to the waiting reader)
                 value = exc
             if not isinstance(value, BaseException):

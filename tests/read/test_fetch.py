@@ -1,0 +1,125 @@
+"""Remote planes: every block request of a plane is in flight at once, and the plane reads
+exactly what zarr reads (absent blocks as the fill value, a failing block named)."""
+
+from __future__ import annotations
+
+import collections
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import napari_n5zarr
+from napari_n5zarr.read import block_cache as bc
+from napari_n5zarr.read import levels as lv
+
+BLOCK = (8, 8, 4)  # N5 order (x, y, z)
+SHAPE = (40, 24, 12)  # a plane is 5 x 3 = 15 blocks; dask splits it into several tasks
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch):
+    monkeypatch.setattr(bc, "_cache", bc.BlockCache(bc.default_cache_bytes()))
+    monkeypatch.setenv("N5ZARR_RETRY_BACKOFF", "0.01")
+    monkeypatch.setenv("N5ZARR_RETRIES", "1")
+    monkeypatch.setattr(lv, "REMOTE_TASK_BYTES", 8 * 8 * 4 * 2)  # one block per dask task
+
+
+@pytest.fixture
+def server(tmp_path):
+    """HTTP on 127.0.0.1 over ``tmp_path``, 50 ms per GET; counts GETs per path and the peak
+    in flight; answers 500 for the paths in ``state["fail"]``."""
+    state = {"now": 0, "peak": 0, "gets": collections.Counter(), "fail": set()}
+    lock = threading.Lock()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+                state["gets"][self.path] += 1
+            try:
+                threading.Event().wait(0.05)
+                if self.path in state["fail"]:
+                    self.send_error(500, "broken on purpose")
+                else:
+                    super().do_GET()
+            finally:
+                with lock:
+                    state["now"] -= 1
+
+        def log_message(self, *args):
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 128  # the default backlog (5) would hold back concurrent connects
+
+    httpd = Server(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def make(tmp_path: Path, skip=()) -> tuple[np.ndarray, str]:
+    rng = np.random.default_rng(1)
+    data = rng.integers(1, 60000, size=SHAPE, dtype=np.uint16)  # N5 order; no zeros: fill shows
+    arr = napari_n5zarr.create_dataset(napari_n5zarr.open(tmp_path / "a.n5", mode="a"), "d", shape=SHAPE,
+                                       dtype="uint16", chunks=BLOCK, compression={"type": "gzip", "level": -1})  # fmt: skip
+    arr[...] = data
+    for cell in skip:
+        (tmp_path / "a.n5" / "d" / "/".join(map(str, cell))).unlink()
+    return data, "a.n5/d"
+
+
+def plane_blocks(z: int) -> list[str]:
+    return [f"/a.n5/d/{i}/{j}/{z // BLOCK[2]}" for i in range(5) for j in range(3)]
+
+
+def test_a_remote_plane_requests_all_its_blocks_at_once_and_each_once(tmp_path, server):
+    url, state = server
+    data, path = make(tmp_path)
+    level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=pytest.fail)
+    assert level.numblocks[1] * level.numblocks[2] >= 6  # the plane is split into many dask tasks
+    expected = np.asarray(napari_n5zarr.open(tmp_path / path)[...]).T  # zarr's own read
+    state["peak"] = 0
+    state["gets"].clear()
+    got = level[5].compute()
+    assert np.array_equal(got, expected[5])
+    assert state["peak"] >= 15, state["peak"]  # every block of the plane in flight together
+    assert sorted(state["gets"]) == sorted(plane_blocks(5))  # no other slab, ...
+    assert set(state["gets"].values()) == {1}  # ... and no block twice
+    assert np.array_equal(level.compute(), expected)  # every plane, every task
+
+
+def test_absent_blocks_of_a_remote_plane_read_as_fill_value(tmp_path, server):
+    url, state = server
+    data, path = make(tmp_path, skip={(1, 1, 2), (4, 2, 2)})
+    level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=pytest.fail)
+    expected = np.asarray(napari_n5zarr.open(tmp_path / path)[...]).T
+    assert (expected[9, 8:16, 8:16] == 0).all()  # zarr reads them as the fill value too
+    assert np.array_equal(level[9].compute(), expected[9])
+    assert state["peak"] >= 15
+
+
+def test_a_failing_block_is_named_once_and_only_it_reads_as_fill(tmp_path, server):
+    url, state = server
+    data, path = make(tmp_path)
+    state["fail"].add("/a.n5/d/2/1/0")
+    reports: list[str] = []
+    level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=reports.append)
+    got = level[1].compute()
+    expected = data.T[1].copy()
+    expected[8:16, 16:24] = 0  # block x=2, y=1 (napari y rows 8:16, x columns 16:24)
+    assert np.array_equal(got, expected)
+    assert len(reports) == 1, reports
+    assert "a.n5/d/2/1/0" in reports[0] and "500" in reports[0], reports
+    assert state["gets"]["/a.n5/d/2/1/0"] == 2  # retried once (N5ZARR_RETRIES=1), per request
+    state["fail"].clear()
+    assert np.array_equal(level[1].compute(), data.T[1])  # not cached: read again once it works
