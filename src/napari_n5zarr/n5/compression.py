@@ -70,7 +70,8 @@ def _zstd_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
     cache = _local.__dict__.setdefault("zstd", {})
     compressor = cache.get(level)
     if compressor is None:
-        compressor = cache[level] = zstandard.ZstdCompressor(level=level, write_checksum=bool(config.get("checksum")))
+        checksum = bool(config.get("checksum"))
+        compressor = cache[level] = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
     return compressor.compress(data.cast("B"))
 
 
@@ -78,7 +79,9 @@ def _zstd_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
 def _blosc(cname: str, clevel: int, shuffle: int, blocksize: int, typesize: int) -> Any:
     from numcodecs import Blosc
 
-    return Blosc(cname=cname, clevel=clevel, shuffle=shuffle, blocksize=blocksize, typesize=typesize)
+    return Blosc(
+        cname=cname, clevel=clevel, shuffle=shuffle, blocksize=blocksize, typesize=typesize
+    )
 
 
 def _blosc_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
@@ -183,7 +186,12 @@ COMPRESSIONS: tuple[Compression, ...] = (
         decompress=bounded.lz4_decompress,
     ),
     Compression(
-        "blosc", "blosc", _blosc_to_zarr, _blosc_to_n5, decompress=bounded.blosc_decompress, compress=_blosc_compress
+        "blosc",
+        "blosc",
+        _blosc_to_zarr,
+        _blosc_to_n5,
+        decompress=bounded.blosc_decompress,
+        compress=_blosc_compress,
     ),
     Compression(
         "zstd",

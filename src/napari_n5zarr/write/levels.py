@@ -4,8 +4,9 @@ Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the 
 levels lies in one region), grouped into tasks of a few MiB. Each task is one dask task
 that writes its level-0 blocks, downsamples in memory and writes the blocks of the next
 levels its regions determine: those pyramid levels cost no second read of anything, and
-both cores compress. Levels coarser than a region (1/8 or 1/64 of the data or less) are
-computed from the blocks of the last level written. Memory stays bounded: a task (at most
+both cores compress. The next level, when it fits :data:`ACCUM_BYTES`, is filled in memory
+from the regions as they are written and the coarser levels are computed from it; else
+levels coarser than a region are computed from the blocks of the last level written. Memory stays bounded: a task (at most
 :data:`REGION_BYTES`) per thread, and dask gets a few tasks per thread at a time.
 """
 
