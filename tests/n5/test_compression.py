@@ -85,3 +85,24 @@ def test_zarr_codec_without_n5_equivalent() -> None:
 def test_non_finite_parameter_is_a_format_error(value: float) -> None:
     with pytest.raises(N5FormatError, match="must be an integer"):
         n5_to_zarr({"type": "zstd", "level": value})
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int32", "float64"])
+@pytest.mark.parametrize(
+    "compression", [{"type": "blosc", "cname": "lz4", "shuffle": 1}, {"type": "zstd", "level": 5}, {"type": "gzip"}]
+)
+def test_export_compression_round_trips_and_blosc_shuffles_elements(dtype, compression):
+    """The fast compression used by export decodes exactly; blosc's typesize is the
+    element size (as tensorstore and n5-java write it), so shuffle groups element bytes."""
+    import numpy as np
+
+    from napari_n5zarr.access import ensure_codecs_registered
+    from napari_n5zarr.n5.model import N5DatasetMetadata
+
+    ensure_codecs_registered()
+    block = np.random.default_rng(2).integers(0, 100, size=(7, 9, 11)).astype(dtype)
+    codec = N5DatasetMetadata((11, 9, 7), (11, 9, 7), dtype, compression, {}).codec()
+    stored = codec.encode_block(block)
+    np.testing.assert_array_equal(codec.decode_block(stored, dtype, 3), block)
+    if compression["type"] == "blosc":
+        assert stored[16 + 3] == np.dtype(dtype).itemsize  # blosc header byte 3: typesize

@@ -547,3 +547,30 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     blocks = N5Blocks(base_store(dest, "r"), "s0/", (64, 64), (32, 32), np.dtype("uint16"), codec, "truncate", False)
     with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {dest}: truncated gzip payload"):
         blocks[0:64, 0:64]
+
+
+@pytest.mark.parametrize("accum_bytes", [64 << 20, 0], ids=["coarse-in-memory", "coarse-read-back"])
+@pytest.mark.parametrize(
+    ("shape", "chunks", "method"),
+    [
+        ((75, 130, 97), 16, "mean"),  # odd extents: edge windows replicated
+        ((40, 70, 66), (8, 10, 6), "mode"),  # blocks of different sizes
+        ((3, 50, 77), (1, 8, 8), "nearest"),  # a non-spatial leading axis
+    ],
+)
+def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chunks, method, accum_bytes):
+    from napari_n5zarr.write import levels, pyramid
+
+    monkeypatch.setattr(levels, "REGION_BYTES", 64 << 10)  # several regions, depth >= 1
+    monkeypatch.setattr(levels, "ACCUM_BYTES", accum_bytes)
+    rng = np.random.default_rng(1)
+    data = rng.integers(0, 7 if method == "mode" else 60000, size=shape, dtype=np.uint16)
+    for source in (data, da.from_array(data, chunks=(9, 31, 17))):
+        out = tmp_path / f"{type(source).__name__}.n5"
+        export(source, out, chunks=chunks, downsample=method, compression="zstd")
+        nlevels = len([p for p in out.iterdir() if p.name.startswith("s")])
+        steps = plan(shape, [chunks] * 3 if isinstance(chunks, int) else chunks, pyramid.spatial_axes(len(shape)))
+        expected = pyramid.numpy_pyramid(data, steps, method)
+        assert nlevels == len(expected) > 2
+        for k, level in enumerate(expected):
+            np.testing.assert_array_equal(napari_n5zarr.open(out / f"s{k}")[...].T, level)

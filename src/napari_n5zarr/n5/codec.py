@@ -398,7 +398,7 @@ class N5DefaultCodec(ArrayBytesCodec):
             return out.tobytes()
         payload = np.ascontiguousarray(array.T, dtype=be)
         if self._fast_compress is not None:
-            return header + self._fast_compress(payload.reshape(-1).view(np.uint8).data)
+            return header + self._fast_compress(payload.reshape(-1).data)  # typed: blosc's typesize
         spec = _bytes_spec(payload.nbytes, itemsize)
         comp = comp.evolve_from_array_spec(spec) if _needs_typesize(comp) else comp
         flat = CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8))

@@ -9,7 +9,9 @@ which numcodecs' Zstd refuses).
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,13 +49,51 @@ def _gzip_level(params: JSONDict) -> int:
 def _gzip_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
     import deflate  # imported on first use: opening a dataset loads only what it uses
 
-    return deflate.gzip_compress(data, int(config.get("level", 6)))
+    return deflate.gzip_compress(data.cast("B"), int(config.get("level", 6)))
 
 
 def _zlib_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
     import deflate
 
-    return deflate.zlib_compress(data, int(config.get("level", 6)))
+    return deflate.zlib_compress(data.cast("B"), int(config.get("level", 6)))
+
+
+_local = threading.local()
+
+
+def _zstd_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    """zstandard (releases the GIL: both cores compress); one compressor per thread and
+    level, since a ``ZstdCompressor`` must not be shared between threads."""
+    import zstandard
+
+    level = int(config.get("level", 0))
+    cache = _local.__dict__.setdefault("zstd", {})
+    compressor = cache.get(level)
+    if compressor is None:
+        checksum = bool(config.get("checksum"))
+        compressor = cache[level] = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
+    return compressor.compress(data.cast("B"))
+
+
+@functools.lru_cache(maxsize=32)
+def _blosc(cname: str, clevel: int, shuffle: int, blocksize: int, typesize: int) -> Any:
+    from numcodecs import Blosc
+
+    return Blosc(
+        cname=cname, clevel=clevel, shuffle=shuffle, blocksize=blocksize, typesize=typesize
+    )
+
+
+def _blosc_compress(data: memoryview, config: JSONDict) -> bytes | bytearray:
+    """numcodecs' Blosc (what zarr's codec calls, the same bytes) with the element size
+    of ``data`` as typesize, without zarr's per-block codec and buffer objects."""
+    import numpy as np
+
+    shuffle = config.get("shuffle", "noshuffle")
+    shuffle_n = _SHUFFLE_NAMES.index(shuffle) if isinstance(shuffle, str) else int(shuffle)
+    codec = _blosc(config.get("cname", "blosclz"), int(config.get("clevel", 6)), shuffle_n,
+                   int(config.get("blocksize", 0)), data.itemsize)  # fmt: skip
+    return codec.encode(np.frombuffer(data.cast("B"), dtype=np.uint8))
 
 
 def _blosc_to_zarr(p: JSONDict) -> JSONDict:
@@ -99,7 +139,8 @@ class Compression:
     decompress: Callable[[memoryview, int], Any] | None = None
     """Bounded decompression to exactly the given size (see :mod:`.bounded`)."""
     compress: Callable[[memoryview, JSONDict], bytes | bytearray] | None = None
-    """Optional fast compression given the zarr codec configuration."""
+    """Optional fast compression given the zarr codec configuration: ``data`` is the
+    big-endian payload, its ``itemsize`` the element size (blosc's typesize)."""
 
 
 COMPRESSIONS: tuple[Compression, ...] = (
@@ -144,13 +185,21 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
         decompress=bounded.lz4_decompress,
     ),
-    Compression("blosc", "blosc", _blosc_to_zarr, _blosc_to_n5, decompress=bounded.blosc_decompress),
+    Compression(
+        "blosc",
+        "blosc",
+        _blosc_to_zarr,
+        _blosc_to_n5,
+        decompress=bounded.blosc_decompress,
+        compress=_blosc_compress,
+    ),
     Compression(
         "zstd",
         "zstd",
         lambda p: {"level": _int(p, "level", 3), "checksum": False},
         lambda c: {"level": int(c.get("level", 0))},
         decompress=bounded.zstd_decompress,
+        compress=_zstd_compress,
     ),
 )
 

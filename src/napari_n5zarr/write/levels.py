@@ -4,8 +4,9 @@ Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the 
 levels lies in one region), grouped into tasks of a few MiB. Each task is one dask task
 that writes its level-0 blocks, downsamples in memory and writes the blocks of the next
 levels its regions determine: those pyramid levels cost no second read of anything, and
-both cores compress. Levels coarser than a region (1/8 or 1/64 of the data or less) are
-computed from the blocks of the last level written. Memory stays bounded: a task (at most
+both cores compress. The next level, when it fits :data:`ACCUM_BYTES`, is filled in memory
+from the regions as they are written and the coarser levels are computed from it; else
+levels coarser than a region are computed from the blocks of the last level written. Memory stays bounded: a task (at most
 :data:`REGION_BYTES`) per thread, and dask gets a few tasks per thread at a time.
 """
 
@@ -37,6 +38,9 @@ CANCEL_POLL = 0.05
 
 REGION_BYTES = 8 << 20
 """Largest level-0 region whose finer levels are computed from it in memory."""
+
+ACCUM_BYTES = 64 << 20
+"""Largest level kept in memory whole while level 0 is written (see :func:`accumulated_level`)."""
 
 BATCH_BYTES = 64 << 20
 BATCH_TASKS = 4
@@ -102,14 +106,27 @@ def write_levels(
         return
     depth = region_depth(plan, threads=_threads(scheduler))
     region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
+    accum = accumulated_level(plan, depth, region)
     regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
+    if accum is not None:
+        regions.accum = np.zeros(plan.levels[depth + 1].shape, dtype=plan.dtype)
+        regions.accum_step = plan.steps[depth]
+    source = sources[0]
+    merges = isinstance(source, da.Array) and source.chunks != source.rechunk(region).chunks  # numpy: none
     store_level(
-        lambda: as_dask(sources[0], region).astype(plan.dtype).rechunk(region),
+        lambda: as_dask(source, region).astype(plan.dtype).rechunk(region),
         regions,
         sum(t.nblocks for t in regions.targets),
-        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=region != plan.levels[0].block),
+        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=merges),
     )
-    for k in range(depth + 1, len(targets)):
+    first = depth + 1
+    if regions.accum is not None:  # the coarse levels from the one kept in memory: no read-back
+        small = pyramid.numpy_pyramid(regions.accum, plan.steps[depth + 1 :], plan.method)
+        regions.accum = None
+        for target, array in zip(targets[depth + 1 :], small, strict=True):
+            store_level(functools.partial(as_dask, array, target.block), target, target.nblocks)
+        first = len(targets)
+    for k in range(first, len(targets)):
         build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
         store_level(build, targets[k], targets[k].nblocks)
 
@@ -157,6 +174,22 @@ def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> t
     return tuple(task)
 
 
+def accumulated_level(plan: ExportPlan, depth: int, task: Sequence[int]) -> int | None:
+    """``depth + 1`` when that level is kept in memory whole while level 0 is written: it
+    fits :data:`ACCUM_BYTES` and every task's level-``depth`` piece downsamples on its own
+    exactly as the whole level would (even extents on the stepped axes, or the whole axis).
+    The coarser levels are then computed from it, not read back from the store."""
+    if depth >= len(plan.steps):
+        return None
+    if math.prod(plan.levels[depth + 1].shape) * plan.dtype.itemsize > ACCUM_BYTES:
+        return None
+    factors = pyramid.absolute_factors(plan.steps[:depth], plan.ndim)[-1]
+    for t, f, n, step in zip(task, factors, plan.levels[0].shape, plan.steps[depth], strict=True):
+        if step > 1 and t < n and (t % f or (t // f) % step):
+            return None
+    return depth + 1
+
+
 def region_depth(plan: ExportPlan, threads: int = 2) -> int:
     """How many pyramid steps each level-0 region computes in memory: as many as fit in
     :data:`REGION_BYTES` while level 0 still has ``8 * threads`` regions to share out (so
@@ -186,6 +219,9 @@ class PyramidRegions:
     targets: list[N5Blocks]
     steps: Sequence[Sequence[int]]
     method: pyramid.Method
+    accum: np.ndarray | None = None
+    """The next level, in memory: each region's last level downsampled once more into it."""
+    accum_step: Sequence[int] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -211,6 +247,10 @@ class PyramidRegions:
                 value = pyramid.downsample_block(value, step, self.method)
                 start = tuple(s // f for s, f in zip(start, step, strict=True))
             _write_blocks(target, start, value)
+        if self.accum is not None:
+            value = pyramid.downsample_block(value, self.accum_step, self.method)
+            start = tuple(s // f for s, f in zip(start, self.accum_step, strict=True))
+            self.accum[tuple(slice(s, s + n) for s, n in zip(start, value.shape, strict=True))] = value
 
 
 def _write_blocks(target: N5Blocks, start: tuple[int, ...], value: np.ndarray) -> None:
