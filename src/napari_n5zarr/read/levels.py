@@ -1,13 +1,15 @@
 """Pyramid levels as lazy arrays in napari's order (..., z, y, x), whatever their size.
 
-Every level reads through a :class:`LevelReader`: a small array-like that reads exactly
-the region asked for (transposing ``n5_default`` arrays to C order). Levels of ordinary
-size are dask arrays over it, with chunks that are whole storage blocks (napari's dask
-cache then serves repeated slices). A level that would need more than :data:`MAX_TASKS`
-tasks of at most :data:`MAX_TASK_BYTES` / :data:`MAX_TASK_BLOCKS` is handed to napari as
-the reader itself: napari turns dask's slice fusion off while slicing, so a dask chunk is
-always read whole, and no chunking of a 2^32 x 2^32 array is both small and cheap.
-Building a level costs metadata only. ``n5_default`` levels read their blocks through
+Every level is a :class:`LevelReader`: a small array-like that reads exactly the region
+asked for (transposing ``n5_default`` arrays to C order). napari is handed the readers
+themselves: a slice is one call that reads its blocks concurrently, no dask graph is built
+and neither ``dask.array`` nor a dask scheduler (which imports ``distributed``) is loaded
+on the way to the first frame; the shared decoded-block cache serves repeated slices.
+:meth:`LevelReader.to_dask` (and :func:`dask_level`) give dask arrays over the reader, with
+chunks grown from whole storage blocks (:func:`dask_chunks`), for dask users; a level
+that would need more than :data:`MAX_TASKS` tasks of at most :data:`MAX_TASK_BYTES` /
+:data:`MAX_TASK_BLOCKS` is better read as the reader itself. Building a level costs
+metadata only. ``n5_default`` levels read their blocks through
 :mod:`~napari_n5zarr.read.fetch` (straight from the store, decoded concurrently, kept in the
 shared :mod:`~napari_n5zarr.read.block_cache`); other arrays and strided reads go through zarr.
 
@@ -46,6 +48,8 @@ SAMPLE_BLOCKS = 64
 """Most storage blocks read for a layer's contrast limits."""
 SAMPLE_EDGE = 512
 """Largest y/x extent of the contrast sample (pixels)."""
+SPLIT_BLOCK_BYTES = 2**14
+"""Blocks of at least this decoded size: regions of any size take the block path (in pieces)."""
 FALLBACK_BLOCKS = 4096
 """Most storage blocks re-read one by one after a failed read (the rest: fill value)."""
 
@@ -94,8 +98,7 @@ class LevelReader(_Level):
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
         if self._fast(basic):
-            assert self.source is not None
-            out = self.source.read(basic, self._say)
+            out = self._read_fast(basic)
         else:
             selection = basic[::-1] if self.n5_order else basic
             try:
@@ -110,18 +113,44 @@ class LevelReader(_Level):
 
     def _fast(self, basic: tuple[slice, ...]) -> bool:
         """True when the block path reads ``basic`` (napari order): unit steps, inside the
-        array, not too many blocks (strided previews and tiny blocks are left to zarr)."""
+        array; a region of more than :data:`MAX_REGION_BLOCKS` blocks only when blocks are
+        not tiny (it is then read in pieces). Strided previews and tiny blocks go to zarr."""
         if self.source is None:
             return False
-        count = 1
-        for s, n, b in zip(basic, self.shape, self.storage_blocks, strict=True):
-            if s.step not in (None, 1) or s.stop > n or s.start < 0:
-                return False
-            if s.stop > s.start:
-                count *= (s.stop - 1) // b - s.start // b + 1
-            else:
-                count = 0
-        return count <= MAX_REGION_BLOCKS
+        if any(s.step not in (None, 1) or s.stop > n or s.start < 0 for s, n in zip(basic, self.shape, strict=True)):
+            return False
+        return _block_count(basic, self.storage_blocks) <= MAX_REGION_BLOCKS or (
+            math.prod(self.storage_blocks) * self.dtype.itemsize >= SPLIT_BLOCK_BYTES
+        )
+
+    def _read_fast(self, basic: tuple[slice, ...]) -> np.ndarray:
+        """``basic`` through the block path, in pieces of at most :data:`MAX_REGION_BLOCKS`
+        blocks (split along the slowest axis that spans several blocks)."""
+        assert self.source is not None
+        count = _block_count(basic, self.storage_blocks)
+        if count <= MAX_REGION_BLOCKS:
+            return self.source.read(basic, self._say)
+        spans = [_block_count((s,), (b,)) for s, b in zip(basic, self.storage_blocks, strict=True)]
+        axis = next(i for i, n in enumerate(spans) if n > 1)
+        b = self.storage_blocks[axis]
+        per_piece = max(1, MAX_REGION_BLOCKS // (count // spans[axis]))  # blocks along `axis` per piece
+        out = np.empty(tuple(s.stop - s.start for s in basic), self.dtype)
+        s = basic[axis]
+        lo = s.start
+        while lo < s.stop:
+            hi = min(s.stop, (lo // b + per_piece) * b)
+            piece = basic[:axis] + (slice(lo, hi),) + basic[axis + 1 :]
+            out[(slice(None),) * axis + (slice(lo - s.start, hi - s.start),)] = self._read_fast(piece)
+            lo = hi
+        return out
+
+    def to_dask(self) -> da.Array:
+        """This level as a dask array (chunks from :func:`dask_chunks`), for dask users;
+        napari gets the reader itself (no dask import, no scheduler on the open path)."""
+        shape, blocks = tuple(self.array.shape), tuple(self.array.chunks)
+        if not self.n5_order:
+            shape, blocks = shape[::-1], blocks[::-1]
+        return _from_reader(self, dask_chunks(shape, blocks, self.dtype.itemsize, _task_bytes(self))[::-1])
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:
         if all(s.step in (None, 1) for s in selection):
@@ -170,6 +199,11 @@ class LevelReader(_Level):
             self._reported.add(message)
         if self.report is not None:
             self.report(f"{message} (shown as fill value)")
+
+
+def _block_count(basic: Sequence[slice], blocks: Sequence[int]) -> int:
+    """Storage blocks touched by unit-step slices ``basic``."""
+    return math.prod((s.stop - 1) // b - s.start // b + 1 if s.stop > s.start else 0 for s, b in zip(basic, blocks, strict=True))
 
 
 def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int], tuple | None]:
@@ -252,13 +286,7 @@ def lazy_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
 
 def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> da.Array:
     """One level in napari order as a dask array (chunks from :func:`dask_chunks`)."""
-    level = lazy_level(array, n5_order=n5_order, report=report)
-    if isinstance(level, LevelReader):
-        shape, blocks = tuple(array.shape), tuple(array.chunks)
-        if not n5_order:
-            shape, blocks = shape[::-1], blocks[::-1]
-        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize, _task_bytes(level))[::-1])
-    return level
+    return LevelReader(array, n5_order=n5_order, report=report).to_dask()
 
 
 def _task_bytes(reader: LevelReader) -> int:
