@@ -71,8 +71,11 @@ class _Level:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
-        out = self[(slice(None),) * self.ndim]
+        out = self._all()
         return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def _all(self) -> np.ndarray:
+        return np.asarray(self[(slice(None),) * self.ndim])
 
 
 class LevelReader(_Level):
@@ -97,6 +100,17 @@ class LevelReader(_Level):
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
+        return self._index(basic, squeeze, rest)
+
+    def _all(self) -> np.ndarray:
+        return self.read(tuple(slice(0, n, 1) for n in self.shape))
+
+    def _index(self, basic: tuple[slice, ...], squeeze: set[int], rest: tuple | None) -> Any:
+        return self.read(basic, squeeze, rest)
+
+    def read(self, basic: tuple[slice, ...], squeeze: set[int] | frozenset[int] = frozenset(), rest: tuple | None = None) -> np.ndarray:
+        """The region ``basic`` (napari order, slices with positive steps, in range) as an
+        array, ``squeeze`` axes dropped, then the in-memory index ``rest`` applied."""
         if self._fast(basic):
             out = self._read_fast(basic)
         else:
@@ -201,6 +215,42 @@ class LevelReader(_Level):
             self.report(f"{message} (shown as fill value)")
 
 
+class LazyLevel(LevelReader):
+    """The :class:`LevelReader` napari is handed: indexed with slices alone it gives a lazy
+    :class:`RegionView` (read by ``np.asarray`` or further indexing), as a dask array would;
+    with an integer or an array, the array."""
+
+    def _index(self, basic: tuple[slice, ...], squeeze: set[int], rest: tuple | None) -> Any:
+        if not squeeze and rest is None:
+            return RegionView(self, basic)
+        return self.read(basic, squeeze, rest)
+
+
+class RegionView(_Level):
+    """A region of a :class:`LevelReader` (slices with positive steps), read when asked:
+    napari cuts the visible tile out of a level with every z before it picks the plane
+    (``level[:, y0:y1, x0:x1][z]``), so a region must not be read before it is indexed
+    with an integer or turned into an array (as a dask array would behave)."""
+
+    def __init__(self, base: LevelReader, region: tuple[slice, ...]) -> None:
+        self.base, self.region = base, region
+        self.shape = tuple(len(range(s.start, s.stop, s.step)) for s in region)
+        self.dtype = base.dtype
+        self.ndim = len(region)
+        self.storage_blocks = base.storage_blocks
+
+    def __getitem__(self, index: Any) -> Any:
+        basic, squeeze, rest = _basic(index, self.shape)
+        parent = tuple(
+            slice(r.start + s.start * r.step, r.start + s.stop * r.step, r.step * s.step)
+            for r, s in zip(self.region, basic, strict=True)
+        )
+        return self.base._index(parent, squeeze, rest)
+
+    def _all(self) -> np.ndarray:
+        return self.base.read(self.region)
+
+
 def _block_count(basic: Sequence[slice], blocks: Sequence[int]) -> int:
     """Storage blocks touched by unit-step slices ``basic``."""
     return math.prod((s.stop - 1) // b - s.start // b + 1 if s.stop > s.start else 0 for s, b in zip(basic, blocks, strict=True))
@@ -218,13 +268,14 @@ def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int
     for axis, (i, n) in enumerate(zip(index, shape, strict=True)):
         if isinstance(i, int | np.integer):
             k = int(i) + n if i < 0 else int(i)
-            slices.append(slice(k, k + 1))
+            slices.append(slice(k, k + 1, 1))
             squeeze.add(axis)
         elif isinstance(i, slice) and (i.step is None or i.step > 0):
-            slices.append(slice(*i.indices(n)))
+            start, stop, step = i.indices(n)
+            slices.append(slice(start, max(start, stop), step))
             rest.append(slice(None))
         else:  # negative steps, lists, arrays: read the axis whole, index in memory
-            slices.append(slice(0, n))
+            slices.append(slice(0, n, 1))
             rest.append(i)
             fancy = True
     return tuple(slices), squeeze, (tuple(rest) if fancy else None)
@@ -299,7 +350,7 @@ def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:
 
     name = f"n5zarr-{id(reader):x}-{'x'.join(map(str, reader.shape))}"
     meta = np.empty((0,) * reader.ndim, reader.dtype)
-    return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=False, fancy=True, meta=meta)
+    return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=True, fancy=True, meta=meta)
 
 
 class StridedReader(_Level):
