@@ -179,9 +179,10 @@ def layer_data(
     }
     data: Any = levels if len(levels) > 1 else levels[0]
     blocks = storage_blocks(node, ms)
-    if ms.is_labels:
+    if ms.is_labels:  # dask arrays, as before: napari paints labels with `data[...] = value`
         _spatial_kwargs(kwargs, ms, n5_axes)
-        return (data, kwargs, "labels")
+        split = [_as_dask(level) for level in levels]
+        return (split if len(split) > 1 else split[0], kwargs, "labels")
     if is_rgb(ms):
         kwargs["rgb"] = True  # the colour axis is N5 axis 0 (napari's last), not a layer dimension
         _spatial_kwargs(kwargs, ms, range(1, ms.ndim))
