@@ -403,7 +403,7 @@ def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
     zs = fresh_planes(cfg.pyramid, cfg.repeat)
     t = best_of_each(
         {
-            "ours": lambda i: lvl[zs[i]].compute(),
+            "ours": lambda i: np.asarray(lvl[zs[i]]),
             "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
             "limit": (
                 limit := decode_job(
@@ -415,7 +415,7 @@ def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
     )
     t["limit"] = limit.floor[0]  # type: ignore[attr-defined]
     np.testing.assert_array_equal(
-        lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T
+        np.asarray(lvl[zs[0]]), t_arr[:, :, zs[0]].read().result().T
     )  # napari order
     return [
         Row(
@@ -446,7 +446,7 @@ def rows_reads(
             {
                 "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),  # noqa: B023
                 "open": lambda i: napari_n5zarr.open(copies[i])[...],  # noqa: B023
-                "dask": lambda i: level0(read_path(copies[cfg.repeat + i])).compute(),  # noqa: B023
+                "dask": lambda i: np.asarray(level0(read_path(copies[cfg.repeat + i]))),  # noqa: B023
                 "limit": (
                     limit := decode_job(path, block_keys((cfg.array,) * 3), pool)
                 ),
@@ -484,7 +484,7 @@ def rows_reads(
         expected = ts.open(ts_spec(path)).result().read().result()
         np.testing.assert_array_equal(napari_n5zarr.open(copies[0])[...], expected)
         np.testing.assert_array_equal(
-            level0(read_path(copies[-1])).compute(), expected.T
+            np.asarray(level0(read_path(copies[-1]))), expected.T
         )
         for c in copies:
             shutil.rmtree(c.parent, ignore_errors=True)
@@ -570,14 +570,14 @@ def row_http(cfg: Config, pyr: Path) -> Row:
         zs = fresh_planes(cfg.pyramid, cfg.repeat)
         t = best_of_each(
             {
-                "ours": lambda i: (clear_block_cache(), lvl[zs[i]].compute()),
+                "ours": lambda i: (clear_block_cache(), np.asarray(lvl[zs[i]])),
                 "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
             },
             cfg.repeat,
         )
         t_ours, t_ts = t["ours"], t["ts"]
         np.testing.assert_array_equal(
-            lvl[zs[0]].compute(), t_arr[:, :, zs[0]].read().result().T
+            np.asarray(lvl[zs[0]]), t_arr[:, :, zs[0]].read().result().T
         )
     finally:
         server.shutdown()

@@ -98,3 +98,41 @@ def test_reading_imports_only_the_library_it_uses(datasets, tmp_path, how: str, 
     for prefix in NEVER:
         assert not any(m == prefix or m.startswith(prefix + ".") for m in ours), f"reading imported {prefix}"
     assert "napari_n5zarr.n5.codec" in after  # the read really went through the codec
+
+
+PYRAMID_CHILD = r"""
+import json, sys
+import numpy as np
+from napari_n5zarr._napari.reader import get_reader
+path = sys.argv[1]
+layers = get_reader(path)(path)
+data, kwargs, _ = layers[0]
+assert kwargs["multiscale"] and len(data) == 3, kwargs
+plane = np.asarray(data[0][5])  # what napari's first frame reads: a plane of a level
+print(json.dumps({"modules": sorted(sys.modules), "plane": plane.tolist(), "limits": kwargs["contrast_limits"]}))
+"""
+
+
+def test_napari_open_path_imports_no_dask_array_nor_distributed(tmp_path: Path) -> None:
+    """get_reader + read on an N5 Viewer pyramid, then a plane of level 0 (napari's first
+    frame): dask.array (~0.5 s) and distributed (imported by a dask compute) stay unloaded."""
+    root = napari_n5zarr.open(tmp_path / "p.n5", mode="w")
+    root.attrs.update({"pixelResolution": {"unit": "um", "dimensions": [1.0, 1.0, 1.0]}})
+    data = (np.arange(20 * 24 * 28) % 251).astype("uint16").reshape(20, 24, 28)  # z, y, x
+    for k in range(3):
+        level = data[:: 2**k, :: 2**k, :: 2**k]
+        napari_n5zarr.create_dataset(root, f"s{k}", shape=level.T.shape, dtype="uint16", chunks=(8, 8, 8),
+                                     compression={"type": "gzip"})
+        napari_n5zarr.open(tmp_path / "p.n5" / f"s{k}", mode="r+")[...] = level.T
+        napari_n5zarr.open(tmp_path / "p.n5" / f"s{k}", mode="r+").attrs["downsamplingFactors"] = [2**k] * 3
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
+    out = subprocess.run([sys.executable, "-c", PYRAMID_CHILD, str(tmp_path / "p.n5")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    np.testing.assert_array_equal(np.array(result["plane"], dtype="uint16"), data[5])  # the read was real
+    coarsest = data[::4, ::4, ::4]
+    assert list(result["limits"]) == [float(coarsest.min()), float(coarsest.max())]  # from the coarsest level
+    for module in ("dask.array", "distributed"):
+        assert module not in result["modules"], f"the open path imported {module}"

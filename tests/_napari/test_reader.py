@@ -15,7 +15,7 @@ import zarr
 import napari_n5zarr
 from napari_n5zarr._napari import reader, sample
 from napari_n5zarr._napari.reader import get_reader, read_path
-from napari_n5zarr.read.levels import dask_chunks
+from napari_n5zarr.read.levels import LevelReader, dask_chunks
 
 SHAPE = (6, 12, 20)  # napari order z, y, x -> N5 dimensions [20, 12, 6]
 BLOCK = (8, 8, 4)  # N5 order
@@ -50,7 +50,7 @@ def read(path, notes=None) -> list[tuple]:
     return layers
 
 
-def levels_of(layer) -> list[da.Array]:
+def levels_of(layer) -> list[LevelReader | da.Array]:
     data, kwargs, _ = layer
     return list(data) if kwargs["multiscale"] else [data]
 
@@ -59,7 +59,7 @@ def assert_levels(layer, expected: list[np.ndarray]) -> None:
     got = levels_of(layer)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
-        assert isinstance(g, da.Array)
+        assert isinstance(g, LevelReader | da.Array)  # lazy: readers (channels: dask arrays)
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_array_equal(np.asarray(g[-1]), e[-1])  # a slice at the last z
         np.testing.assert_array_equal(np.asarray(g), e)
@@ -511,14 +511,17 @@ def test_dask_chunks(shape, blocks, itemsize, expected):
         assert c == s or c % b == 0
 
 
-def test_levels_are_dask_views_in_napari_order(container, write_n5):
+def test_levels_are_readers_in_napari_order_with_dask_views(container, write_n5):
     root, path = container()
     write_n5(root, "d", levels_for(n=1)[0].T, chunks=BLOCK)
     (layer,) = read(path / "d")
     data = layer[0]
+    assert isinstance(data, LevelReader)  # napari slices the reader: no dask on the open path
     assert data.shape == SHAPE
-    assert data.chunksize == (4, 12, 20)  # one block along z; x and y grown to the whole extent
-    assert isinstance(data, da.Array)
+    view = data.to_dask()
+    assert isinstance(view, da.Array)
+    assert view.chunksize == (4, 12, 20)  # one block along z; x and y grown to the whole extent
+    np.testing.assert_array_equal(view.compute(), levels_for(n=1)[0])
 
 
 # --- sample ---------------------------------------------------------------------------------------

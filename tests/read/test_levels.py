@@ -85,6 +85,14 @@ SELECTIONS = [
 ]
 
 
+LAZY_COMPOSITIONS = [
+    ((slice(None), slice(2, 15), slice(1, 9)), (5,)),
+    ((slice(None), slice(2, 15), slice(1, 9)), (slice(4, 6), slice(None), slice(3, 8))),
+    ((slice(1, 12, 2), slice(None), slice(None, None, 3)), (Ellipsis, 2)),
+    ((slice(None),), (slice(None), slice(None, None, 2))),
+]
+
+
 def assert_reads_like_zarr(arr: zarr.Array, expect_fast: bool = True) -> None:
     expected = np.asarray(arr[...]).T  # napari order
     reader = lv.LevelReader(arr, n5_order=True, report=pytest.fail)
@@ -93,6 +101,15 @@ def assert_reads_like_zarr(arr: zarr.Array, expect_fast: bool = True) -> None:
         got = reader[index]
         assert got.dtype == expected.dtype
         assert np.array_equal(got, expected[index], equal_nan=True), index
+    lazy = lv.LazyLevel(arr, n5_order=True, report=pytest.fail)  # what napari gets
+    for index in SELECTIONS:
+        assert np.array_equal(np.asarray(lazy[index]), expected[index], equal_nan=True), index
+    for outer, inner in LAZY_COMPOSITIONS:  # napari: level[tile][plane]
+        view = lazy[outer]
+        assert isinstance(view, lv.RegionView)
+        assert view.shape == expected[outer].shape
+        got = view[inner]
+        assert np.array_equal(np.asarray(got), expected[outer][inner], equal_nan=True), (outer, inner)
     level = lv.dask_level(arr, report=pytest.fail)
     assert np.array_equal(np.asarray(level), expected, equal_nan=True)
     assert np.array_equal(np.asarray(level[5]), expected[5], equal_nan=True)
@@ -364,3 +381,25 @@ def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes
     finally:
         fetch._inflight.pop(key, None)
     assert np.array_equal(got, data.T) and decodes[0] == 1  # block (0, 0, 0) only
+
+
+def test_regions_above_the_block_limit_are_read_in_pieces(tmp_path, monkeypatch):
+    data = sample((13, 18, 11), "uint16")
+    arr = write_n5(tmp_path, "d", data, (4, 8, 3), COMPRESSIONS["gzip"], "mixed", skip={(1, 0, 0)})
+    monkeypatch.setattr(lv, "MAX_REGION_BLOCKS", 5)  # every read below is split
+    monkeypatch.setattr(lv, "SPLIT_BLOCK_BYTES", 1)
+    reads = []
+    source = lv.LevelReader(arr, n5_order=True).source
+    original = type(source).read
+
+    def counting(self, selection, on_error):
+        reads.append(len(self.cells(selection)))
+        return original(self, selection, on_error)
+
+    monkeypatch.setattr(type(source), "read", counting)
+    reader = lv.LevelReader(arr, n5_order=True, report=pytest.fail)
+    expected = np.asarray(arr[...]).T
+    for index in [(slice(None),), (slice(1, 10), slice(2, 17), slice(0, 11)), (5,)]:
+        reads.clear()
+        assert np.array_equal(reader[index], expected[index]), index
+        assert reads and max(reads) <= 5 and len(reads) > 1, reads

@@ -179,9 +179,10 @@ def layer_data(
     }
     data: Any = levels if len(levels) > 1 else levels[0]
     blocks = storage_blocks(node, ms)
-    if ms.is_labels:
+    if ms.is_labels:  # dask arrays, as before: napari paints labels with `data[...] = value`
         _spatial_kwargs(kwargs, ms, n5_axes)
-        return (data, kwargs, "labels")
+        split = [_as_dask(level) for level in levels]
+        return (split if len(split) > 1 else split[0], kwargs, "labels")
     if is_rgb(ms):
         kwargs["rgb"] = True  # the colour axis is N5 axis 0 (napari's last), not a layer dimension
         _spatial_kwargs(kwargs, ms, range(1, ms.ndim))
@@ -201,10 +202,19 @@ def layer_data(
             for i in range(coarsest.shape[napari_channel])
         ]
         kwargs["name"] = [f"{ms.name} [{i}]" for i in range(coarsest.shape[napari_channel])]
-        return (data, kwargs, "image")
+        # napari splits channels by indexing each level (`level[..., i, ...]`): on a reader
+        # that would read the channel whole; a dask array keeps the split lazy.
+        split = [_as_dask(level) for level in levels]
+        return (split if len(split) > 1 else split[0], kwargs, "image")
     _spatial_kwargs(kwargs, ms, n5_axes)
     kwargs["contrast_limits"] = contrast_limits(levels[-1], blocks)
     return (data, kwargs, "image")
+
+
+def _as_dask(level: Any) -> Any:
+    """``level`` as a dask array (readers convert themselves; dask arrays stay)."""
+    to_dask = getattr(level, "to_dask", None)
+    return to_dask() if to_dask is not None else level
 
 
 def _spatial_kwargs(

@@ -1,13 +1,15 @@
 """Pyramid levels as lazy arrays in napari's order (..., z, y, x), whatever their size.
 
-Every level reads through a :class:`LevelReader`: a small array-like that reads exactly
-the region asked for (transposing ``n5_default`` arrays to C order). Levels of ordinary
-size are dask arrays over it, with chunks that are whole storage blocks (napari's dask
-cache then serves repeated slices). A level that would need more than :data:`MAX_TASKS`
-tasks of at most :data:`MAX_TASK_BYTES` / :data:`MAX_TASK_BLOCKS` is handed to napari as
-the reader itself: napari turns dask's slice fusion off while slicing, so a dask chunk is
-always read whole, and no chunking of a 2^32 x 2^32 array is both small and cheap.
-Building a level costs metadata only. ``n5_default`` levels read their blocks through
+Every level is a :class:`LevelReader`: a small array-like that reads exactly the region
+asked for (transposing ``n5_default`` arrays to C order). napari is handed the readers
+themselves: a slice is one call that reads its blocks concurrently, no dask graph is built
+and neither ``dask.array`` nor a dask scheduler (which imports ``distributed``) is loaded
+on the way to the first frame; the shared decoded-block cache serves repeated slices.
+:meth:`LevelReader.to_dask` (and :func:`dask_level`) give dask arrays over the reader, with
+chunks grown from whole storage blocks (:func:`dask_chunks`), for dask users; a level
+that would need more than :data:`MAX_TASKS` tasks of at most :data:`MAX_TASK_BYTES` /
+:data:`MAX_TASK_BLOCKS` is better read as the reader itself. Building a level costs
+metadata only. ``n5_default`` levels read their blocks through
 :mod:`~napari_n5zarr.read.fetch` (straight from the store, decoded concurrently, kept in the
 shared :mod:`~napari_n5zarr.read.block_cache`); other arrays and strided reads go through zarr.
 
@@ -46,6 +48,8 @@ SAMPLE_BLOCKS = 64
 """Most storage blocks read for a layer's contrast limits."""
 SAMPLE_EDGE = 512
 """Largest y/x extent of the contrast sample (pixels)."""
+SPLIT_BLOCK_BYTES = 2**14
+"""Blocks of at least this decoded size: regions of any size take the block path (in pieces)."""
 FALLBACK_BLOCKS = 4096
 """Most storage blocks re-read one by one after a failed read (the rest: fill value)."""
 
@@ -67,8 +71,11 @@ class _Level:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """All of it (napari materializes its thumbnail level, the coarsest, this way)."""
-        out = self[(slice(None),) * self.ndim]
+        out = self._all()
         return out.astype(dtype, copy=False) if dtype is not None else out
+
+    def _all(self) -> np.ndarray:
+        return np.asarray(self[(slice(None),) * self.ndim])
 
 
 class LevelReader(_Level):
@@ -93,9 +100,19 @@ class LevelReader(_Level):
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
+        return self._index(basic, squeeze, rest)
+
+    def _all(self) -> np.ndarray:
+        return self.read(tuple(slice(0, n, 1) for n in self.shape))
+
+    def _index(self, basic: tuple[slice, ...], squeeze: set[int], rest: tuple | None) -> Any:
+        return self.read(basic, squeeze, rest)
+
+    def read(self, basic: tuple[slice, ...], squeeze: set[int] | frozenset[int] = frozenset(), rest: tuple | None = None) -> np.ndarray:
+        """The region ``basic`` (napari order, slices with positive steps, in range) as an
+        array, ``squeeze`` axes dropped, then the in-memory index ``rest`` applied."""
         if self._fast(basic):
-            assert self.source is not None
-            out = self.source.read(basic, self._say)
+            out = self._read_fast(basic)
         else:
             selection = basic[::-1] if self.n5_order else basic
             try:
@@ -110,18 +127,44 @@ class LevelReader(_Level):
 
     def _fast(self, basic: tuple[slice, ...]) -> bool:
         """True when the block path reads ``basic`` (napari order): unit steps, inside the
-        array, not too many blocks (strided previews and tiny blocks are left to zarr)."""
+        array; a region of more than :data:`MAX_REGION_BLOCKS` blocks only when blocks are
+        not tiny (it is then read in pieces). Strided previews and tiny blocks go to zarr."""
         if self.source is None:
             return False
-        count = 1
-        for s, n, b in zip(basic, self.shape, self.storage_blocks, strict=True):
-            if s.step not in (None, 1) or s.stop > n or s.start < 0:
-                return False
-            if s.stop > s.start:
-                count *= (s.stop - 1) // b - s.start // b + 1
-            else:
-                count = 0
-        return count <= MAX_REGION_BLOCKS
+        if any(s.step not in (None, 1) or s.stop > n or s.start < 0 for s, n in zip(basic, self.shape, strict=True)):
+            return False
+        return _block_count(basic, self.storage_blocks) <= MAX_REGION_BLOCKS or (
+            math.prod(self.storage_blocks) * self.dtype.itemsize >= SPLIT_BLOCK_BYTES
+        )
+
+    def _read_fast(self, basic: tuple[slice, ...]) -> np.ndarray:
+        """``basic`` through the block path, in pieces of at most :data:`MAX_REGION_BLOCKS`
+        blocks (split along the slowest axis that spans several blocks)."""
+        assert self.source is not None
+        count = _block_count(basic, self.storage_blocks)
+        if count <= MAX_REGION_BLOCKS:
+            return self.source.read(basic, self._say)
+        spans = [_block_count((s,), (b,)) for s, b in zip(basic, self.storage_blocks, strict=True)]
+        axis = next(i for i, n in enumerate(spans) if n > 1)
+        b = self.storage_blocks[axis]
+        per_piece = max(1, MAX_REGION_BLOCKS // (count // spans[axis]))  # blocks along `axis` per piece
+        out = np.empty(tuple(s.stop - s.start for s in basic), self.dtype)
+        s = basic[axis]
+        lo = s.start
+        while lo < s.stop:
+            hi = min(s.stop, (lo // b + per_piece) * b)
+            piece = basic[:axis] + (slice(lo, hi),) + basic[axis + 1 :]
+            out[(slice(None),) * axis + (slice(lo - s.start, hi - s.start),)] = self._read_fast(piece)
+            lo = hi
+        return out
+
+    def to_dask(self) -> da.Array:
+        """This level as a dask array (chunks from :func:`dask_chunks`), for dask users;
+        napari gets the reader itself (no dask import, no scheduler on the open path)."""
+        shape, blocks = tuple(self.array.shape), tuple(self.array.chunks)
+        if not self.n5_order:
+            shape, blocks = shape[::-1], blocks[::-1]
+        return _from_reader(self, dask_chunks(shape, blocks, self.dtype.itemsize, _task_bytes(self))[::-1])
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:
         if all(s.step in (None, 1) for s in selection):
@@ -172,6 +215,47 @@ class LevelReader(_Level):
             self.report(f"{message} (shown as fill value)")
 
 
+class LazyLevel(LevelReader):
+    """The :class:`LevelReader` napari is handed: indexed with slices alone it gives a lazy
+    :class:`RegionView` (read by ``np.asarray`` or further indexing), as a dask array would;
+    with an integer or an array, the array."""
+
+    def _index(self, basic: tuple[slice, ...], squeeze: set[int], rest: tuple | None) -> Any:
+        if not squeeze and rest is None:
+            return RegionView(self, basic)
+        return self.read(basic, squeeze, rest)
+
+
+class RegionView(_Level):
+    """A region of a :class:`LevelReader` (slices with positive steps), read when asked:
+    napari cuts the visible tile out of a level with every z before it picks the plane
+    (``level[:, y0:y1, x0:x1][z]``), so a region must not be read before it is indexed
+    with an integer or turned into an array (as a dask array would behave)."""
+
+    def __init__(self, base: LevelReader, region: tuple[slice, ...]) -> None:
+        self.base, self.region = base, region
+        self.shape = tuple(len(range(s.start, s.stop, s.step)) for s in region)
+        self.dtype = base.dtype
+        self.ndim = len(region)
+        self.storage_blocks = base.storage_blocks
+
+    def __getitem__(self, index: Any) -> Any:
+        basic, squeeze, rest = _basic(index, self.shape)
+        parent = tuple(
+            slice(r.start + s.start * r.step, r.start + s.stop * r.step, r.step * s.step)
+            for r, s in zip(self.region, basic, strict=True)
+        )
+        return self.base._index(parent, squeeze, rest)
+
+    def _all(self) -> np.ndarray:
+        return self.base.read(self.region)
+
+
+def _block_count(basic: Sequence[slice], blocks: Sequence[int]) -> int:
+    """Storage blocks touched by unit-step slices ``basic``."""
+    return math.prod((s.stop - 1) // b - s.start // b + 1 if s.stop > s.start else 0 for s, b in zip(basic, blocks, strict=True))
+
+
 def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int], tuple | None]:
     """(one slice per axis, axes given as integers, the non-basic rest to apply after)."""
     if not isinstance(index, tuple):
@@ -184,13 +268,14 @@ def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int
     for axis, (i, n) in enumerate(zip(index, shape, strict=True)):
         if isinstance(i, int | np.integer):
             k = int(i) + n if i < 0 else int(i)
-            slices.append(slice(k, k + 1))
+            slices.append(slice(k, k + 1, 1))
             squeeze.add(axis)
         elif isinstance(i, slice) and (i.step is None or i.step > 0):
-            slices.append(slice(*i.indices(n)))
+            start, stop, step = i.indices(n)
+            slices.append(slice(start, max(start, stop), step))
             rest.append(slice(None))
         else:  # negative steps, lists, arrays: read the axis whole, index in memory
-            slices.append(slice(0, n))
+            slices.append(slice(0, n, 1))
             rest.append(i)
             fancy = True
     return tuple(slices), squeeze, (tuple(rest) if fancy else None)
@@ -252,13 +337,7 @@ def lazy_level(array: zarr.Array, *, n5_order: bool = True, report: Report | Non
 
 def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> da.Array:
     """One level in napari order as a dask array (chunks from :func:`dask_chunks`)."""
-    level = lazy_level(array, n5_order=n5_order, report=report)
-    if isinstance(level, LevelReader):
-        shape, blocks = tuple(array.shape), tuple(array.chunks)
-        if not n5_order:
-            shape, blocks = shape[::-1], blocks[::-1]
-        return _from_reader(level, dask_chunks(shape, blocks, level.dtype.itemsize, _task_bytes(level))[::-1])
-    return level
+    return LevelReader(array, n5_order=n5_order, report=report).to_dask()
 
 
 def _task_bytes(reader: LevelReader) -> int:
@@ -271,7 +350,7 @@ def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:
 
     name = f"n5zarr-{id(reader):x}-{'x'.join(map(str, reader.shape))}"
     meta = np.empty((0,) * reader.ndim, reader.dtype)
-    return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=False, fancy=True, meta=meta)
+    return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=True, fancy=True, meta=meta)
 
 
 class StridedReader(_Level):

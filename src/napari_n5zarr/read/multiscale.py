@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.read.levels import (
-    LevelReader,
+    LazyLevel,
     dask_level,
-    lazy_level,
     needs_preview,
     preview_levels,
 )
@@ -100,10 +99,10 @@ def levels_for(
 ) -> list[Any]:
     """The levels of ``ms`` (paths relative to ``node``), finest first, napari order.
 
-    Default (viewing): lazy levels from :func:`napari_n5zarr.read.levels.lazy_level` (dask
-    arrays with chunks grown from the storage blocks, or a ``LevelReader`` for levels too
-    large for a dask graph); an unreadable block reads as the fill value and goes to
-    ``report``; a single huge level gets nearest-neighbour preview levels.
+    Default (viewing): one :class:`~napari_n5zarr.read.levels.LazyLevel` per level
+    (array-likes napari slices directly; ``to_dask()`` gives a dask array), dask arrays for
+    stacked BigDataViewer time points; an unreadable block reads as the fill value and
+    goes to ``report``; a single huge level gets nearest-neighbour preview levels.
 
     ``strict`` (copying, ``n5zarr convert``): dask arrays straight over the zarr arrays,
     one dask chunk per storage block, read errors raised (a copy must never write the fill
@@ -121,8 +120,8 @@ def levels_for(
     if strict:
         return [_dask(a, report, strict) for a in arrays]
     if len(arrays) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
-        return preview_levels(LevelReader(arrays[0], n5_order=spatial.n5_ordered(arrays[0]), report=report))
-    return [lazy_level(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays]
+        return preview_levels(LazyLevel(arrays[0], n5_order=spatial.n5_ordered(arrays[0]), report=report))
+    return [LazyLevel(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays]
 
 
 def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
