@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 
-
 def make_container(root: Path) -> Path:
     from napari_n5zarr import export
     from napari_n5zarr._napari.sample import blobs
