@@ -237,8 +237,9 @@ class Campaign:
     @staticmethod
     def _blosc_undetectable(encoded: bytes, mutated: bytes, ndim: int) -> bool:
         """A same-length blosc block whose changes lie only where blosc keeps no redundancy:
-        the compressed streams after the block table, or the versionlz/flags/typesize bytes.
-        Changes to nbytes, blocksize, cbytes or the block table must never yield data."""
+        the compressed streams after the block table, or the versionlz/flags/typesize bytes
+        (and blocksize, which a stored copy never reads). Changes to nbytes, cbytes, the
+        blocksize of a compressed chunk or the block table must never yield data."""
         hs = 4 + 4 * ndim
         if len(mutated) != len(encoded) or len(encoded) < hs + 16 or mutated[:hs] != encoded[:hs]:
             return False
@@ -246,7 +247,9 @@ class Campaign:
         flags = encoded[hs + 2]
         table = 16 if flags & 0x02 or not blocksize else 16 + 4 * -(-nbytes // blocksize)
         changed = [i - hs for i in range(hs, len(encoded)) if encoded[i] != mutated[i]]
-        return all(i >= table or i in (1, 2, 3) for i in changed)
+        # a stored copy (memcpyed, e.g. incompressible float64 after shuffle) ignores blocksize
+        redundant = (1, 2, 3, 8, 9, 10, 11) if flags & 0x02 else (1, 2, 3)
+        return all(i >= table or i in redundant for i in changed)
 
     def run(self, target: int, budget: float, progress: Path | None) -> dict:
         start = time.monotonic()

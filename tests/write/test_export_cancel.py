@@ -200,7 +200,7 @@ def test_cancel_during_the_in_memory_pyramid(tmp_path, writes, monkeypatch, accu
     assert not ended  # returned while level 1 was still being computed
     release.set()
     if accum_bytes:  # level 1 is computed from each level-0 region once it is written
-        assert 1 <= counter.before["write s0"] <= THREADS
+        assert 1 <= counter.before["write s0"] < 64  # stopped inside level 0 (regions in flight finish)
     else:
         assert counter.before["write s0"] == 64
     assert counter.after.get("write s0", 0) == 0 and counter.after.get("write s1", 0) == 0

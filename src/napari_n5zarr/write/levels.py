@@ -106,7 +106,8 @@ def write_levels(
         return
     depth = region_depth(plan, threads=_threads(scheduler))
     region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
-    accum = accumulated_level(plan, depth, region)
+    # Only in this process: tasks run by dask.distributed or processes fill their own copies.
+    accum = accumulated_level(plan, depth, region) if local else None
     regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
     if accum is not None:
         regions.accum = np.zeros(plan.levels[depth + 1].shape, dtype=plan.dtype)
