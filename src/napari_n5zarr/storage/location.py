@@ -13,7 +13,9 @@ import os
 import re
 from pathlib import Path
 
-METADATA_FILES = ("attributes.json", "zarr.json")
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+
+METADATA_FILES = (N5_JSON, ZARR_JSON)
 """The metadata documents of an N5 / Zarr v3 node: pointing at one means its folder."""
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
