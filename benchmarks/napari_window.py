@@ -1,5 +1,8 @@
 """One napari window, timed: open + first frame, a far z jump, scrolling 64 z-planes.
 
+``--impl numpy`` reads the pyramid into memory before the clock: the same window with no
+reader at all, the floor napari's own slicing and drawing (llvmpipe here) put under each row.
+
 Run by ``speed.py`` in a fresh process under Xvfb (``QT_QPA_PLATFORM=xcb``); prints one JSON
 line. Not meant to be run by hand, but it can be:
 
@@ -30,7 +33,12 @@ BLOCK = 64
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--impl", choices=["ours", "tensorstore"], required=True)
+    ap.add_argument(
+        "--impl",
+        choices=["ours", "tensorstore", "numpy"],
+        required=True,
+        help="numpy: the levels read into memory before the clock (napari's own floor)",
+    )
     ap.add_argument(
         "--path", required=True, help="the pyramid folder (s0, s1, ... inside)"
     )
@@ -79,9 +87,31 @@ def main() -> None:
             if time.perf_counter() > deadline:
                 raise TimeoutError("no frame drawn")
 
+    in_memory = None
+    if args.impl == "numpy":  # napari alone: no reader on the clock, only slicing and drawing
+        import tensorstore as ts
+
+        in_memory = [
+            ts.open(
+                {
+                    "driver": "n5",
+                    "kvstore": {
+                        "driver": "file",
+                        "path": os.path.join(args.path, f"s{k}"),
+                    },
+                }
+            )
+            .result()
+            .T.read()
+            .result()
+            for k in range(args.levels)
+        ]
+
     # -- open + first frame -------------------------------------------------------------
     t0 = time.perf_counter()
-    if args.impl == "ours":
+    if in_memory is not None:
+        viewer.add_image(in_memory, multiscale=True, name="pyramid")
+    elif args.impl == "ours":
         viewer.open(args.path, plugin="napari-n5zarr")
     else:
         import tensorstore as ts

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import http.server
+import os
 import threading
 from pathlib import Path
 
@@ -123,3 +124,17 @@ def test_a_failing_block_is_named_once_and_only_it_reads_as_fill(tmp_path, serve
     assert state["gets"]["/a.n5/d/2/1/0"] == 2  # retried once (N5ZARR_RETRIES=1), per request
     state["fail"].clear()
     assert np.array_equal(level[1].compute(), data.T[1])  # not cached: read again once it works
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread priority: Linux")
+def test_prefetch_runs_at_the_lowest_priority_and_leaves_the_caller_alone():
+    """Background prefetch must yield the cores to the plane a person waits for and to the
+    drawing; the reading threads themselves keep their priority."""
+    from napari_n5zarr.read import fetch
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    prefetch = fetch._prefetch_pool().submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    decode = fetch.decode_pool().submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    assert prefetch.result() == 19
+    assert decode.result() == before
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

@@ -18,7 +18,8 @@ decoded on the pool as soon as its bytes arrive.
 
 Blocks are kept in napari order (C order of the reversed N5 shape: the order of the bytes
 on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous. While a person scrolls through z, the next
-block slab in the direction of travel is decoded in the background (one thread).
+block slab in the direction of travel is decoded in the background (one thread, at the
+lowest CPU priority: it must not slow the plane being drawn).
 """
 
 from __future__ import annotations
@@ -69,8 +70,22 @@ def _prefetch_pool() -> ThreadPoolExecutor:
     if _prefetcher is None:
         with _pool_lock:
             if _prefetcher is None:
-                _prefetcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="n5zarr-prefetch")
+                _prefetcher = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="n5zarr-prefetch", initializer=_lower_priority
+                )
     return _prefetcher
+
+
+def _lower_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (Linux: a thread is a task, and
+    ``setpriority`` on its id renices that thread only), so a background prefetch yields
+    the cores to the reads and the drawing a person is waiting for. Elsewhere a no-op."""
+    if not hasattr(os, "setpriority"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:  # not permitted here: prefetch at normal priority
+        pass
 
 
 def decode_pool() -> ThreadPoolExecutor:
