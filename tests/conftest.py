@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import copy
+import functools
+import http.server
 import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +146,49 @@ def s3_bucket() -> dict:
             s3.put_object(Bucket="n5-data", Key="java.n5/" + f.relative_to(java).as_posix(), Body=f.read_bytes())
     yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
     server.stop()
+
+
+@pytest.fixture
+def counting_http() -> Iterator[Callable[..., tuple[str, dict[str, Any]]]]:
+    """Starts HTTP servers on 127.0.0.1: ``counting_http(root, latency=0.05)`` serves ``root``
+    with ``latency`` seconds added to each GET and returns ``(base URL, state)``. ``state``:
+    ``peak`` (most GETs in flight at once), ``now``, ``gets`` (a Counter of GETs per path)
+    and ``fail`` (a set of paths answered with 500). Stopped after the test."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(root: Path, latency: float = 0.05) -> tuple[str, dict[str, Any]]:
+        state: dict[str, Any] = {"now": 0, "peak": 0, "gets": collections.Counter(), "fail": set()}
+        lock = threading.Lock()
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self) -> None:
+                with lock:
+                    state["now"] += 1
+                    state["peak"] = max(state["peak"], state["now"])
+                    state["gets"][self.path] += 1
+                try:
+                    threading.Event().wait(latency)  # requests overlap only if issued together
+                    if self.path in state["fail"]:
+                        self.send_error(500, "broken on purpose")
+                    else:
+                        super().do_GET()
+                finally:
+                    with lock:
+                        state["now"] -= 1
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 128  # the default backlog (5) would hold back concurrent connects
+
+        httpd = Server(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        servers.append(httpd)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{httpd.server_address[1]}", state
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()

@@ -3,9 +3,6 @@ exactly what zarr reads (absent blocks as the fill value, a failing block named)
 
 from __future__ import annotations
 
-import collections
-import functools
-import http.server
 import os
 import threading
 from pathlib import Path
@@ -30,42 +27,9 @@ def fresh_cache(monkeypatch):
 
 
 @pytest.fixture
-def server(tmp_path):
-    """HTTP on 127.0.0.1 over ``tmp_path``, 50 ms per GET; counts GETs per path and the peak
-    in flight; answers 500 for the paths in ``state["fail"]``."""
-    state = {"now": 0, "peak": 0, "gets": collections.Counter(), "fail": set()}
-    lock = threading.Lock()
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self):
-            with lock:
-                state["now"] += 1
-                state["peak"] = max(state["peak"], state["now"])
-                state["gets"][self.path] += 1
-            try:
-                threading.Event().wait(0.05)
-                if self.path in state["fail"]:
-                    self.send_error(500, "broken on purpose")
-                else:
-                    super().do_GET()
-            finally:
-                with lock:
-                    state["now"] -= 1
-
-        def log_message(self, *args):
-            pass
-
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 128  # the default backlog (5) would hold back concurrent connects
-
-    httpd = Server(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def server(tmp_path, counting_http):
+    """HTTP on 127.0.0.1 over ``tmp_path``, 50 ms per GET (see ``counting_http``)."""
+    return counting_http(tmp_path, latency=0.05)
 
 
 def make(tmp_path: Path, skip=()) -> tuple[np.ndarray, str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import itertools
 import math
 import threading
@@ -318,34 +316,10 @@ def test_block_with_impossible_header_is_refused_as_zarr_refuses_it(tmp_path):
 
 
 @pytest.fixture
-def served(tmp_path):
-    """A local HTTP server over ``tmp_path`` (127.0.0.1) -> (base URL, peak requests in flight)."""
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
-
-    class Counting(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self):
-            with lock:
-                state["now"] += 1
-                state["peak"] = max(state["peak"], state["now"])
-            try:
-                threading.Event().wait(0.02)  # a little latency, so requests overlap if issued together
-                super().do_GET()
-            finally:
-                with lock:
-                    state["now"] -= 1
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Counting, directory=str(tmp_path)))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", state
-    finally:
-        server.shutdown()
-        server.server_close()
+def served(tmp_path, counting_http):
+    """A local HTTP server over ``tmp_path`` (127.0.0.1) -> (base URL, state with the peak
+    requests in flight); 20 ms per GET, so requests overlap if issued together."""
+    return counting_http(tmp_path, latency=0.02)
 
 
 def test_remote_blocks_read_like_local_ones_and_concurrently(tmp_path, served):
