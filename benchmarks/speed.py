@@ -36,7 +36,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -305,10 +304,24 @@ class SlowServer(http.server.ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def serve(root: Path) -> tuple[SlowServer, int]:
-    server = SlowServer(("127.0.0.1", 0), partial(SlowHandler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, server.server_address[1]
+def serve_forever(root: str) -> None:
+    """The server process's body: serve ``root`` on 127.0.0.1, print the port, run until killed."""
+    server = SlowServer(("127.0.0.1", 0), partial(SlowHandler, directory=root))
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+def serve(root: Path) -> tuple[subprocess.Popen[str], int]:
+    """Start the slow server in its own process (in this one, its Python threads would take
+    the GIL from the readers being timed) -> (process, port)."""
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import speed; speed.serve_forever({str(root)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        raise RuntimeError(f"the HTTP server process did not start: {line!r}")
+    return proc, int(line)
 
 
 # -- rows ------------------------------------------------------------------------------------
@@ -587,7 +600,8 @@ def row_http(cfg: Config, pyr: Path) -> Row:
             np.asarray(lvl[zs[0]]), t_arr[:, :, zs[0]].read().result().T
         )
     finally:
-        server.shutdown()
+        server.kill()
+        server.wait()
     nblocks = len(block_keys((cfg.pyramid,) * 3, 0))
     return Row(
         "f",
