@@ -203,23 +203,26 @@ def level0(layers: list[Any]) -> Any:
 # -- the decompression limit -----------------------------------------------------------------
 
 
-def block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
-    """bytes of one N5 block -> native array: N5DefaultCodec.decode_block (+ byte swap)."""
+def block_decoder(path: Path, swap: bool = True) -> Callable[[bytes], np.ndarray]:
+    """bytes of one N5 block -> array: N5DefaultCodec.decode_block, + the byte swap to a
+    native array when ``swap`` (a whole-array read must make one; a plane needs only the
+    decompressed block, its plane is 1/64 of it)."""
     import napari_n5zarr
 
     arr = napari_n5zarr.open(path)
     dtype = arr.dtype
     codec = next((c for c in arr.metadata.codecs if hasattr(c, "decode_block")), None)
     if codec is None:  # the codec's API moved: decode with the libraries directly
-        return plain_block_decoder(path)
+        return plain_block_decoder(path, swap)
 
     def decode(raw: bytes) -> np.ndarray:
-        return codec.decode_block(raw, dtype).astype(dtype.newbyteorder("="), copy=True)
+        block = codec.decode_block(raw, dtype)
+        return block.astype(dtype.newbyteorder("="), copy=True) if swap else block
 
     return decode
 
 
-def plain_block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
+def plain_block_decoder(path: Path, swap: bool = True) -> Callable[[bytes], np.ndarray]:
     """The same without our codec: header, then zlib / zstandard / blosc (numcodecs), byte swap."""
     attrs = json.loads((path / "attributes.json").read_text())
     kind = attrs["compression"]["type"]
@@ -246,20 +249,25 @@ def plain_block_decoder(path: Path) -> Callable[[bytes], np.ndarray]:
         ndim = int.from_bytes(raw[2:4], "big")
         shape = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
         data = np.frombuffer(decompress(raw[4 + 4 * ndim :]), dtype=dtype)
-        return data.reshape(shape[::-1]).T.astype(dtype.newbyteorder("="))
+        block = data.reshape(shape[::-1]).T
+        return block.astype(dtype.newbyteorder("=")) if swap else block
 
     return decode
 
 
 def decode_job(
-    path: Path, keys: list[str], pool: ThreadPoolExecutor, extra: int = 4
+    path: Path,
+    keys: list[str],
+    pool: ThreadPoolExecutor,
+    extra: int = 4,
+    swap: bool = True,
 ) -> Callable[[int], Any]:
     """A timed job: decode these blocks (already read into memory) on the pool's threads.
 
     Each call decodes them ``extra`` times; ``job.floor[0]`` keeps the fastest. The limit is a
     floor, and a few more tries (cheap) keep a busy machine's hiccups out of it.
     """
-    decode = block_decoder(path)
+    decode = block_decoder(path, swap)
     blobs = [(path / k).read_bytes() for k in keys]
     decode(blobs[0])  # first-call setup (imports, tables) is not decoding
     floor = [float("inf")]
@@ -409,7 +417,9 @@ def rows_napari(cfg: Config, pyr: Path, nlevels: int) -> list[Row]:
 
 def plane_limit_row(limit: float, cfg: Config) -> Row:
     n = len(block_keys((cfg.pyramid,) * 3, 0))
-    return Row("g-plane", f"decode limit: the {n} gzip blocks of one plane", limit)
+    return Row(
+        "g-plane", f"decode limit: the {n} gzip blocks of one plane (no byte swap)", limit
+    )
 
 
 def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
@@ -427,7 +437,10 @@ def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
             "ts": lambda i: t_arr[:, :, zs[i]].read().result(),
             "limit": (
                 limit := decode_job(
-                    pyr / "s0", block_keys((cfg.pyramid,) * 3, zs[0]), pool
+                    pyr / "s0",
+                    block_keys((cfg.pyramid,) * 3, zs[0]),
+                    pool,
+                    swap=False,
                 )
             ),
         },
