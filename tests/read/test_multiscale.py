@@ -10,7 +10,14 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr.read import levels as lv
 from napari_n5zarr.read.locate import resolve
-from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
+from napari_n5zarr.read.multiscale import (
+    child,
+    children,
+    find_multiscales,
+    is_rgb,
+    levels_for,
+    storage_blocks,
+)
 
 BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <SpimData version="0.2"><BasePath type="relative">.</BasePath><SequenceDescription>
@@ -57,6 +64,27 @@ def test_levels_for_napari_order_exact_values(tmp_path, write_n5, strict):
     if strict:  # convert: one dask chunk per storage block, the source's blocks
         assert all(isinstance(level, da.Array) for level in levels)
         assert levels[0].chunksize == (2, 4, 4)
+
+
+def test_children_opens_the_levels_in_one_round_trip_as_child_does(tmp_path, write_n5, monkeypatch):
+    import zarr.core.sync
+
+    root, _ = _pyramid(tmp_path, write_n5)
+    paths = ["raw/s0", "raw/s1", "line"]
+    calls = []
+    sync = zarr.core.sync.sync
+    monkeypatch.setattr(zarr.core.sync, "sync", lambda *a, **k: calls.append(1) or sync(*a, **k))
+    arrays = children(root, paths)
+    assert len(calls) == 1  # one round trip to zarr's event loop for every level
+    monkeypatch.undo()
+    for array, path in zip(arrays, paths, strict=True):
+        one = child(root, path)
+        assert (array.path, array.shape, array.chunks, array.metadata) == (one.path, one.shape, one.chunks, one.metadata)
+        np.testing.assert_array_equal(array[...], one[...])
+    with pytest.raises(ValueError, match="^raw is not an array"):  # as child: the first problem in path order
+        children(root, ["raw/s0", "raw", "nowhere"])
+    with pytest.raises(KeyError):
+        children(root, ["raw/s0", "nowhere", "raw"])
 
 
 def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(tmp_path, write_n5):

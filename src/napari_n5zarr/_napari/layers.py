@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr._napari.unit_registry import use_cached_registry
 from napari_n5zarr.read.levels import contrast_limits
 from napari_n5zarr.read.locate import resolve
 from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
@@ -178,7 +179,6 @@ def layer_data(
         },
     }
     data: Any = levels if len(levels) > 1 else levels[0]
-    blocks = storage_blocks(node, ms)
     if ms.is_labels:  # dask arrays, as before: napari paints labels with `data[...] = value`
         _spatial_kwargs(kwargs, ms, n5_axes)
         split = [_as_dask(level) for level in levels]
@@ -196,7 +196,7 @@ def layer_data(
         kwargs["channel_axis"] = napari_channel
         _spatial_kwargs(kwargs, ms, [a for a in n5_axes if a != channel])
         coarsest = levels[-1]
-        per_channel = [b for i, b in enumerate(blocks) if i != napari_channel]
+        per_channel = [b for i, b in enumerate(storage_blocks(node, ms)) if i != napari_channel]
         kwargs["contrast_limits"] = [
             contrast_limits(coarsest[(slice(None),) * napari_channel + (i,)], per_channel)
             for i in range(coarsest.shape[napari_channel])
@@ -207,7 +207,9 @@ def layer_data(
         split = [_as_dask(level) for level in levels]
         return (split if len(split) > 1 else split[0], kwargs, "image")
     _spatial_kwargs(kwargs, ms, n5_axes)
-    kwargs["contrast_limits"] = contrast_limits(levels[-1], blocks)
+    coarsest = levels[-1]  # readers know their storage blocks; dask levels (stacked time points) ask
+    blocks = getattr(coarsest, "storage_blocks", None) or storage_blocks(node, ms)
+    kwargs["contrast_limits"] = contrast_limits(coarsest, blocks)
     return (data, kwargs, "image")
 
 
@@ -238,6 +240,7 @@ def napari_unit(unit: str | None) -> str | None:
     try:
         import pint
 
+        use_cached_registry()  # napari's first layer then skips pint's ~0.3 s parse
         pint.get_application_registry().parse_expression(name)
     except ImportError:
         return name
