@@ -23,11 +23,6 @@ if "NAPARI_CONFIG" not in os.environ:
     _config_dir = tempfile.mkdtemp(prefix="napari-cfg-")
     atexit.register(shutil.rmtree, _config_dir, ignore_errors=True)
     os.environ["NAPARI_CONFIG"] = os.path.join(_config_dir, "settings.yaml")
-# ...and pint's definitions cache (napari_n5zarr._napari.unit_registry) away from the user's.
-if "N5ZARR_PINT_CACHE" not in os.environ:
-    _pint_dir = tempfile.mkdtemp(prefix="n5zarr-pint-")
-    atexit.register(shutil.rmtree, _pint_dir, ignore_errors=True)
-    os.environ["N5ZARR_PINT_CACHE"] = _pint_dir
 
 DATA = Path(__file__).parent / "data"
 

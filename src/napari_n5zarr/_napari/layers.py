@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr._napari.unit_registry import use_cached_registry
 from napari_n5zarr.read.levels import contrast_limits
 from napari_n5zarr.read.locate import resolve
 from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
@@ -240,7 +239,6 @@ def napari_unit(unit: str | None) -> str | None:
     try:
         import pint
 
-        use_cached_registry()  # napari's first layer then skips pint's ~0.3 s parse
         pint.get_application_registry().parse_expression(name)
     except ImportError:
         return name
