@@ -386,26 +386,27 @@ class N5DefaultCodec(ArrayBytesCodec):
         array = np.asarray(array)
         if array.dtype.name not in N5_DTYPES:
             raise N5BlockError(f"N5 cannot store data type {array.dtype} (N5 has {', '.join(N5_DTYPES)})")
-        header = encode_header(array.shape)
-        itemsize = array.dtype.itemsize
-        be = array.dtype.newbyteorder(">") if itemsize > 1 else array.dtype
+        return self.encode_payload(array.shape, stored_values(array))
+
+    def encode_payload(self, shape: tuple[int, ...], payload: np.ndarray) -> bytes:
+        """One N5 block from its :func:`stored_values`: header (``shape``, N5 order), then
+        ``payload`` compressed. :meth:`encode_block` in two steps, for writers that look at
+        the contiguous values first (e.g. to skip empty blocks)."""
+        header = encode_header(shape)
         comp = self.compressor
+        flat = payload.reshape(-1)
         if comp is None:
-            out = np.empty(len(header) + array.size * itemsize, dtype=np.uint8)
-            out[: len(header)] = np.frombuffer(header, dtype=np.uint8)
-            # One pass: swap + transpose straight into the output buffer.
-            out[len(header) :].view(be).reshape(array.shape[::-1])[...] = array.T
-            return out.tobytes()
-        payload = np.ascontiguousarray(array.T, dtype=be)
+            return b"".join((header, flat.view(np.uint8).data))  # one copy
         if self._fast_compress is not None:
-            return header + self._fast_compress(payload.reshape(-1).data)  # typed: blosc's typesize
+            return header + self._fast_compress(flat.data)  # typed: blosc's typesize
+        itemsize = payload.dtype.itemsize
         spec = _bytes_spec(payload.nbytes, itemsize)
         comp = comp.evolve_from_array_spec(spec) if _needs_typesize(comp) else comp
-        flat = CPUBuffer.from_array_like(payload.reshape(-1).view(np.uint8))
+        buf = CPUBuffer.from_array_like(flat.view(np.uint8))
         if isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True):
-            packed = cast("SupportsSyncCodec[Buffer, Buffer]", comp)._encode_sync(flat, spec)
+            packed = cast("SupportsSyncCodec[Buffer, Buffer]", comp)._encode_sync(buf, spec)
         else:  # no sync protocol: its public async API, from this (non-loop) thread
-            (packed,) = sync(comp.encode([(flat, spec)]))
+            (packed,) = sync(comp.encode([(buf, spec)]))
         if packed is None:
             raise N5BlockError(f"{_name(comp)} encoded the block to nothing")
         return header + packed.to_bytes()
@@ -437,6 +438,34 @@ class N5DefaultCodec(ArrayBytesCodec):
         # encode_block reaches a non-sync inner codec through zarr's sync(), which must not
         # run on the event loop: always a worker thread.
         return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
+
+
+_CACHE_LINE = 64
+_TILED_MIN_SIZE = 1 << 15
+
+
+def stored_values(array: np.ndarray) -> np.ndarray:
+    """The values of an N5 block as stored: big endian, F order of ``array`` (N5 order),
+    i.e. ``array.T`` in C order; contiguous (a new array unless ``array`` already is that).
+
+    A block cut from an array whose memory runs along another axis than the stored one
+    (napari order of an F-ordered array, a transposed view) is a full transpose: numpy
+    copies it along the output rows, each element from another cache line, and the
+    power-of-two strides of a block make those lines evict one another. Copying in
+    strips one cache line wide of the output's last axis is ~2-3x faster for big blocks."""
+    src = array.T
+    dtype = src.dtype.newbyteorder(">") if src.dtype.itemsize > 1 else src.dtype
+    if src.flags.c_contiguous and src.dtype == dtype:
+        return src
+    out = np.empty(src.shape, dtype=dtype)
+    strip = max(1, _CACHE_LINE // src.itemsize)
+    strides = [abs(st) for st, n in zip(src.strides, src.shape, strict=True) if n > 1]
+    if src.size >= _TILED_MIN_SIZE and src.shape[-1] > strip and abs(src.strides[-1]) > min(strides):
+        for lo in range(0, src.shape[-1], strip):
+            out[..., lo : lo + strip] = src[..., lo : lo + strip]
+    else:
+        out[...] = src
+    return out
 
 
 def _view(payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

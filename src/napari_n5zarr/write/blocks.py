@@ -22,7 +22,7 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
 from napari_n5zarr.errors import ExportCancelled
-from napari_n5zarr.n5.codec import N5DefaultCodec
+from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
 from napari_n5zarr.n5.describe import describe_store
 
 Boundary = Literal["truncate", "pad"]
@@ -54,6 +54,13 @@ def store_set(store: Store, key: str, value: bytes) -> None:
         store.set_sync(key, buf)
     else:
         sync(store.set(key, buf))
+
+
+def _any_nonzero(values: np.ndarray) -> bool:
+    """``values.any()`` on contiguous values; integers as raw bytes (any byte order)."""
+    if values.dtype.kind in "iub":
+        return bool(values.reshape(-1).view(f"u{values.dtype.itemsize}").any())
+    return bool(values.any())  # floats: -0.0 is zero
 
 
 class Progress:
@@ -162,10 +169,11 @@ class N5Blocks:
         if any(st % b for st, b in zip(start, self.block, strict=True)) or value.shape != expected:
             raise ValueError(f"{self.prefix}: write {key} is not one block of {self.block}")
         value = np.asarray(value, dtype=self.dtype)
-        if self.write_empty_blocks or value.any():
-            if self.boundary == "pad" and value.shape != self.block:
-                value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
-            encoded = self.codec.encode_block(value.T)
+        if self.boundary == "pad" and value.shape != self.block:  # zeros added: empty stays empty
+            value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
+        payload = stored_values(value.T)  # the one copy (swap + transpose) of the block
+        if self.write_empty_blocks or _any_nonzero(payload):
+            encoded = self.codec.encode_payload(value.shape[::-1], payload)
             with self.gate or contextlib.nullcontext():
                 self._check_cancel()  # encoding a big block takes a while: look again
                 store_set(self.store, self.key(index), encoded)

@@ -1,13 +1,16 @@
 """Step 2 of an export: the blocks of every level, written with progress and cancel.
 
 Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the finer
-levels lies in one region), grouped into tasks of a few MiB. Each task is one dask task
-that writes its level-0 blocks, downsamples in memory and writes the blocks of the next
-levels its regions determine: those pyramid levels cost no second read of anything, and
-both cores compress. The next level, when it fits :data:`ACCUM_BYTES`, is filled in memory
-from the regions as they are written and the coarser levels are computed from it; else
-levels coarser than a region are computed from the blocks of the last level written. Memory stays bounded: a task (at most
-:data:`REGION_BYTES`) per thread, and dask gets a few tasks per thread at a time.
+levels lies in one region), grouped into tasks of a few MiB. Each task writes its level-0
+blocks, downsamples in memory and writes the blocks of the next levels its regions
+determine: those pyramid levels cost no second read of anything, and every core
+compresses. In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
+(:mod:`~napari_n5zarr.write.workers`); dask arrays through ``dask.array.store``. The next
+level, when it fits :data:`ACCUM_BYTES`, is kept in memory with the coarser ones and their
+blocks are written as soon as they are complete (:mod:`~napari_n5zarr.write.coarse`);
+else levels coarser than a region are computed from the blocks of the last level written.
+Memory stays bounded: a task (at most :data:`REGION_BYTES`) per thread, and a few tasks
+per thread queued at a time.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ from zarr.abc.store import Store
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
+from napari_n5zarr.write.coarse import CoarseLevels
 from napari_n5zarr.write.plan import ExportPlan
+from napari_n5zarr.write.workers import CANCEL_POLL, Workers
 
-__all__ = ["REGION_BYTES", "as_cancel", "region_depth", "write_levels"]
+__all__ = ["CANCEL_POLL", "REGION_BYTES", "as_cancel", "region_depth", "write_levels"]
 
-CANCEL_POLL = 0.05
-"""Seconds between two looks at ``cancel`` while a level is being written."""
 
 REGION_BYTES = 8 << 20
 """Largest level-0 region whose finer levels are computed from it in memory."""
@@ -82,6 +85,7 @@ def write_levels(
     :class:`ExportCancelled` within :data:`CANCEL_POLL` seconds of ``cancel()`` turning true.
     """
     local = is_local_scheduler(scheduler)
+    threads = _threads(scheduler)
     counter = Progress(plan.nblocks, progress)
     codec = plan.levels[0].metadata.codec()  # one compression for every level
     targets = [
@@ -100,36 +104,67 @@ def write_levels(
             da.store(level(), target, lock=False, scheduler=scheduler)
             counter.add(nblocks)
 
-    if plan.given_levels:
-        for source, target in zip(sources, targets, strict=True):
-            store_level(functools.partial(_given_level, source, target.block, plan.dtype), target, target.nblocks)
-        return
-    depth = region_depth(plan, threads=_threads(scheduler))
-    region = task_shape(plan, region_shape(plan, depth), threads=_threads(scheduler))
-    # Only in this process: tasks run by dask.distributed or processes fill their own copies.
-    accum = accumulated_level(plan, depth, region) if local else None
-    regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
-    if accum is not None:
-        regions.accum = np.zeros(plan.levels[depth + 1].shape, dtype=plan.dtype)
-        regions.accum_step = plan.steps[depth]
-    source = sources[0]
-    merges = isinstance(source, da.Array) and source.chunks != source.rechunk(region).chunks  # numpy: none
-    store_level(
-        lambda: as_dask(source, region).astype(plan.dtype).rechunk(region),
-        regions,
-        sum(t.nblocks for t in regions.targets),
-        batch=_batch(region, plan.dtype.itemsize, _threads(scheduler), merges=merges),
-    )
-    first = depth + 1
-    if regions.accum is not None:  # the coarse levels from the one kept in memory: no read-back
-        small = pyramid.numpy_pyramid(regions.accum, plan.steps[depth + 1 :], plan.method)
-        regions.accum = None
-        for target, array in zip(targets[depth + 1 :], small, strict=True):
-            store_level(functools.partial(as_dask, array, target.block), target, target.nblocks)
-        first = len(targets)
+    with Workers(threads, cancel) as workers:
+        if plan.given_levels:
+            for source, target in zip(sources, targets, strict=True):
+                if local and not isinstance(source, da.Array):
+                    regions = PyramidRegions([target], (), plan.method)
+                    task = grown_task(target.shape, target.block, plan.spatial, plan.dtype.itemsize, threads)
+                    workers.run(functools.partial(write_region, source, regions, task), task_starts(target.shape, task))
+                else:
+                    build = functools.partial(_given_level, source, target.block, plan.dtype)
+                    store_level(build, target, target.nblocks)
+            return
+        depth = region_depth(plan, threads=threads)
+        region = task_shape(plan, region_shape(plan, depth), threads=threads)
+        regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
+        # Only in this process: tasks run by dask.distributed or processes fill their own copies.
+        if local and accumulated_level(plan, depth, region) is not None:
+            regions.coarse = CoarseLevels(targets[depth + 1 :], plan.steps[depth + 1 :], plan.method, workers.submit)
+            regions.coarse_step = plan.steps[depth]
+        source = sources[0]
+        if local and not isinstance(source, da.Array):
+            footprint = None
+            if regions.coarse is not None:  # tasks of one coarse block one after another: it is written early
+                factors = pyramid.absolute_factors(plan.steps[: depth + 1], plan.ndim)[-1]
+                footprint = tuple(b * f for b, f in zip(targets[depth + 1].block, factors, strict=True))
+            starts = task_starts(plan.levels[0].shape, region, footprint)
+            workers.run(functools.partial(write_region, source, regions, region), starts)
+        else:
+            merges = isinstance(source, da.Array) and source.chunks != source.rechunk(region).chunks
+            store_level(
+                lambda: as_dask(source, region).astype(plan.dtype).rechunk(region),
+                regions,
+                sum(t.nblocks for t in regions.targets),
+                batch=_batch(region, plan.dtype.itemsize, threads, merges=merges),
+            )
+            workers.run(None)  # the coarse blocks still being written
+        first = depth + 1
+        if regions.coarse is not None:
+            if not regions.coarse.done():  # a bug, never data: say what is missing
+                raise RuntimeError(f"export: coarse levels incomplete {regions.coarse.describe()}")
+            regions.coarse = None
+            first = len(targets)
     for k in range(first, len(targets)):
         build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
         store_level(build, targets[k], targets[k].nblocks)
+
+
+def task_starts(
+    shape: Sequence[int], task: Sequence[int], footprint: Sequence[int] | None = None
+) -> list[tuple[int, ...]]:
+    """Starts of the tasks tiling ``shape``; grouped by ``footprint`` (the tasks inside one
+    footprint one after another) when given, else in C order."""
+    starts = list(itertools.product(*(range(0, n, t) for n, t in zip(shape, task, strict=True))))
+    if footprint is not None:
+        starts.sort(key=lambda s: (tuple(a // f for a, f in zip(s, footprint, strict=True)), s))
+    return starts
+
+
+def write_region(source: ArrayLike, regions: PyramidRegions, task: Sequence[int], start: tuple[int, ...]) -> None:
+    """One task of an in-memory source: its region read (a view of a numpy array) and written."""
+    key = tuple(slice(s, min(s + t, n)) for s, t, n in zip(start, task, regions.shape, strict=True))
+    regions[key] = np.asarray(source[key]).astype(regions.dtype, copy=False)
 
 
 def _given_level(source: ArrayLike, block: tuple[int, ...], dtype: np.dtype) -> da.Array:
@@ -153,10 +188,16 @@ def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
 
 
 def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> tuple[int, ...]:
-    """``region`` doubled along the spatial axes (last first) while a task stays within
-    :data:`REGION_BYTES` and level 0 keeps ``8 * threads`` tasks: dask's cost per task
-    (about a millisecond) is then small next to the task's compression."""
-    shape = plan.levels[0].shape
+    """Level-0 ``region`` grown by :func:`grown_task`."""
+    return grown_task(plan.levels[0].shape, region, plan.spatial, plan.dtype.itemsize, threads)
+
+
+def grown_task(
+    shape: Sequence[int], region: Sequence[int], spatial: Sequence[int], itemsize: int, threads: int = 2
+) -> tuple[int, ...]:
+    """``region`` doubled along the ``spatial`` axes (last first) while a task stays within
+    :data:`REGION_BYTES` and ``shape`` keeps ``8 * threads`` tasks: the cost per task
+    (about a millisecond with dask) is then small next to the task's compression."""
     task = list(region)
 
     def count(t: Sequence[int]) -> int:
@@ -165,11 +206,11 @@ def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> t
     grown = True
     while grown:
         grown = False
-        for axis in reversed(plan.spatial):
+        for axis in reversed(spatial):
             bigger = [*task[:axis], min(shape[axis], task[axis] * 2), *task[axis + 1 :]]
             if bigger[axis] == task[axis] or bigger[axis] % region[axis] and bigger[axis] != shape[axis]:
                 continue
-            if math.prod(bigger) * plan.dtype.itemsize > REGION_BYTES or count(bigger) < 8 * threads:
+            if math.prod(bigger) * itemsize > REGION_BYTES or count(bigger) < 8 * threads:
                 continue
             task, grown = bigger, True
     return tuple(task)
@@ -220,9 +261,9 @@ class PyramidRegions:
     targets: list[N5Blocks]
     steps: Sequence[Sequence[int]]
     method: pyramid.Method
-    accum: np.ndarray | None = None
-    """The next level, in memory: each region's last level downsampled once more into it."""
-    accum_step: Sequence[int] = ()
+    coarse: CoarseLevels | None = None
+    """The next levels, in memory: each region's last level downsampled once more into the first."""
+    coarse_step: Sequence[int] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -248,10 +289,9 @@ class PyramidRegions:
                 value = pyramid.downsample_block(value, step, self.method)
                 start = tuple(s // f for s, f in zip(start, step, strict=True))
             _write_blocks(target, start, value)
-        if self.accum is not None:
-            value = pyramid.downsample_block(value, self.accum_step, self.method)
-            start = tuple(s // f for s, f in zip(start, self.accum_step, strict=True))
-            self.accum[tuple(slice(s, s + n) for s, n in zip(start, value.shape, strict=True))] = value
+        if self.coarse is not None:
+            value = pyramid.downsample_block(value, self.coarse_step, self.method)
+            self.coarse.add(tuple(s // f for s, f in zip(start, self.coarse_step, strict=True)), value)
 
 
 def _write_blocks(target: N5Blocks, start: tuple[int, ...], value: np.ndarray) -> None:

@@ -34,20 +34,32 @@ __all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node
 
 
 
+def _node_buffer(doc: dict[str, Any]) -> Any:
+    from zarr.core.buffer import default_buffer_prototype
+
+    return default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
+
+
 def publish_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
     """Write the node ``doc`` (a ``zarr.json`` document) at ``prefix`` through
     :class:`N5DefaultStore`, which writes attributes.json too (and zarr.json if ``zarr_json``)."""
-    from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    buf = default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
-    sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(f"{prefix}{ZARR_JSON}", buf))
+    sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(f"{prefix}{ZARR_JSON}", _node_buffer(doc)))
 
 
 def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
-    """The plan's datasets (``s0 .. sN``), then its pyramid group at ``prefix``."""
-    for level in plan.levels:
-        publish_node(store, f"{prefix}{level.name}/", level.document, plan.zarr_json)
+    """The plan's datasets (``s0 .. sN``, all at once), then its pyramid group at ``prefix``."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    n5 = N5DefaultStore(store, write_zarr_json=plan.zarr_json)
+
+    async def datasets() -> None:
+        await asyncio.gather(*(n5.set(f"{prefix}{lv.name}/{ZARR_JSON}", _node_buffer(lv.document)) for lv in plan.levels))
+
+    sync(datasets())
     publish_node(store, prefix, plan.group_document, plan.zarr_json)
 
 

@@ -98,15 +98,23 @@ def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method =
 def _integer_mean(block: np.ndarray, factors: Sequence[int]) -> np.ndarray:
     """The windows' exact integer sums, one axis at a time (each pass reads half of what
     the one before read: ~2x the block's memory traffic instead of 8x for 2^3 strided
-    views), then ``rint(sum / n)`` as for any other dtype."""
+    views), then ``rint(sum / n)`` as for any other dtype (in float32 for 8- and 16-bit
+    data: exact there, and half the memory traffic of float64)."""
     acc = np.int64 if block.dtype.itemsize == 4 else np.int32
     total: np.ndarray = block
-    for axis, f in enumerate(factors):
-        if f == 2:
+    # Outermost axis in memory first: its even/odd halves keep the inner runs contiguous.
+    for axis in sorted(range(block.ndim), key=lambda a: -abs(block.strides[a])):
+        if factors[axis] == 2:
             even = tuple(slice(0, None, 2) if a == axis else slice(None) for a in range(block.ndim))
             odd = tuple(slice(1, None, 2) if a == axis else slice(None) for a in range(block.ndim))
             total = np.add(total[even], total[odd], dtype=acc)
-    return np.rint(total / math.prod(factors)).astype(block.dtype)
+    n = math.prod(factors)
+    if n & (n - 1) == 0 and block.dtype.itemsize <= 2:
+        # |sum| < 2^24 and n a power of two: the float32 product is exact, rint halves to even.
+        mean = np.multiply(total, np.float32(1 / n), dtype=np.float32)
+        np.rint(mean, out=mean)
+        return mean.astype(block.dtype)
+    return np.rint(total / n).astype(block.dtype)
 
 
 def _mode(windows: np.ndarray) -> np.ndarray:
