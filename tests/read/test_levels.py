@@ -237,6 +237,30 @@ def test_scrolling_prefetches_the_next_slab_in_the_direction_of_travel(tmp_path,
     assert decodes[0] == 12
 
 
+def test_a_jump_prefetches_nothing_until_the_next_step(tmp_path, decodes):
+    """A far jump of the z slider waits for its own frame only; the first scroll step after
+    it starts the prefetch of the next slab."""
+    data = sample((20, 20, 50), "uint16")  # N5 order: 2 x 2 x 5 blocks of 10^3
+    arr = write_n5(tmp_path, "d", data, (10, 10, 10), COMPRESSIONS["zstd"])
+    reader = lv.LevelReader(arr, n5_order=True, report=pytest.fail)
+
+    def settled() -> None:
+        fetch._prefetch_pool().submit(lambda: None).result()
+
+    assert np.array_equal(reader[12], data.T[12]) and np.array_equal(reader[13], data.T[13])
+    settled()
+    assert decodes[0] == 8  # slab 1, and slab 2 prefetched
+    assert np.array_equal(reader[35], data.T[35])  # a jump up to slab 3
+    settled()
+    assert decodes[0] == 12  # slab 3 only: slab 4 is not prefetched on a jump
+    assert np.array_equal(reader[36], data.T[36])  # one step up: scrolling again
+    settled()
+    assert decodes[0] == 16  # slab 4 prefetched
+    assert np.array_equal(reader[45], data.T[45])
+    settled()
+    assert decodes[0] == 16  # from the cache
+
+
 def test_a_container_opened_again_does_not_see_old_blocks(tmp_path, decodes):
     data = sample((8, 8, 4), "uint8")
     arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["raw"])

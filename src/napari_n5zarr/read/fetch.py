@@ -334,6 +334,8 @@ class BlockSource:
     def _maybe_prefetch(self, selection: Sequence[slice], cells: Sequence[tuple[int, ...]]) -> None:
         """While a person scrolls through z (axis -3), decode the next block slab in the
         direction of travel in the background (one thread: the foreground keeps the rest).
+        Scrolling is a step of less than a block from the last read of the same region; a
+        jump prefetches nothing (the frame it waits for would share the cores with it).
         Only for reads of at most :data:`PREFETCH_MAX_BLOCKS` blocks per slab, and slabs of
         at most a quarter of the cache."""
         if self.ndim < 3 or not prefetch_enabled():
@@ -346,9 +348,9 @@ class BlockSource:
             if len(self._last_z) > 1024:
                 self._last_z.clear()
             self._last_z[where] = start
-        if last is None or last == start or not cells:
-            return
         b = self.blocks[z]
+        if last is None or last == start or abs(start - last) >= b or not cells:
+            return  # not scrolling: first read, same plane, or a jump (the next step prefetches)
         target = (selection[z].stop - 1) // b + 1 if start > last else start // b - 1
         if not 0 <= target < -(-self.shape[z] // b):
             return
