@@ -645,10 +645,16 @@ def block(block_info=None):
     z, y, x = (np.arange(a, b_, dtype=np.uint16) for a, b_ in loc)
     return (z[:, None, None] * 7 + y[None, :, None] * 3 + x[None, None, :]).astype(np.uint16)
 lazy = da.map_blocks(block, chunks=((64,) * (n // 64),) * 3, dtype=np.uint16)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak():  # kB. Linux keeps ru_maxrss across exec: it would report the parent's peak at fork
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak()
 t0 = time.perf_counter()
 napari_n5zarr.export(lazy, sys.argv[1], compression="zstd", chunks=64)
-print(lazy.nbytes, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)
+print(lazy.nbytes, base, peak(), time.perf_counter() - t0)
 """
     target = cfg.workdir / "rss.n5"
     env = {
