@@ -97,23 +97,7 @@ def main() -> None:
 
     in_memory = None
     if args.impl == "numpy":  # napari alone: no reader on the clock, only slicing and drawing
-        import tensorstore as ts
-
-        in_memory = [
-            ts.open(
-                {
-                    "driver": "n5",
-                    "kvstore": {
-                        "driver": "file",
-                        "path": os.path.join(args.path, f"s{k}"),
-                    },
-                }
-            )
-            .result()
-            .T.read()
-            .result()
-            for k in range(args.levels)
-        ]
+        in_memory = [level.read().result() for level in ts_levels(args.path, args.levels)]
 
     # -- open + first frame -------------------------------------------------------------
     t0 = time.perf_counter()
@@ -122,23 +106,7 @@ def main() -> None:
     elif args.impl == "ours":
         viewer.open(args.path, plugin="napari-n5zarr")
     else:
-        import tensorstore as ts
-
-        levels = [
-            ts.open(
-                {
-                    "driver": "n5",
-                    "kvstore": {
-                        "driver": "file",
-                        "path": os.path.join(args.path, f"s{k}"),
-                    },
-                }
-            )
-            .result()
-            .T
-            for k in range(args.levels)
-        ]
-        viewer.add_image(levels, multiscale=True, name="pyramid")
+        viewer.add_image(ts_levels(args.path, args.levels), multiscale=True, name="pyramid")
     wait_frame()
     open_s = min((t for t in shown if t > t0), default=time.perf_counter()) - t0
     layer = viewer.layers[0]
@@ -187,6 +155,16 @@ def main() -> None:
         flush=True,
     )
     viewer.close()
+
+
+def ts_levels(path: str, n: int) -> list:
+    """The pyramid's levels opened by tensorstore, in napari's axis order (``.T``)."""
+    import tensorstore as ts
+
+    return [
+        ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": os.path.join(path, f"s{k}")}}).result().T
+        for k in range(n)
+    ]
 
 
 def _data_drawn(viewer: napari.Viewer) -> bool:
