@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from faulty_http import FaultyServer, serve
 
 from napari_n5zarr import export
 
@@ -57,32 +58,16 @@ def test_add_zarr_metadata_refuses_bad_attributes_and_goes_on(tmp_path):
 # -- remote faults: tree and info over HTTP ---------------------------------------------
 
 
-def _faulting_server_module():
-    """tests/storage/test_remote.py's faulting HTTP server (loaded by path: the tests
-    folders are no packages)."""
-    import importlib.util
-    from pathlib import Path
-
-    name = "_n5zarr_faults_remote_helpers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "storage" / "test_remote.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 FAST = {"N5ZARR_RETRIES": "0", "N5ZARR_READ_TIMEOUT": "2", "N5ZARR_CONNECT_TIMEOUT": "2", "N5ZARR_RETRY_BACKOFF": "0.01"}
 
 
 @pytest.fixture
 def served(tmp_path):
     """A container with groups a, b, c (each one dataset) served on 127.0.0.1."""
-    faults = _faulting_server_module()
     root = tmp_path / "served"
     for name in ("a", "b", "c"):
         export(np.full((4, 6), ord(name), "uint8"), root / "c.n5", path=name, levels=1)
-    for server in faults.serve(faults.FaultyServer(root=root)):
+    for server in serve(FaultyServer(root=root)):
         yield server, f"{server.url}/c.n5"
 
 

@@ -6,20 +6,15 @@ fill values, never in a hang beyond the timeout.
 
 from __future__ import annotations
 
-import http.client
-import http.server
 import shutil
-import socket
-import struct
 import threading
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 import zarr
+from faulty_http import FaultyServer, serve
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, N5StoreError
@@ -29,133 +24,6 @@ JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"
 EXPECTED = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy").T  # N5 order
 BLOCK = (slice(0, 1), slice(0, 100), slice(0, 100))  # block 0/0/0 of every dataset ([1, 100, 100])
 HANG_GUARD = 120  # s: a read still running after this is a hang (the timeout under test is 1 s)
-HTML_PAGE = b"<!DOCTYPE html><html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
-S3_ERRORS = {403: ("AccessDenied", "Access Denied"), 500: ("InternalError", "We encountered an internal error."),
-             503: ("SlowDown", "Please reduce your request rate.")}  # fmt: skip
-
-
-class FaultyServer(http.server.ThreadingHTTPServer):
-    """Serves ``root`` (or forwards to ``upstream``, e.g. moto) and injects ``faults``:
-    {path suffix: fault}. Counts GET requests per path in ``hits``."""
-
-    daemon_threads = True
-
-    def __init__(self, root: Path | None = None, upstream: str | None = None, s3: bool = False) -> None:
-        super().__init__(("127.0.0.1", 0), FaultyHandler)
-        self.root, self.upstream, self.s3 = root, upstream, s3
-        self.faults: dict[str, str] = {}
-        self.hits: Counter[str] = Counter()
-        self.release = threading.Event()  # ends "slow" responses at teardown
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class FaultyHandler(http.server.SimpleHTTPRequestHandler):
-    server: FaultyServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def translate_path(self, path: str) -> str:
-        return str(self.server.root / urlsplit(path).path.lstrip("/")) if self.server.root else ""
-
-    def _fault(self) -> str | None:
-        path = urlsplit(self.path).path
-        for suffix, fault in self.server.faults.items():
-            if path.endswith(suffix):
-                return fault
-        return None
-
-    def _send(self, status: int, body: bytes, content_type: str = "text/plain", length: int | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body) if length is None else length))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _error(self, status: int) -> None:
-        if self.server.s3:
-            code, message = S3_ERRORS.get(status, ("NoSuchKey", "The specified key does not exist."))
-            body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
-            self._send(status, body.encode(), "application/xml")
-        else:
-            self._send(status, f"error {status}".encode())
-
-    def _real(self) -> tuple[int, dict[str, str], bytes]:
-        """The real response: the file, or the upstream's answer."""
-        if self.server.upstream:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            up = urlsplit(self.server.upstream)
-            conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
-            conn.request(self.command, self.path, body=body, headers=dict(self.headers))
-            resp = conn.getresponse()
-            data = resp.read()
-            headers = {k: v for k, v in resp.getheaders() if k.lower() not in ("transfer-encoding", "connection", "content-length")}
-            conn.close()
-            return resp.status, headers, data
-        path = Path(self.translate_path(self.path))
-        if path.is_file():
-            return 200, {"Content-Type": "application/octet-stream"}, path.read_bytes()
-        return 404, {}, b""
-
-    def _respond(self) -> None:
-        fault = self._fault()
-        path = urlsplit(self.path).path
-        if self.command == "GET":
-            self.server.hits[path] += 1
-        if fault and fault.startswith("flaky"):  # 503 for the first N GETs, then the real answer
-            fault = "503" if self.server.hits[path] <= int(fault.split(":")[1]) else None
-        if fault is None or (self.command == "HEAD" and fault in ("truncated", "html", "empty")):
-            if not self.server.upstream and self.server.root and (Path(self.translate_path(self.path))).is_dir():
-                return super().do_GET() if self.command == "GET" else super().do_HEAD()
-            status, headers, body = self._real()
-            if status == 404 and not self.server.upstream:
-                return self._error(404)
-            self.send_response(status)
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            return
-        if fault.isdigit():
-            return self._error(int(fault))
-        if fault == "reset":  # RST instead of an answer
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-            self.connection.close()
-            return
-        if fault == "slow":  # accept, then never answer (until teardown)
-            self.server.release.wait(HANG_GUARD)
-            self.close_connection = True
-            return
-        _, _, body = self._real()
-        if fault == "truncated":  # the full Content-Length, half the body, then close
-            self._send(200, body[: len(body) // 2], "application/octet-stream", length=len(body))
-            self.close_connection = True
-        elif fault == "html":
-            self._send(200, HTML_PAGE, "text/html")
-        elif fault == "empty":
-            self._send(200, b"", "application/octet-stream")
-        else:
-            raise AssertionError(f"unknown fault {fault!r}")
-
-    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _respond
-
-
-def serve(server: FaultyServer) -> Iterator[FaultyServer]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(autouse=True)
