@@ -110,12 +110,14 @@ def main() -> None:
     wait_frame()
     open_s = min((t for t in shown if t > t0), default=time.perf_counter()) - t0
     layer = viewer.layers[0]
+    scene = getattr(viewer, "scene", None)  # napari >= 0.9 (viewer.camera is deprecated there)
+    camera = scene.camera if scene is not None else viewer.camera
 
     # -- zoom until napari shows level 0 --------------------------------------------------
     for _ in range(8):
         if layer.data_level == 0:
             break
-        viewer.camera.zoom *= 2
+        camera.zoom *= 2
         wait_frame()
     nz = layer.level_shapes[0][0]
     nslab = nz // BLOCK
@@ -146,7 +148,7 @@ def main() -> None:
                 "jump_s": t_jump,
                 "scroll_s_per_plane": t_scroll / BLOCK,
                 "data_level": layer.data_level,
-                "zoom": viewer.camera.zoom,
+                "zoom": camera.zoom,
                 "tile": tile,
                 "async_slicing": bool(get_settings().experimental.async_),
                 "napari_import_s": t0 - t_start,
