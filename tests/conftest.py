@@ -192,3 +192,16 @@ def counting_http() -> Iterator[Callable[..., tuple[str, dict[str, Any]]]]:
     for httpd in servers:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def calibrated_pyramid(tmp_path: Path) -> tuple[Path, Any]:
+    """A small exported pyramid with scale, units and translation -> (folder, level-0 array)."""
+    import numpy as np
+
+    from napari_n5zarr import export
+
+    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
+    dest = tmp_path / "pyr.n5"
+    export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer", translate=(1.0, 2.0, 3.0))
+    return dest, a

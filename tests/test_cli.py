@@ -39,19 +39,11 @@ def zarr_read_subprocess(paths: list[Path], out: Path) -> list[np.ndarray]:
         return [npz[f"arr_{i}"] for i in range(len(paths))]
 
 
-@pytest.fixture
-def pyramid(tmp_path) -> tuple[Path, np.ndarray]:
-    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
-    dest = tmp_path / "pyr.n5"
-    export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer", translate=(1.0, 2.0, 3.0))
-    return dest, a
-
-
 # -- tree / info --------------------------------------------------------------------------
 
 
-def test_tree(pyramid, capsys):
-    dest, _ = pyramid
+def test_tree(calibrated_pyramid, capsys):
+    dest, _ = calibrated_pyramid
     assert main(["tree", str(dest)]) == 0
     out = capsys.readouterr().out
     assert "├── s0  9×20×30 zyx  uint8  blocks 8×8×8  gzip 6" in out  # napari order, N5 names
@@ -64,8 +56,8 @@ def test_tree_marks_n5_only_nodes(corpus_dir, capsys):
     assert "raw  5×7 yx  uint8  blocks 4×5  raw  35 B  (N5 only)" in out
 
 
-def test_info(pyramid, capsys):
-    dest, _ = pyramid
+def test_info(calibrated_pyramid, capsys):
+    dest, _ = calibrated_pyramid
     assert main(["info", str(dest)]) == 0
     out = capsys.readouterr().out
     assert "image uint8, 3 level(s)" in out
@@ -75,8 +67,8 @@ def test_info(pyramid, capsys):
     assert "s2         8 x 5 x 5" in out
 
 
-def test_commands_do_not_import_napari(pyramid, tmp_path):
-    dest, _ = pyramid
+def test_commands_do_not_import_napari(calibrated_pyramid, tmp_path):
+    dest, _ = calibrated_pyramid
     code = textwrap.dedent(
         f"""
         import sys
@@ -93,8 +85,8 @@ def test_commands_do_not_import_napari(pyramid, tmp_path):
 # -- convert -------------------------------------------------------------------------------
 
 
-def test_convert_keeps_levels_and_metadata(pyramid, tmp_path, capsys):
-    src, a = pyramid
+def test_convert_keeps_levels_and_metadata(calibrated_pyramid, tmp_path, capsys):
+    src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     assert main(["convert", str(src), str(dest), "--compression", "zstd:3"]) == 0
     for k in range(3):
@@ -105,8 +97,8 @@ def test_convert_keeps_levels_and_metadata(pyramid, tmp_path, capsys):
     assert json.loads((dest / "s2/attributes.json").read_text())["blockSize"] == [8, 5, 5]  # the source's blocks
 
 
-def test_convert_rebuilds_levels_and_chunks(pyramid, tmp_path):
-    src, a = pyramid
+def test_convert_rebuilds_levels_and_chunks(calibrated_pyramid, tmp_path):
+    src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     assert main(["convert", str(src), str(dest), "--levels", "3", "--chunks", "4,16,16", "--boundary", "pad"]) == 0
     assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 4]
@@ -140,8 +132,8 @@ def test_convert_plain_zarr_source(tmp_path):
     assert json.loads((dest / "attributes.json").read_text())["axes"] == ["x", "y", "z"]
 
 
-def test_convert_refuses_existing_and_overlapping(pyramid, tmp_path, capsys):
-    src, _ = pyramid
+def test_convert_refuses_existing_and_overlapping(calibrated_pyramid, tmp_path, capsys):
+    src, _ = calibrated_pyramid
     before = snapshot(src, skip="")
     assert main(["convert", str(src), str(src)]) == 2
     assert main(["convert", str(src), str(src / "inner.n5")]) == 2
@@ -153,10 +145,10 @@ def test_convert_refuses_existing_and_overlapping(pyramid, tmp_path, capsys):
     assert main(["convert", str(src), str(other), "--overwrite"]) == 0
 
 
-def test_convert_on_a_distributed_cluster(pyramid, tmp_path):
+def test_convert_on_a_distributed_cluster(calibrated_pyramid, tmp_path):
     from distributed import LocalCluster
 
-    src, a = pyramid
+    src, a = calibrated_pyramid
     local, remote = tmp_path / "local.n5", tmp_path / "cluster.n5"
     assert main(["convert", str(src), str(local), "--levels", "auto", "--chunks", "4"]) == 0
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
@@ -239,13 +231,13 @@ def test_add_zarr_metadata_without_n5(tmp_path, capsys):
 # -- view -----------------------------------------------------------------------------------
 
 
-def test_view_calls_the_launcher(monkeypatch, pyramid):
+def test_view_calls_the_launcher(monkeypatch, calibrated_pyramid):
     from napari_n5zarr._napari import viewer_launch
 
     seen = []
     monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None: seen.append((path, screenshot)))
-    assert main(["view", str(pyramid[0])]) == 0
-    assert seen == [(str(pyramid[0]), None)]
+    assert main(["view", str(calibrated_pyramid[0])]) == 0
+    assert seen == [(str(calibrated_pyramid[0]), None)]
 
 
 def test_view_without_napari(monkeypatch, capsys):
@@ -254,7 +246,7 @@ def test_view_without_napari(monkeypatch, capsys):
     assert "needs napari" in capsys.readouterr().err
 
 
-def test_view_command_headless_screenshot(tmp_path, pyramid):
+def test_view_command_headless_screenshot(tmp_path, calibrated_pyramid):
     """The real console script, in its own process, on Xvfb (DISPLAY from pytest-xvfb)."""
     import os
 
@@ -262,7 +254,7 @@ def test_view_command_headless_screenshot(tmp_path, pyramid):
 
     exe = Path(sys.executable).with_name("n5zarr")
     env = {**os.environ, "NAPARI_N5ZARR_CACHE": str(tmp_path / "cache")}
-    for target, png in ((None, tmp_path / "sample.png"), (str(pyramid[0]), tmp_path / "data.png")):
+    for target, png in ((None, tmp_path / "sample.png"), (str(calibrated_pyramid[0]), tmp_path / "data.png")):
         cmd = [str(exe), "view", *([target] if target else []), "--screenshot", str(png)]
         subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
         pixels = np.asarray(Image.open(png).convert("L"))
@@ -301,8 +293,8 @@ def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.Compl
         ["convert", "{pyr}", "{tmp}/out.n5", "--chunks", "a,b"],
     ],
 )
-def test_user_errors_give_one_line_and_exit_2(pyramid, tmp_path, args):
-    args = [a.format(pyr=pyramid[0], tmp=tmp_path) for a in args]
+def test_user_errors_give_one_line_and_exit_2(calibrated_pyramid, tmp_path, args):
+    args = [a.format(pyr=calibrated_pyramid[0], tmp=tmp_path) for a in args]
     run = run_cli(*args)
     assert run.returncode == 2, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
@@ -310,9 +302,9 @@ def test_user_errors_give_one_line_and_exit_2(pyramid, tmp_path, args):
     assert "Traceback" not in run.stderr
 
 
-def test_existing_destination_says_what_to_do(pyramid, tmp_path):
+def test_existing_destination_says_what_to_do(calibrated_pyramid, tmp_path):
     export(np.zeros((4, 4), "uint8"), tmp_path / "out.n5")
-    run = run_cli("convert", str(pyramid[0]), str(tmp_path / "out.n5"))
+    run = run_cli("convert", str(calibrated_pyramid[0]), str(tmp_path / "out.n5"))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "--overwrite" in run.stderr
 

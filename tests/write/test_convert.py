@@ -19,16 +19,8 @@ def snapshot(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def pyramid(tmp_path) -> tuple[Path, np.ndarray]:
-    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
-    dest = tmp_path / "pyr.n5"
-    export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer", translate=(1.0, 2.0, 3.0))
-    return dest, a
-
-
-def test_keeps_the_source_levels_exactly(pyramid, tmp_path):
-    src, a = pyramid
+def test_keeps_the_source_levels_exactly(calibrated_pyramid, tmp_path):
+    src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     report = convert(src, dest, compression="zstd:3")
     assert report.dest == str(dest) and report.skipped == []
@@ -42,8 +34,8 @@ def test_keeps_the_source_levels_exactly(pyramid, tmp_path):
     assert json.loads((dest / "attributes.json").read_text())["resolution"] == [1.0, 1.0, 3.0]
 
 
-def test_levels_chunks_and_progress(pyramid, tmp_path):
-    src, a = pyramid
+def test_levels_chunks_and_progress(calibrated_pyramid, tmp_path):
+    src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     seen: list[tuple[str, int, int]] = []
     convert(src, dest, levels=2, chunks=(4, 16, 16), n5_only=True, progress=lambda *p: seen.append(p))
@@ -82,8 +74,8 @@ def test_nothing_to_convert_lists_what_was_skipped(tmp_path):
     assert not (tmp_path / "out.n5").exists()
 
 
-def test_refuses_overlap_and_an_existing_destination(pyramid, tmp_path):
-    src, _ = pyramid
+def test_refuses_overlap_and_an_existing_destination(calibrated_pyramid, tmp_path):
+    src, _ = calibrated_pyramid
     before = snapshot(src)
     for dest in (src, src / "inner.n5"):
         with pytest.raises(ValueError, match="src and dest overlap"):
@@ -97,7 +89,7 @@ def test_refuses_overlap_and_an_existing_destination(pyramid, tmp_path):
     np.testing.assert_array_equal(napari_n5zarr.open(other / "s0")[...], napari_n5zarr.open(src / "s0")[...])
 
 
-def test_scheduler_name_is_passed_to_dask(pyramid, tmp_path):
-    src, a = pyramid
+def test_scheduler_name_is_passed_to_dask(calibrated_pyramid, tmp_path):
+    src, a = calibrated_pyramid
     convert(src, tmp_path / "out.n5", levels=1, scheduler="synchronous")
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "out.n5" / "s0")[...], a.T)
