@@ -194,7 +194,9 @@ class RemoteStore(FsspecStore):
         except Exception:  # noqa: BLE001 (a message helper must not fail)
             return path
 
-    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, name: str | Callable[[], str], call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()``, retried on transient faults; ``name`` (or ``name()``, computed
+        only on a fault: a block read must not pay for its URL) says what for messages."""
         attempts = self.settings.retries + 1
         for attempt in range(attempts):
             try:
@@ -202,6 +204,7 @@ class RemoteStore(FsspecStore):
             except (FileNotFoundError, N5FormatError):
                 raise
             except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
+                what = name() if callable(name) else name
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
                     logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
@@ -218,7 +221,7 @@ class RemoteStore(FsspecStore):
             # bounded read (plain HTTP servers may not honour Range: those are checked after)
             byte_range = RangeByteRequest(0, max_metadata_bytes() + 1)
         parent_get = super().get
-        value = await self._retrying(self.url(key), lambda: parent_get(key, prototype, byte_range))
+        value = await self._retrying(lambda: self.url(key), lambda: parent_get(key, prototype, byte_range))
         if capped and value is not None:
             check_metadata_size(len(value), self.url(key))
         return value
