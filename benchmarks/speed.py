@@ -611,7 +611,15 @@ def clear_block_cache() -> None:
 
 
 def row_http(cfg: Config, pyr: Path) -> Row:
-    """(f) one plane over a local HTTP server adding 20 ms per request."""
+    """(f) one plane over a local HTTP server adding 20 ms per request.
+
+    Models an object store (S3, GCS) seen from the reader: the server (:class:`LatencyHandler`,
+    its own process) answers every request after 20 ms, all in parallel, on keep-alive
+    connections, with bodies sent by the kernel, so that what is timed is each client's
+    concurrency against latency and its CPU per block, not Python's ``http.server``. Both
+    clients run with their defaults (tensorstore's ``http_request_concurrency`` is 32: a
+    64-block plane takes it two round trips; ours requests a plane's blocks all at once).
+    The machine's cores are shared by server and client, which a real store does not do."""
     import tensorstore as ts
 
     from napari_n5zarr._napari.reader import read_path
