@@ -292,7 +292,20 @@ def block_keys(shape: tuple[int, ...], z: int | None = None) -> list[str]:
 # -- HTTP server with latency ----------------------------------------------------------------
 
 
-class SlowHandler(http.server.SimpleHTTPRequestHandler):
+class LatencyHandler(http.server.SimpleHTTPRequestHandler):
+    """Files under ``directory``, each request answered after :data:`HTTP_DELAY_S`.
+
+    Models an object store (S3, GCS) seen from a client: a fixed latency per request,
+    requests on separate connections served in parallel, keep-alive connections (HTTP/1.1)
+    and bodies that cost the server next to nothing (``sendfile``: the kernel copies the
+    file to the socket). Python's stock handler (HTTP/1.0, a new connection per request, the
+    body copied in 64 KiB pieces under the GIL) took as much CPU per plane as decoding it,
+    on the same cores as the clients being timed: the row measured the server, not the
+    clients' concurrency against latency.
+    """
+
+    protocol_version = "HTTP/1.1"  # keep-alive (the stock handler sends Content-Length)
+    disable_nagle_algorithm = True  # headers and body go out without waiting for an ACK
     delay = HTTP_DELAY_S
 
     def do_GET(self) -> None:
@@ -303,24 +316,29 @@ class SlowHandler(http.server.SimpleHTTPRequestHandler):
         time.sleep(self.delay)
         super().do_HEAD()
 
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        self.connection.sendfile(source)  # falls back to send() for listings (no fileno)
+
     def log_message(self, *args: Any) -> None:
         pass
 
 
-class SlowServer(http.server.ThreadingHTTPServer):
+class LatencyServer(http.server.ThreadingHTTPServer):
+    """A thread per connection: every request in flight is served at once."""
+
     daemon_threads = True
     request_queue_size = 256
 
 
 def serve_forever(root: str) -> None:
     """The server process's body: serve ``root`` on 127.0.0.1, print the port, run until killed."""
-    server = SlowServer(("127.0.0.1", 0), partial(SlowHandler, directory=root))
+    server = LatencyServer(("127.0.0.1", 0), partial(LatencyHandler, directory=root))
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
 
 def serve(root: Path) -> tuple[subprocess.Popen[str], int]:
-    """Start the slow server in its own process (in this one, its Python threads would take
+    """Start the latency server in its own process (in this one, its Python threads would take
     the GIL from the readers being timed) -> (process, port)."""
     code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import speed; speed.serve_forever({str(root)!r})"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -593,7 +611,15 @@ def clear_block_cache() -> None:
 
 
 def row_http(cfg: Config, pyr: Path) -> Row:
-    """(f) one plane over a local HTTP server adding 20 ms per request."""
+    """(f) one plane over a local HTTP server adding 20 ms per request.
+
+    Models an object store (S3, GCS) seen from the reader: the server (:class:`LatencyHandler`,
+    its own process) answers every request after 20 ms, all in parallel, on keep-alive
+    connections, with bodies sent by the kernel, so that what is timed is each client's
+    concurrency against latency and its CPU per block, not Python's ``http.server``. Both
+    clients run with their defaults (tensorstore's ``http_request_concurrency`` is 32: a
+    64-block plane takes it two round trips; ours requests a plane's blocks all at once).
+    The machine's cores are shared by server and client, which a real store does not do."""
     import tensorstore as ts
 
     from napari_n5zarr._napari.reader import read_path

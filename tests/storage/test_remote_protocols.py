@@ -70,3 +70,24 @@ def test_s3_write_then_read(s3_bucket: dict) -> None:
 def test_s3_missing_is_an_error(s3_bucket: dict) -> None:
     with pytest.raises(FileNotFoundError):
         napari_n5zarr.open("s3://n5-data/nothing.n5", storage_options=s3_bucket)
+
+
+def test_s3_plane_requests_all_its_blocks_at_once(tmp_path: Path, counting_http) -> None:
+    """botocore keeps 10 connections per client unless told otherwise: a plane of 15 blocks
+    would then wait for two round trips. The S3 endpoint here is a file server on 127.0.0.1
+    (an S3 GET of ``bucket/key`` is a GET of that path) adding 200 ms to each GET."""
+    pytest.importorskip("s3fs")
+    from napari_n5zarr.read import levels as lv
+
+    data = np.random.default_rng(3).integers(1, 60000, size=(40, 24, 12), dtype=np.uint16)  # N5 order
+    root = napari_n5zarr.open(tmp_path / "bkt" / "a.n5", mode="a")
+    napari_n5zarr.create_dataset(root, "d", shape=data.shape, dtype="uint16", chunks=(8, 8, 4),
+                                 compression={"type": "gzip", "level": -1})[...] = data  # fmt: skip
+    url, state = counting_http(tmp_path, latency=0.2)
+    opts = {"endpoint_url": url, "key": "k", "secret": "s", "client_kwargs": {"region_name": "us-east-1"}}
+    level = lv.dask_level(napari_n5zarr.open("s3://bkt/a.n5/d", storage_options=opts), report=pytest.fail)
+    state["peak"] = 0
+    state["gets"].clear()
+    assert np.array_equal(level[5].compute(), data.T[5])
+    assert len(state["gets"]) == 5 * 3  # the plane's blocks
+    assert state["peak"] == 15, state["peak"]  # every one in flight together

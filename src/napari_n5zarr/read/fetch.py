@@ -226,22 +226,25 @@ class BlockSource:
         proto = default_buffer_prototype()
         pool = decode_pool()
 
-        async def fetch_one(cell: tuple[int, ...]) -> Any:  # each block decoded as soon as it arrives
+        async def fetch_one(cell: tuple[int, ...]) -> Any:
             try:
                 raw = await self.store.get(self.key(cell), proto)
             except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
                 return exc
             if raw is None:
                 return None
-            return await asyncio.get_running_loop().run_in_executor(pool, self._decode_or_error, (cell, raw))
+            # decoded on the pool as soon as it arrives; the loop does not wait for it (a
+            # wake-up of the loop per block would cost it time the other downloads need)
+            return pool.submit(self._decode_or_error, (cell, raw))
 
         async def fetch_all() -> list[Any]:  # one event-loop round trip, every request in flight
             return await asyncio.gather(*(fetch_one(c) for c in cells), return_exceptions=True)
 
         try:
-            return list(sync(fetch_all()))
+            fetched = sync(fetch_all())
         except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
             return [exc] * len(cells)
+        return [value.result() if isinstance(value, Future) else value for value in fetched]
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where

@@ -14,7 +14,8 @@ Settings (environment variables, read when a store is opened):
 ``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
 default 20), ``N5ZARR_RETRIES`` (default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default 0.5,
 doubled per retry). Timeouts given in ``storage_options`` (``client_kwargs["timeout"]`` for
-HTTP, ``config_kwargs`` for S3) take precedence.
+HTTP, ``config_kwargs`` for S3) take precedence, as does ``max_pool_connections`` (S3 stores
+get :data:`MAX_CONNECTIONS`, botocore's default of 10 would queue a plane's block requests).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ _TRANSIENT_NAMES = frozenset({
     "IncompleteRead",
     "ResponseStreamingError",
 })  # fmt: skip
+
+
+MAX_CONNECTIONS = 100
+"""Connections (requests in flight) per S3 store, as aiohttp's default for HTTP stores."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,9 @@ def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | No
         config_kwargs.setdefault("connect_timeout", settings.connect_timeout)
         config_kwargs.setdefault("read_timeout", settings.read_timeout)
         config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # we retry
+        # botocore keeps 10 connections per client: a napari plane of 64 blocks would wait
+        # for 7 round trips instead of 1. As many as aiohttp allows over HTTP by default.
+        config_kwargs.setdefault("max_pool_connections", MAX_CONNECTIONS)
         opts["config_kwargs"] = config_kwargs
         # s3fs sends a HEAD before every whole-object read when max_concurrency > 1 (to split
         # big objects into parallel ranges): one wasted round trip per N5 block.
@@ -194,7 +202,9 @@ class RemoteStore(FsspecStore):
         except Exception:  # noqa: BLE001 (a message helper must not fail)
             return path
 
-    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, name: str | Callable[[], str], call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()``, retried on transient faults; ``name`` (or ``name()``, computed
+        only on a fault: a block read must not pay for its URL) says what for messages."""
         attempts = self.settings.retries + 1
         for attempt in range(attempts):
             try:
@@ -202,6 +212,7 @@ class RemoteStore(FsspecStore):
             except (FileNotFoundError, N5FormatError):
                 raise
             except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
+                what = name() if callable(name) else name
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
                     logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
@@ -218,7 +229,7 @@ class RemoteStore(FsspecStore):
             # bounded read (plain HTTP servers may not honour Range: those are checked after)
             byte_range = RangeByteRequest(0, max_metadata_bytes() + 1)
         parent_get = super().get
-        value = await self._retrying(self.url(key), lambda: parent_get(key, prototype, byte_range))
+        value = await self._retrying(lambda: self.url(key), lambda: parent_get(key, prototype, byte_range))
         if capped and value is not None:
             check_metadata_size(len(value), self.url(key))
         return value
