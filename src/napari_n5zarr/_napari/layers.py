@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.read.levels import contrast_limits
-from napari_n5zarr.read.locate import resolve
-from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
+from napari_n5zarr.read.locate import Source, resolve
+from napari_n5zarr.read.multiscale import (
+    Found,
+    find_multiscales,
+    is_rgb,
+    levels_for,
+    storage_blocks,
+)
 from napari_n5zarr.spatial import Multiscale
 from napari_n5zarr.storage.location import display_name
 
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
     import napari
     import zarr
     from npe2.types import LayerData
+
+    from napari_n5zarr.read.local import LocalNode
 
 Notify = Callable[[str, str], None]
 TooMany = Callable[[str, str, Notify], list["LayerData"]]
@@ -63,9 +71,13 @@ def location_layers(
     too_many: TooMany = say_too_many,
 ) -> list[LayerData]:
     """Layers for one path or URL (see :func:`napari_n5zarr._napari.reader.read_path`);
-    problems go to ``notify``, never raised."""
+    problems go to ``notify``, never raised. A local N5 folder is read without zarr
+    where it can be (:func:`_local_layers`), else opened with :func:`napari_n5zarr.open`."""
     source = resolve(path)
     target = source.target
+    local = _local_layers(source, notify, max_layers=max_layers, too_many=too_many)
+    if local is not None:
+        return local
     try:
         import napari_n5zarr
 
@@ -84,6 +96,30 @@ def location_layers(
         max_layers=max_layers,
         too_many=too_many,
     )
+
+
+def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too_many: TooMany) -> list[LayerData] | None:
+    """The layers of a local N5 folder read without importing zarr
+    (:mod:`napari_n5zarr.read.local`): the same pyramids, layer tuples and notices as
+    through zarr. None where zarr must open it: not a local N5 folder, a BigDataViewer
+    XML's voxel sizes, time points, or any problem (zarr's path then says what it is)."""
+    from napari_n5zarr.read.local import NeedsZarr, open_local
+
+    if source.bdv_setups is not None:
+        return None
+    node = open_local(source.target)
+    if node is None:
+        return None
+    try:
+        if max_layers is not None and not node.is_array and len(node.entries()) > MAX_CHILDREN:
+            return too_many(source.target, f"more than {MAX_CHILDREN} entries", notify)
+        found = find_multiscales(node, source.name, limit=max_layers)
+    except (NeedsZarr, Exception):  # noqa: BLE001 (anything unusual: the zarr path reads it and says what is wrong)
+        return None
+    if found.problems or not (found.multiscales or found.too_many) or any(ms.time_paths for ms in found.multiscales):
+        return None
+    return _layers_of(node, found, name=source.name, source=source.target, notify=notify,
+                      max_layers=max_layers, too_many=too_many)  # fmt: skip
 
 
 def missing_extra_message(exc: BaseException) -> str:
@@ -123,6 +159,20 @@ def layers_from_node(
     ``max_layers`` pyramids: no layers (see :func:`read_path`)."""
     notify = notify_napari if notify is None else notify
     found = find_multiscales(node, name, inherited=inherited, bdv_setups=bdv_setups, limit=max_layers)
+    return _layers_of(node, found, name=name, source=source, notify=notify, max_layers=max_layers, too_many=too_many)
+
+
+def _layers_of(
+    node: zarr.Array | zarr.Group | LocalNode,
+    found: Found,
+    *,
+    name: str,
+    source: str,
+    notify: Notify,
+    max_layers: int | None,
+    too_many: TooMany,
+) -> list[LayerData]:
+    """Layer data tuples for what :func:`find_multiscales` found under ``node``."""
     if found.too_many:
         return too_many(source or name, f"more than {max_layers} images", notify)
     problems = list(found.problems)
@@ -155,7 +205,7 @@ def _block_reporter(notify: Notify) -> Callable[[str], None]:
 
 
 def layer_data(
-    node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
+    node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
 ) -> LayerData:
     """One (data, kwargs, layer_type) tuple; lazy levels in napari order (..., z, y, x).
 

@@ -33,8 +33,6 @@ from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
-from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
-from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
 from napari_n5zarr.n5.blocks import (
     CheckedDecompress,
     block_values,
@@ -42,6 +40,8 @@ from napari_n5zarr.n5.blocks import (
     raw_payload,
     validated_header,
 )
+from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
 from napari_n5zarr.n5.header import encode_header
 
 if TYPE_CHECKING:

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
-from napari_n5zarr.n5.lz4stream import CODEC_NAME, DEFAULT_BLOCK_SIZE, check_block_size, compress, decompress
+from napari_n5zarr.n5.lz4stream import (
+    CODEC_NAME,
+    DEFAULT_BLOCK_SIZE,
+    check_block_size,
+    compress,
+    decompress,
+)
 
 if TYPE_CHECKING:
     from typing import Self

@@ -25,9 +25,9 @@ from zarr.storage import LocalStore, WrapperStore
 from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
+from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.describe import describe_store, store_location
-from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
