@@ -118,8 +118,35 @@ def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too
         return None
     if found.problems or not (found.multiscales or found.too_many) or any(ms.time_paths for ms in found.multiscales):
         return None
-    return _layers_of(node, found, name=source.name, source=source.target, notify=notify,
-                      max_layers=max_layers, too_many=too_many)  # fmt: skip
+    held = _HeldNotices(notify)
+    layers = _layers_of(node, found, name=source.name, source=source.target, notify=held,
+                        max_layers=max_layers, too_many=too_many)  # fmt: skip
+    if held.skipped:  # an image could not be shown: zarr's path reads it all again and says why
+        return None
+    held.release()
+    return layers
+
+
+class _HeldNotices:
+    """A :data:`Notify` that holds the notices of a zarr-free read until :meth:`release`
+    (then passes everything through): a read that skipped an image is dropped unheard."""
+
+    def __init__(self, notify: Notify) -> None:
+        self.notify = notify
+        self.held: list[tuple[str, str]] | None = []
+        self.skipped = False
+
+    def __call__(self, level: str, message: str) -> None:
+        if self.held is None:
+            self.notify(level, message)
+            return
+        self.skipped = self.skipped or message.startswith("napari-n5zarr: skipped")
+        self.held.append((level, message))
+
+    def release(self) -> None:
+        held, self.held = self.held or [], None
+        for level, message in held:
+            self.notify(level, message)
 
 
 def missing_extra_message(exc: BaseException) -> str:

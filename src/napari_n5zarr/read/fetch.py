@@ -223,7 +223,7 @@ class BlockSource:
                 prefix=path + "/" if path else "",
                 container=n5.container if n5 is not None else describe_store(chain[-1]),
                 token=store_token(store),
-                get_sync=store.get_sync if synchronous else None,
+                get_sync=store.get_sync if synchronous else None,  # type: ignore[attr-defined]
                 store=store,
             )
         except (AttributeError, TypeError, ValueError, NotImplementedError):

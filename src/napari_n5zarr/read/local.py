@@ -58,6 +58,7 @@ class LocalContainer:
         self.token = store_token(self)
         self._zarr: Any = None
         self._lock = threading.Lock()
+        self._nodes: dict[str, LocalNode | None] = {}  # read once per opening
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, key) if key else self.root
@@ -74,7 +75,13 @@ class LocalContainer:
         return root if not path else root[path]
 
     def node(self, path: str) -> LocalNode | None:
-        """The node at ``path`` (None: nothing there, as zarr finds no node)."""
+        """The node at ``path`` (None: nothing there, as zarr finds no node); metadata read
+        once per opening."""
+        if path not in self._nodes:
+            self._nodes[path] = self._read_node(path)
+        return self._nodes[path]
+
+    def _read_node(self, path: str) -> LocalNode | None:
         folder = self.path(path)
         doc = self._metadata(path)
         if doc is None:
@@ -215,9 +222,15 @@ class LocalNode(NodeView):
 
         if not self.is_array:
             raise ValueError(f"{self.path or '/'} is not an array")
-        return LazyLevel.over_source(
-            BlockSource.for_local_n5(self), open_array=lambda: self.container.zarr_node(self.path), report=report
-        )
+        def open_array() -> zarr.Array:
+            import zarr  # a read needs zarr after all (strided, tiny blocks, a retry)
+
+            array = self.container.zarr_node(self.path)
+            if not isinstance(array, zarr.Array):
+                raise ValueError(f"{self.path or '/'} is not an array in zarr's view")
+            return array
+
+        return LazyLevel.over_source(BlockSource.for_local_n5(self), open_array=open_array, report=report)
 
 
 def _read_or_none(path: str) -> bytes | None:

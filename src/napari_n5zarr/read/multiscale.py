@@ -135,8 +135,13 @@ def levels_for(
     one dask chunk per storage block, read errors raised (a copy must never write the fill
     value for a block it could not read), no preview levels.
     """
-    if isinstance(node, LocalNode) and (strict or ms.time_paths):  # what only zarr reads
-        node = node.container.zarr_node(node.path)
+    if isinstance(node, LocalNode):
+        if not strict and not ms.time_paths:  # a local N5 folder read without zarr
+            levels = [_local_level(node, path, report) for path in ms.paths]
+            if len(levels) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
+                return preview_levels(levels[0])
+            return levels
+        node = node.container.zarr_node(node.path)  # what only zarr reads
     if ms.time_paths:
         import dask.array as da
 
@@ -145,11 +150,6 @@ def levels_for(
             return da.stack([_dask(a, report, strict) for a in arrays], axis=0)
 
         return [stacked(k) for k in range(len(ms.paths))]
-    if isinstance(node, LocalNode) and not strict:  # a local N5 folder read without zarr
-        levels = [_local_level(node, path, report) for path in ms.paths]
-        if len(levels) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
-            return preview_levels(levels[0])
-        return levels
     arrays = children(node, list(ms.paths))
     if strict:
         return [_dask(a, report, strict) for a in arrays]

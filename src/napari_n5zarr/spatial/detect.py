@@ -130,7 +130,7 @@ class _ZarrView(NodeView):
         return {k: _ZarrView(v) for k, v in _children(self.node, where, on_error).items()}  # type: ignore[arg-type]
 
     def get(self, path: str) -> NodeView:
-        return _ZarrView(self.node[path])  # type: ignore[index]
+        return _ZarrView(self.node[path])  # type: ignore[index,arg-type]
 
     def ancestor_attrs(self) -> dict[str, Any]:
         return _ancestor_attrs(self.node)
