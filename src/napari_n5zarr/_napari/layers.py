@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -118,33 +119,36 @@ def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too
         return None
     if found.problems or not (found.multiscales or found.too_many) or any(ms.time_paths for ms in found.multiscales):
         return None
+    if found.too_many:
+        return too_many(source.target, f"more than {max_layers} images", notify)
     held = _HeldNotices(notify)
-    layers = _layers_of(node, found, name=source.name, source=source.target, notify=held,
-                        max_layers=max_layers, too_many=too_many)  # fmt: skip
-    if held.skipped:  # an image could not be shown: zarr's path reads it all again and says why
+    layers, problems = _build_layers(node, found, source=source.target, report=_block_reporter(held))
+    if problems:  # an image could not be shown: zarr's path reads it all again and says why
         return None
     held.release()
     return layers
 
 
 class _HeldNotices:
-    """A :data:`Notify` that holds the notices of a zarr-free read until :meth:`release`
-    (then passes everything through): a read that skipped an image is dropped unheard."""
+    """A :data:`Notify` that holds notices (unreadable blocks met while building the
+    layers) until :meth:`release`, then passes everything through: a zarr-free read
+    that is given up is dropped unheard."""
 
     def __init__(self, notify: Notify) -> None:
         self.notify = notify
         self.held: list[tuple[str, str]] | None = []
-        self.skipped = False
+        self._lock = threading.Lock()
 
     def __call__(self, level: str, message: str) -> None:
-        if self.held is None:
-            self.notify(level, message)
-            return
-        self.skipped = self.skipped or message.startswith("napari-n5zarr: skipped")
-        self.held.append((level, message))
+        with self._lock:
+            if self.held is not None:
+                self.held.append((level, message))
+                return
+        self.notify(level, message)
 
     def release(self) -> None:
-        held, self.held = self.held or [], None
+        with self._lock:
+            held, self.held = self.held or [], None
         for level, message in held:
             self.notify(level, message)
 
@@ -199,24 +203,32 @@ def _layers_of(
     max_layers: int | None,
     too_many: TooMany,
 ) -> list[LayerData]:
-    """Layer data tuples for what :func:`find_multiscales` found under ``node``."""
+    """Layer data tuples for what :func:`find_multiscales` found under ``node``; what
+    could not be shown is notified."""
     if found.too_many:
         return too_many(source or name, f"more than {max_layers} images", notify)
+    layers, problems = _build_layers(node, found, source=source, report=_block_reporter(notify))
+    for problem in problems:
+        notify("warning", f"napari-n5zarr: skipped {problem}")
+    if not found.multiscales and not problems:
+        notify("warning", f"napari-n5zarr: no N5 dataset found in {source or name}")
+    return layers
+
+
+def _build_layers(
+    node: zarr.Array | zarr.Group | LocalNode, found: Found, *, source: str, report: Callable[[str], None]
+) -> tuple[list[LayerData], list[str]]:
+    """(layer data tuples, ``"path: reason"`` of every image that could not be shown)."""
     problems = list(found.problems)
-    report = _block_reporter(notify)
     layers: list[Any] = []  # full (data, kwargs, layer_type) tuples with mutable kwargs
     for ms in found.multiscales:
         try:
             layers.append(layer_data(node, ms, source=source, report=report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'
             problems.append(spatial.describe_error(ms.name, exc))
-    for problem in problems:
-        notify("warning", f"napari-n5zarr: skipped {problem}")
-    if not found.multiscales and not problems:
-        notify("warning", f"napari-n5zarr: no N5 dataset found in {source or name}")
     layers.sort(key=lambda layer: layer[2] == "labels")  # labels drawn over images
     _color_channels(layers)
-    return layers
+    return layers, problems
 
 
 def _block_reporter(notify: Notify) -> Callable[[str], None]:
