@@ -30,7 +30,7 @@ def count_reads(monkeypatch):
         return original(p, *args, **kwargs)
 
     monkeypatch.setattr(local, "_get", counting)
-    import napari_n5zarr.storage.local as safe  # SafeLocalStore reads files itself
+    import napari_n5zarr.storage.files as safe  # SafeLocalStore and the zarr-free reader read files themselves
 
     original_safe = safe.read_regular_file
 

@@ -456,7 +456,7 @@ def test_opening_a_huge_pyramid_reads_metadata_and_the_coarsest_level_only(conta
     tile = np.full((64, 64), 9, "uint8")
     group["s3"][2048:2112, 1024:1088, 100] = tile.T  # one block of s3 holds data
 
-    import napari_n5zarr.storage.local as local  # every local read goes through read_regular_file
+    import napari_n5zarr.storage.files as local  # every local read goes through read_regular_file
 
     reads: list[str] = []
     original = local.read_regular_file

@@ -19,7 +19,7 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError
-from napari_n5zarr.n5 import bounded, lz4block
+from napari_n5zarr.n5 import bounded, lz4stream
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.header import encode_header
 from napari_n5zarr.n5.metadata import attributes_to_zarr
@@ -171,13 +171,13 @@ def test_multi_member_gzip_reads_and_forged_isize_is_bounded() -> None:
 
 
 def test_lz4block_stream_declaring_more_than_the_block_is_refused_before_allocation() -> None:
-    piece = struct.pack("<8sBiii", lz4block.MAGIC, 0x20, 10, 1 << 30, 0) + bytes(10)
+    piece = struct.pack("<8sBiii", lz4stream.MAGIC, 0x20, 10, 1 << 30, 0) + bytes(10)
     with pytest.raises(N5BlockError, match="declares more than the 64 bytes"):
-        lz4block.decompress(piece, max_size=64, exact=True)
+        lz4stream.decompress(piece, max_size=64, exact=True)
     with pytest.raises(N5BlockError, match="no end mark"):
-        lz4block.decompress(lz4block.compress(bytes(64))[:-21], max_size=64, exact=True)
+        lz4stream.decompress(lz4stream.compress(bytes(64))[:-21], max_size=64, exact=True)
     with pytest.raises(N5BlockError, match="stray bytes"):
-        lz4block.decompress(lz4block.compress(bytes(64)) + b"x", max_size=64, exact=True)
+        lz4stream.decompress(lz4stream.compress(bytes(64)) + b"x", max_size=64, exact=True)
 
 
 def test_zstd_frame_declaring_another_size_is_refused_before_decoding() -> None:

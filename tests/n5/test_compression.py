@@ -106,3 +106,34 @@ def test_export_compression_round_trips_and_blosc_shuffles_elements(dtype, compr
     np.testing.assert_array_equal(codec.decode_block(stored, dtype, 3), block)
     if compression["type"] == "blosc":
         assert stored[16 + 3] == np.dtype(dtype).itemsize  # blosc header byte 3: typesize
+
+
+ZARR_EDGE_CASES = [
+    *({"type": "zstd", "level": v} for v in (-131072, -1, 0, 3, 22, 23, 99, 2**40)),
+    {"type": "zstd", "level": 3, "checksum": True},
+    *({"type": "lz4", "blockSize": v} for v in (1, 63, 64, 65536, 2**25, 2**25 + 1, 2**40)),
+    *({"type": "blosc", "cname": "lz4", "clevel": v, "blocksize": b} for v in (-3, 0, 9, 100) for b in (-1, 0, 2**40)),
+    *({"type": "xz", "preset": v} for v in (-5, 0, 9, 100)),
+    *({"type": "bzip2", "blockSize": v} for v in (-1, 0, 1, 9, 100)),
+    *({"type": "gzip", "level": v, "useZlib": z} for v in (-1, 0, 9) for z in (False, True)),
+    {"type": "raw"},
+]
+
+
+@pytest.mark.parametrize("compression", ZARR_EDGE_CASES, ids=lambda c: "-".join(map(str, c.values())))
+def test_zarr_refuses_exactly_what_zarr_refuses(compression: dict) -> None:
+    """The zarr-free reader trusts zarr_refuses() instead of building zarr's metadata: it
+    must say True exactly where zarr refuses the dataset (then zarr's path reports it)."""
+    from napari_n5zarr.errors import N5MetadataError
+    from napari_n5zarr.n5.compression import zarr_refuses
+    from napari_n5zarr.n5.model import N5DatasetMetadata
+
+    fields = {"dimensions": (8, 8), "block_size": (4, 4), "data_type": "uint16", "compression": compression}
+    N5DatasetMetadata(**fields, check_zarr=False)  # N5's own checks accept every case here
+    try:
+        N5DatasetMetadata(**fields)
+        refused = False
+    except N5MetadataError as e:
+        assert "zarr cannot represent" in str(e)
+        refused = True
+    assert zarr_refuses(compression) == refused

@@ -80,10 +80,10 @@ def test_corrupt_compressed_block_refused(tmp_path: Path) -> None:
 
 
 def test_lz4_checksum_mismatch_refused(tmp_path: Path) -> None:
-    from napari_n5zarr.n5 import lz4block
+    from napari_n5zarr.n5 import lz4stream
 
     ds = make_dataset(tmp_path / "d", {"compression": {"type": "lz4", "blockSize": 65536}})
-    stream = bytearray(lz4block.compress(np.arange(12, dtype=">u2").tobytes()))
+    stream = bytearray(lz4stream.compress(np.arange(12, dtype=">u2").tobytes()))
     stream[17] ^= 0xFF  # checksum field of the first piece
     put_block(ds, encode_header((4, 3)) + bytes(stream))
     with pytest.raises(N5BlockError, match="checksum"):

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.read.levels import contrast_limits
-from napari_n5zarr.read.locate import resolve
-from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
+from napari_n5zarr.read.locate import Source, resolve
+from napari_n5zarr.read.multiscale import (
+    Found,
+    find_multiscales,
+    is_rgb,
+    levels_for,
+    storage_blocks,
+)
 from napari_n5zarr.spatial import Multiscale
 from napari_n5zarr.storage.location import display_name
 
@@ -25,6 +32,8 @@ if TYPE_CHECKING:
     import napari
     import zarr
     from npe2.types import LayerData
+
+    from napari_n5zarr.read.local import LocalNode
 
 Notify = Callable[[str, str], None]
 TooMany = Callable[[str, str, Notify], list["LayerData"]]
@@ -63,9 +72,13 @@ def location_layers(
     too_many: TooMany = say_too_many,
 ) -> list[LayerData]:
     """Layers for one path or URL (see :func:`napari_n5zarr._napari.reader.read_path`);
-    problems go to ``notify``, never raised."""
+    problems go to ``notify``, never raised. A local N5 folder is read without zarr
+    where it can be (:func:`_local_layers`), else opened with :func:`napari_n5zarr.open`."""
     source = resolve(path)
     target = source.target
+    local = _local_layers(source, notify, max_layers=max_layers, too_many=too_many)
+    if local is not None:
+        return local
     try:
         import napari_n5zarr
 
@@ -84,6 +97,60 @@ def location_layers(
         max_layers=max_layers,
         too_many=too_many,
     )
+
+
+def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too_many: TooMany) -> list[LayerData] | None:
+    """The layers of a local N5 folder read without importing zarr
+    (:mod:`napari_n5zarr.read.local`): the same pyramids, layer tuples and notices as
+    through zarr. None where zarr must open it: not a local N5 folder, a BigDataViewer
+    XML's voxel sizes, time points, or any problem (zarr's path then says what it is)."""
+    from napari_n5zarr.read.local import NeedsZarr, open_local
+
+    if source.bdv_setups is not None:
+        return None
+    node = open_local(source.target)
+    if node is None:
+        return None
+    try:
+        if max_layers is not None and not node.is_array and len(node.entries()) > MAX_CHILDREN:
+            return too_many(source.target, f"more than {MAX_CHILDREN} entries", notify)
+        found = find_multiscales(node, source.name, limit=max_layers)
+    except (NeedsZarr, Exception):  # noqa: BLE001 (anything unusual: the zarr path reads it and says what is wrong)
+        return None
+    if found.problems or not (found.multiscales or found.too_many) or any(ms.time_paths for ms in found.multiscales):
+        return None
+    if found.too_many:
+        return too_many(source.target, f"more than {max_layers} images", notify)
+    held = _HeldNotices(notify)
+    layers, problems = _build_layers(node, found, source=source.target, report=_block_reporter(held))
+    if problems:  # an image could not be shown: zarr's path reads it all again and says why
+        return None
+    held.release()
+    return layers
+
+
+class _HeldNotices:
+    """A :data:`Notify` that holds notices (unreadable blocks met while building the
+    layers) until :meth:`release`, then passes everything through: a zarr-free read
+    that is given up is dropped unheard."""
+
+    def __init__(self, notify: Notify) -> None:
+        self.notify = notify
+        self.held: list[tuple[str, str]] | None = []
+        self._lock = threading.Lock()
+
+    def __call__(self, level: str, message: str) -> None:
+        with self._lock:
+            if self.held is not None:
+                self.held.append((level, message))
+                return
+        self.notify(level, message)
+
+    def release(self) -> None:
+        with self._lock:
+            held, self.held = self.held or [], None
+        for level, message in held:
+            self.notify(level, message)
 
 
 def missing_extra_message(exc: BaseException) -> str:
@@ -123,23 +190,45 @@ def layers_from_node(
     ``max_layers`` pyramids: no layers (see :func:`read_path`)."""
     notify = notify_napari if notify is None else notify
     found = find_multiscales(node, name, inherited=inherited, bdv_setups=bdv_setups, limit=max_layers)
+    return _layers_of(node, found, name=name, source=source, notify=notify, max_layers=max_layers, too_many=too_many)
+
+
+def _layers_of(
+    node: zarr.Array | zarr.Group | LocalNode,
+    found: Found,
+    *,
+    name: str,
+    source: str,
+    notify: Notify,
+    max_layers: int | None,
+    too_many: TooMany,
+) -> list[LayerData]:
+    """Layer data tuples for what :func:`find_multiscales` found under ``node``; what
+    could not be shown is notified."""
     if found.too_many:
         return too_many(source or name, f"more than {max_layers} images", notify)
+    layers, problems = _build_layers(node, found, source=source, report=_block_reporter(notify))
+    for problem in problems:
+        notify("warning", f"napari-n5zarr: skipped {problem}")
+    if not found.multiscales and not problems:
+        notify("warning", f"napari-n5zarr: no N5 dataset found in {source or name}")
+    return layers
+
+
+def _build_layers(
+    node: zarr.Array | zarr.Group | LocalNode, found: Found, *, source: str, report: Callable[[str], None]
+) -> tuple[list[LayerData], list[str]]:
+    """(layer data tuples, ``"path: reason"`` of every image that could not be shown)."""
     problems = list(found.problems)
-    report = _block_reporter(notify)
     layers: list[Any] = []  # full (data, kwargs, layer_type) tuples with mutable kwargs
     for ms in found.multiscales:
         try:
             layers.append(layer_data(node, ms, source=source, report=report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'
             problems.append(spatial.describe_error(ms.name, exc))
-    for problem in problems:
-        notify("warning", f"napari-n5zarr: skipped {problem}")
-    if not found.multiscales and not problems:
-        notify("warning", f"napari-n5zarr: no N5 dataset found in {source or name}")
     layers.sort(key=lambda layer: layer[2] == "labels")  # labels drawn over images
     _color_channels(layers)
-    return layers
+    return layers, problems
 
 
 def _block_reporter(notify: Notify) -> Callable[[str], None]:
@@ -155,7 +244,7 @@ def _block_reporter(notify: Notify) -> Callable[[str], None]:
 
 
 def layer_data(
-    node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
+    node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
 ) -> LayerData:
     """One (data, kwargs, layer_type) tuple; lazy levels in napari order (..., z, y, x).
 

@@ -33,14 +33,16 @@ from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
+from napari_n5zarr.n5.blocks import (
+    CheckedDecompress,
+    block_values,
+    decode_block,
+    raw_payload,
+    validated_header,
+)
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
-from napari_n5zarr.n5.header import (
-    BlockHeader,
-    encode_header,
-    parse_header,
-    require_default_mode,
-)
+from napari_n5zarr.n5.header import encode_header
 
 if TYPE_CHECKING:
     from typing import Self
@@ -247,35 +249,40 @@ class N5DefaultCodec(ArrayBytesCodec):
             If the block is not a default-mode block of ``ndim`` dimensions, its payload
             is corrupt, or it does not decode to exactly what its header shape needs.
         """
-        raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
-        try:
-            header = _validated_header(raw, ndim)
-            return self._payload_to_array(raw[header.size :], header.shape, np.dtype(dtype))
-        except N5BlockError as e:
-            raise located(e, where) from None
+        return decode_block(data, dtype, ndim, where, self._decompress)
+
+    @cached_property
+    def _checked_fast(self) -> CheckedDecompress | None:
+        comp = self.compressor
+        fast = self._fast_decompress
+        return None if comp is None or fast is None else CheckedDecompress(_name(comp), fast)
+
+    def _decompress(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
+        """Exactly ``nbytes`` decompressed: the compression table's bounded decompression
+        for every N5 compression (:mod:`napari_n5zarr.n5.blocks`), else the inner zarr codec
+        (Zarr-only arrays), checked to give exactly ``nbytes``."""
+        if self.compressor is None:
+            return raw_payload(payload, nbytes)
+        checked = self._checked_fast
+        if checked is None:  # a codec N5 has no name for (Zarr-only arrays)
+            checked = CheckedDecompress(_name(self.compressor), self._inner_decompress)
+        return checked(payload, nbytes)
+
+    def _inner_decompress(self, data: memoryview, nbytes: int) -> np.ndarray:
+        """The inner zarr codec's decode: its sync protocol, else its public async API
+        (from this non-loop thread)."""
+        payload = np.frombuffer(data, dtype=np.uint8)
+        if not self._sync_capable:
+            return sync(self._inner_decode_async(payload, nbytes))
+        comp = cast("SupportsSyncCodec[Buffer, Buffer]", self.compressor)
+        out = comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
+        payload = out.as_numpy_array().view(np.uint8).reshape(-1)
+        bounded.raw_check(payload.data, nbytes)
+        return payload
 
     def _payload_to_array(self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decompress to exactly what ``shape`` needs (more or less is corrupt) and view it."""
-        nbytes = math.prod(shape) * dtype.itemsize
-        comp = self.compressor
-        if comp is None:
-            bounded.raw_check(payload.data, nbytes)
-        else:
-            try:
-                if self._fast_decompress is not None:  # every N5 compression: bounded, exact
-                    payload = np.frombuffer(self._fast_decompress(payload.data, nbytes), dtype=np.uint8)
-                elif self._sync_capable:  # a codec N5 has no name for (Zarr-only arrays)
-                    sync_comp = cast("SupportsSyncCodec[Buffer, Buffer]", comp)
-                    out = sync_comp._decode_sync(CPUBuffer.from_array_like(payload), _bytes_spec(nbytes))
-                    payload = out.as_numpy_array().view(np.uint8).reshape(-1)
-                    bounded.raw_check(payload.data, nbytes)
-                else:  # no sync protocol: its public async API, from this (non-loop) thread
-                    payload = sync(self._inner_decode_async(payload, nbytes))
-            except N5BlockError:
-                raise
-            except Exception as e:  # corrupt data: say so, not a deep library traceback
-                raise N5BlockError(f"cannot decompress ({_name(comp)}): {e}") from None
-        return _view(payload, shape, dtype)
+        return block_values(self._decompress(payload, math.prod(shape) * dtype.itemsize), shape, dtype)
 
     async def _inner_decode_async(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
         comp = self.compressor
@@ -298,7 +305,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         chunk_shape = chunk_spec.shape
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
         try:
-            header = _validated_header(raw, len(chunk_shape), chunk_shape)
+            header = validated_header(raw, len(chunk_shape), chunk_shape)
             block = self._payload_to_array(raw[header.size :], header.shape, chunk_spec.dtype.to_native_dtype())
         except N5BlockError as e:  # name the block: our store labels the buffers it returns
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
@@ -343,7 +350,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         dtype = chunk_spec.dtype.to_native_dtype()
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
         try:
-            header = _validated_header(raw, len(chunk_shape), chunk_shape)
+            header = validated_header(raw, len(chunk_shape), chunk_shape)
             nbytes = math.prod(header.shape) * dtype.itemsize
             try:
                 payload = await self._inner_decode_async(raw[header.size :], nbytes)
@@ -353,7 +360,7 @@ class N5DefaultCodec(ArrayBytesCodec):
                 raise N5BlockError(f"cannot decompress ({_name(self.compressor)}): {e}") from None
         except N5BlockError as e:
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
-        block = _view(payload, header.shape, dtype)
+        block = block_values(payload, header.shape, dtype)
         if header.shape == tuple(chunk_shape):
             out = np.empty(chunk_shape, dtype=dtype)
             out[...] = block
@@ -468,13 +475,6 @@ def stored_values(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _view(payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """The decompressed payload as the block's values: a free view, no copy."""
-    stored = payload.view(dtype.newbyteorder(">") if dtype.itemsize > 1 else dtype)
-    # C order of the reversed shape == F order of the N5 shape: .T is a free view.
-    return stored.reshape(shape[::-1]).T
-
-
 def _padded(block: np.ndarray, chunk_spec: ArraySpec) -> np.ndarray:
     """A boundary block (header shape <= chunk shape) as a native chunk padded with the fill value."""
     chunk_shape = chunk_spec.shape
@@ -483,24 +483,6 @@ def _padded(block: np.ndarray, chunk_spec: ArraySpec) -> np.ndarray:
     region = tuple(slice(0, min(h, c)) for h, c in zip(block.shape, chunk_shape, strict=True))
     out[region] = block[region]
     return out
-
-
-def _validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None) -> BlockHeader:
-    """Parse a block header and refuse what cannot be array data, before any allocation.
-
-    Position-free (the codec never learns which block it decodes): the header shape may not
-    exceed the chunk shape on any axis. The store, which knows the key, checks more
-    (:meth:`~napari_n5zarr.n5.stores.N5DefaultStore._check_block`).
-    """
-    header = parse_header(raw)
-    require_default_mode(header.mode)
-    if ndim is not None and len(header.shape) != ndim:
-        raise N5BlockError(f"header has {len(header.shape)} dimensions, the array has {ndim}")
-    if any(s == 0 for s in header.shape):
-        raise N5BlockError(f"header shape {list(header.shape)} has a zero extent")
-    if chunk_shape is not None and any(h > c for h, c in zip(header.shape, chunk_shape, strict=True)):
-        raise N5BlockError(f"header shape {list(header.shape)} exceeds the block size {list(chunk_shape)}")
-    return header
 
 
 def _needs_typesize(codec: Any) -> bool:

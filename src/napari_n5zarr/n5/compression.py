@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from napari_n5zarr.errors import N5FormatError
-from napari_n5zarr.n5 import bounded, lz4block
+from napari_n5zarr.n5 import bounded, lz4stream
 
 JSONDict = dict[str, Any]
 
 _SHUFFLE_NAMES = ("noshuffle", "shuffle", "bitshuffle")
+ZSTD_MAX_LEVEL = 22
+"""zarr's zstd codec refuses higher levels (the N5 side takes any integer)."""
 _BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
 
 
@@ -141,6 +143,10 @@ class Compression:
     compress: Callable[[memoryview, JSONDict], bytes | bytearray] | None = None
     """Optional fast compression given the zarr codec configuration: ``data`` is the
     big-endian payload, its ``itemsize`` the element size (blosc's typesize)."""
+    zarr_refuses: Callable[[JSONDict], bool] = lambda c: False
+    """True for a zarr configuration (from ``to_zarr``) that the zarr codec refuses, though
+    N5 and the bounded decompression accept it: readers that skip zarr fall back to it
+    for those (so zarr's own message reports them). Checked against zarr in the tests."""
 
 
 COMPRESSIONS: tuple[Compression, ...] = (
@@ -179,11 +185,12 @@ COMPRESSIONS: tuple[Compression, ...] = (
     ),
     Compression(
         "lz4",
-        lz4block.CODEC_NAME,
+        lz4stream.CODEC_NAME,
         # z5py writes blockSize 6 (a level, not a size); Java's default is 65536.
-        lambda p: {"blockSize": max(_int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE), 64)},
-        lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
+        lambda p: {"blockSize": max(_int(p, "blockSize", lz4stream.DEFAULT_BLOCK_SIZE), 64)},
+        lambda c: {"blockSize": int(c.get("blockSize", lz4stream.DEFAULT_BLOCK_SIZE))},
         decompress=bounded.lz4_decompress,
+        zarr_refuses=lambda c: not lz4stream.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4stream.MAX_BLOCK_SIZE,
     ),
     Compression(
         "blosc",
@@ -200,6 +207,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda c: {"level": int(c.get("level", 0))},
         decompress=bounded.zstd_decompress,
         compress=_zstd_compress,
+        zarr_refuses=lambda c: c["level"] > ZSTD_MAX_LEVEL,
     ),
 )
 
@@ -262,6 +270,21 @@ def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], Any]
     """The table's bounded decompression for a zarr codec name (None: not an N5 compression)."""
     row = row_for_zarr_name(zarr_name)
     return None if row is None else row.decompress
+
+
+def n5_decompressor(compression: JSONDict) -> tuple[str | None, Callable[[memoryview, int], Any] | None]:
+    """(zarr codec name, bounded decompression) for an N5 compression object: what the
+    ``n5_default`` codec of such a dataset decodes with (the name is None for raw).
+    N5FormatError for a compression this table does not know."""
+    row = _row_for_n5(compression)
+    return row.zarr_name, row.decompress
+
+
+def zarr_refuses(compression: JSONDict) -> bool:
+    """True when zarr's codec would refuse this N5 compression object's zarr configuration
+    (see :attr:`Compression.zarr_refuses`); N5FormatError for one the table refuses itself."""
+    row = _row_for_n5(compression)
+    return row.zarr_refuses(row.to_zarr(compression))
 
 
 def fast_compressor(codec_json: JSONDict) -> Callable[[memoryview], bytes | bytearray] | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr.errors import N5MetadataError
@@ -219,8 +219,12 @@ class N5DatasetMetadata:
     version: str | None = None
     _compressor: JSONDict | None = field(init=False, repr=False, compare=False)
     """The Zarr v3 bytes->bytes codec (JSON) for ``compression``; None for raw."""
+    check_zarr: InitVar[bool] = True
+    """Also build zarr's own metadata from it (zarr refuses a few codec parameters N5
+    takes); False for readers that never load zarr (they fall back to zarr for those:
+    :func:`napari_n5zarr.n5.compression.zarr_refuses`)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, check_zarr: bool = True) -> None:
         dims = _dims(self.dimensions, DIMENSIONS, positive=False)
         block = _dims(self.block_size, BLOCK_SIZE, positive=True)
         if len(dims) != len(block):
@@ -247,7 +251,8 @@ class N5DatasetMetadata:
         compression = _compression_object(self.compression)
         object.__setattr__(self, "compression", compression)
         object.__setattr__(self, "_compressor", _zarr_compressor(compression))
-        _check_zarr_accepts(self.to_zarr_json())
+        if check_zarr:
+            _check_zarr_accepts(self.to_zarr_json())
 
     # -- reading --------------------------------------------------------------------------
     @classmethod
@@ -278,7 +283,7 @@ class N5DatasetMetadata:
         return cls._from_checked(doc, path)
 
     @classmethod
-    def _from_checked(cls, doc: JSONDict, path: str) -> Self:
+    def _from_checked(cls, doc: JSONDict, path: str, check_zarr: bool = True) -> Self:
         missing = [k for k in (DIMENSIONS, DATA_TYPE, BLOCK_SIZE) if k not in doc]
         if missing:
             raise N5MetadataError(f"{path}: N5 dataset attributes lack {missing}")
@@ -293,6 +298,7 @@ class N5DatasetMetadata:
                 compression=compression,
                 attributes=user_attributes(doc),
                 version=doc.get(VERSION_KEY),
+                check_zarr=check_zarr,
             )
         except N5MetadataError as e:
             raise _prefixed(path, e) from None
@@ -415,7 +421,7 @@ class N5DatasetMetadata:
         return N5DefaultCodec.from_dict(self.codec_json())
 
 
-def parse_attributes(doc: Any, path: str = "/") -> N5DatasetMetadata | N5GroupMetadata:
+def parse_attributes(doc: Any, path: str = "/", *, check_zarr: bool = True) -> N5DatasetMetadata | N5GroupMetadata:
     """The dataset or group an ``attributes.json`` document describes (see :func:`is_dataset`).
 
     Parameters
@@ -424,6 +430,8 @@ def parse_attributes(doc: Any, path: str = "/") -> N5DatasetMetadata | N5GroupMe
         The parsed JSON document.
     path
         The document's path or URL, put in front of every error message.
+    check_zarr
+        See :attr:`N5DatasetMetadata.check_zarr`.
 
     Raises
     ------
@@ -432,7 +440,7 @@ def parse_attributes(doc: Any, path: str = "/") -> N5DatasetMetadata | N5GroupMe
     """
     _check_document(doc, path)
     if is_dataset(doc):
-        return N5DatasetMetadata._from_checked(doc, path)
+        return N5DatasetMetadata._from_checked(doc, path, check_zarr)
     return N5GroupMetadata._from_checked(doc, path)
 
 

@@ -14,8 +14,8 @@ def ensure_codecs_registered() -> None:
     from zarr.registry import _codec_registries, register_codec
 
     from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec
-    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
+    from napari_n5zarr.n5.lz4stream import CODEC_NAME as LZ4_NAME
 
     register_codec(CODEC_NAME, N5DefaultCodec)
     register_codec(LZ4_NAME, LZ4BlockCodec)

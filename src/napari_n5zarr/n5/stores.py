@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import stat
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
@@ -25,10 +24,10 @@ from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
 from zarr.storage._utils import _normalize_byte_range_index
 
-from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
+from napari_n5zarr.errors import BLOCK_NAME_ATTR
+from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.describe import describe_store, store_location
-from napari_n5zarr.n5.header import MODE_DEFAULT, parse_header
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
@@ -175,18 +174,12 @@ class N5DefaultStore(_ReadsThroughGet):
             info = os.stat(os.path.join(root, key))
         except OSError:
             return  # missing (fill value) or unreadable: the store's own read decides
-        where = f"N5 block {key} in {self.container}"
+        where = block_name(key, self.container)
         if not stat.S_ISREG(info.st_mode):
             return  # FIFOs and devices: SafeLocalStore refuses them (N5StoreError naming the path)
         grid = self._array_grid.get(location[0])
         if grid is not None:
-            raw = math.prod(grid[1]) * grid[2]
-            limit = 2 * raw + 4 * len(grid[1]) + 65536
-            if info.st_size > limit:
-                raise N5BlockError(
-                    f"{where}: block file of {info.st_size} bytes; a {list(grid[1])} block of "
-                    f"{grid[2]}-byte elements needs at most {limit} in any N5 compression"
-                )
+            check_block_file_size(info.st_size, grid[1], grid[2], where)
 
     def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
         """(array prefix, grid index) when ``key`` is a block of an array read so far."""
@@ -220,18 +213,10 @@ class N5DefaultStore(_ReadsThroughGet):
         location = self._block_location(key)
         if location is None:
             return value
-        where = f"N5 block {key} in {self.container}"
+        where = block_name(key, self.container)
         prefix, index = location
-        head = value.as_numpy_array()
-        try:
-            header = parse_header(head)
-            grid = self._array_grid.get(prefix)
-            # Position checks for default-mode headers only: the mode itself is the codec's
-            # check (n5.header.require_default_mode), which sees the name set below.
-            if header.mode == MODE_DEFAULT and grid is not None and len(header.shape) == len(index) == len(grid[0]):
-                _check_position(header.shape, index, grid[0], grid[1])
-        except N5BlockError as e:
-            raise located(e, where) from None
+        grid = self._array_grid.get(prefix)
+        check_block_header(value.as_numpy_array(), index, grid[:2] if grid is not None else None, where)
         try:
             setattr(value, BLOCK_NAME_ATTR, where)
         except AttributeError:  # a buffer class with __slots__: errors then lack the name
@@ -410,23 +395,3 @@ class ImplicitGroupStore(_ReadsThroughGet):
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         if not await self._store.exists(key):
             await self._store.set(key, value)
-
-
-def _check_position(
-    header: tuple[int, ...], index: tuple[int, ...], shape: tuple[int, ...], block: tuple[int, ...]
-) -> None:
-    """Only edge blocks may be truncated, and only to the array's extent (all axes at once,
-    as n5-java and z5py write them); any other header shape is corrupt."""
-    if header == block:
-        return
-    inside = tuple(max(0, min(b, n - i * b)) for i, n, b in zip(index, shape, block, strict=True))
-    if header == inside:
-        return
-    if inside == block:
-        raise N5BlockError(
-            f"header shape {list(header)} in an interior block; it must be the block size {list(block)}"
-        )
-    raise N5BlockError(
-        f"header shape {list(header)} is neither the block size {list(block)} nor the "
-        f"array's extent in this edge block {list(inside)}"
-    )

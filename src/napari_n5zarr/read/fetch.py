@@ -32,15 +32,19 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from napari_n5zarr.errors import N5BlockError, located
+from napari_n5zarr.n5.blocks import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 
 if TYPE_CHECKING:
     import zarr
+
+    from napari_n5zarr.read.local import LocalNode
 
 MAX_REGION_BLOCKS = 4096
 """Regions touching more blocks than this are left to zarr (tiny blocks: per-block work dominates)."""
@@ -116,6 +120,18 @@ def _inner_stores(store: Any) -> list[Any]:
     return chain
 
 
+def _n5_key(index: tuple[int, ...]) -> str:
+    """An N5 block's key below its dataset (N5 order index; zarr's ``v2`` encoding with ``/``)."""
+    return "/".join(map(str, index))
+
+
+def _n5_decoder(compression: dict[str, Any]) -> Callable[[Any, np.dtype, int, str], np.ndarray]:
+    from napari_n5zarr.n5.blocks import decode_block, n5_decompress
+
+    decompress = n5_decompress(compression)
+    return lambda data, dtype, ndim, where: decode_block(data, dtype, ndim, where, decompress)
+
+
 def _is_local(store: Any) -> bool:
     """True for stores whose ``get_sync`` is a plain file or memory read (no event loop)."""
     from zarr.storage import LocalStore, MemoryStore
@@ -123,40 +139,67 @@ def _is_local(store: Any) -> bool:
     return isinstance(store, LocalStore | MemoryStore)
 
 
-class BlockSource:
-    """The decoded blocks of one ``n5_default`` zarr array, in napari order (reversed N5).
+@dataclass(frozen=True)
+class BlockLayout:
+    """What :class:`BlockSource` needs of an array, however it was opened (napari order:
+    reversed N5)."""
 
-    Build with :meth:`for_array` (None when the array is not one this path reads: other
-    codecs, sharding, irregular grids). :meth:`read` fills a region.
+    shape: tuple[int, ...]
+    blocks: tuple[int, ...]
+    dtype: np.dtype
+    fill: Any
+    encode_key: Callable[[tuple[int, ...]], str]
+    """Block index (N5 order) -> key below ``prefix``."""
+    decode_block: Callable[[Any, np.dtype, int, str], np.ndarray]
+    """``(stored bytes, dtype, ndim, where) -> block`` (N5 order view), as
+    :meth:`N5DefaultCodec.decode_block <napari_n5zarr.n5.codec.N5DefaultCodec.decode_block>`."""
+    prefix: str
+    """The array's path in its container (``"s0/"``), in block keys and cache keys."""
+    container: str
+    """Names the container in errors."""
+    token: int
+    """Cache key part unique to one opening of the container (:func:`store_token`)."""
+    get_sync: Callable[[str], Any] | None = None
+    """Stored bytes of a key (None: absent) read on the calling thread; None for stores
+    read through their event loop (:attr:`store`)."""
+    store: Any = None
+    """The zarr store, for asynchronous reads (remote stores)."""
+
+
+class BlockSource:
+    """The decoded blocks of one ``n5_default`` array, in napari order (reversed N5).
+
+    Build with :meth:`for_array` (a zarr array; None when it is not one this path reads:
+    other codecs, sharding, irregular grids) or :meth:`for_local_n5` (a dataset of a local
+    N5 folder, read without zarr). :meth:`read` fills a region.
     """
 
-    def __init__(self, array: zarr.Array, codec: Any, cache: BlockCache | None = None) -> None:
-        from napari_n5zarr.n5.describe import describe_store
-        from napari_n5zarr.n5.stores import N5DefaultStore
-
-        self.codec = codec
-        self.store = array.store_path.store
-        path = array.store_path.path.strip("/")
-        self.prefix = path + "/" if path else ""
-        self.shape = tuple(int(s) for s in array.shape)[::-1]
-        self.blocks = tuple(int(b) for b in array.chunks)[::-1]
+    def __init__(self, layout: BlockLayout, cache: BlockCache | None = None) -> None:
+        self.layout = layout
+        self.store = layout.store
+        self.prefix = layout.prefix
+        self.shape = layout.shape
+        self.blocks = layout.blocks
         self.ndim = len(self.shape)
-        self.dtype = np.dtype(array.dtype)
-        fill = array.fill_value
-        self.fill = fill if fill is not None else 0
-        self._encode_key = array.metadata.encode_chunk_key
+        self.dtype = layout.dtype
+        self.fill = layout.fill
+        self.container = layout.container
+        self.synchronous = layout.get_sync is not None
+        self.token = layout.token
+        self._encode_key = layout.encode_key
+        self._decode_block = layout.decode_block
+        self._get_sync = layout.get_sync
         self._cache = cache
-        chain = _inner_stores(self.store)
-        n5 = next((s for s in chain if isinstance(s, N5DefaultStore)), None)
-        self.container = n5.container if n5 is not None else describe_store(chain[-1])
-        self.synchronous = all(hasattr(s, "get_sync") for s in chain) and _is_local(chain[-1])
-        self.token = store_token(self.store)
         self._lock = threading.Lock()
         self._last_z: dict[tuple[tuple[int, int], ...], int] = {}  # region (but z) -> last z start read
 
     @classmethod
     def for_array(cls, array: zarr.Array, cache: BlockCache | None = None) -> BlockSource | None:
+        """The block path of a zarr ``n5_default`` array: its bytes fetched through the
+        array's store chain (the N5 Default Store's checks apply), decoded by its codec."""
         from napari_n5zarr.n5.codec import N5DefaultCodec
+        from napari_n5zarr.n5.describe import describe_store
+        from napari_n5zarr.n5.stores import N5DefaultStore
 
         try:
             codecs = tuple(getattr(array.metadata, "codecs", ()))  # Zarr v2 arrays have none
@@ -164,9 +207,52 @@ class BlockSource:
                 return None
             if getattr(array.metadata.chunk_grid, "chunk_shape", None) is None:  # regular grids only
                 return None
-            return cls(array, codecs[0], cache)
+            store = array.store_path.store
+            path = array.store_path.path.strip("/")
+            chain = _inner_stores(store)
+            n5 = next((s for s in chain if isinstance(s, N5DefaultStore)), None)
+            fill = array.fill_value
+            synchronous = all(hasattr(s, "get_sync") for s in chain) and _is_local(chain[-1])
+            layout = BlockLayout(
+                shape=tuple(int(s) for s in array.shape)[::-1],
+                blocks=tuple(int(b) for b in array.chunks)[::-1],
+                dtype=np.dtype(array.dtype),
+                fill=fill if fill is not None else 0,
+                encode_key=array.metadata.encode_chunk_key,
+                decode_block=codecs[0].decode_block,
+                prefix=path + "/" if path else "",
+                container=n5.container if n5 is not None else describe_store(chain[-1]),
+                token=store_token(store),
+                get_sync=store.get_sync if synchronous else None,  # type: ignore[attr-defined]
+                store=store,
+            )
         except (AttributeError, TypeError, ValueError, NotImplementedError):
             return None
+        return cls(layout, cache)
+
+    @classmethod
+    def for_local_n5(cls, dataset: LocalNode, cache: BlockCache | None = None) -> BlockSource:
+        """The block path of a dataset of a local N5 folder, without zarr: block files read
+        with ``os`` calls under the same checks, and errors in the same words, as the N5
+        Default Store over a :class:`~napari_n5zarr.storage.local.SafeLocalStore`
+        (:mod:`napari_n5zarr.n5.blocks`, :mod:`napari_n5zarr.storage.files`); decoded by
+        the same decoder as the ``n5_default`` codec. The cache token is the opening's
+        (:class:`~napari_n5zarr.read.local.LocalContainer`, from the same counter as store
+        tokens): a container opened again never sees blocks cached for an earlier opening."""
+        meta = dataset.metadata
+        layout = BlockLayout(
+            shape=meta.dimensions[::-1],
+            blocks=meta.block_size[::-1],
+            dtype=np.dtype(meta.data_type),
+            fill=0,  # N5 has no fill value: absent blocks read as 0 (the Zarr v3 view's fill_value)
+            encode_key=_n5_key,
+            decode_block=_n5_decoder(meta.compression),
+            prefix=dataset.prefix,
+            container=dataset.container.name,
+            token=dataset.container.token,
+            get_sync=dataset.read_block,
+        )
+        return cls(layout, cache)
 
     @property
     def cache(self) -> BlockCache:
@@ -178,7 +264,7 @@ class BlockSource:
         return self.prefix + self._encode_key(tuple(int(c) for c in cell[::-1]))
 
     def where(self, key: str) -> str:
-        return f"N5 block {key} in {self.container}"
+        return block_name(key, self.container)
 
     def decode(self, raw: Any, key: str) -> np.ndarray:
         """The block in ``raw`` (bytes with header), napari order, read-only, in the stored
@@ -188,7 +274,7 @@ class BlockSource:
         Its shape is the header's (reversed): truncated edge blocks stay truncated."""
         where = self.where(key)
         data = raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
-        block = self.codec.decode_block(data, self.dtype, self.ndim, where)  # N5 order view
+        block = self._decode_block(data, self.dtype, self.ndim, where)  # N5 order view
         header = block.shape
         chunk = self.blocks[::-1]
         if any(h > c for h, c in zip(header, chunk, strict=True)):  # as the codec refuses it in zarr's path
@@ -203,7 +289,7 @@ class BlockSource:
         """Decoded block, None (absent) or the exception that prevented reading it."""
         key = self.key(cell)
         try:
-            raw = self.store.get_sync(key)  # type: ignore[attr-defined]  # checked: self.synchronous
+            raw = self._get_sync(key)  # type: ignore[misc]  # checked: self.synchronous
             return None if raw is None else self.decode(raw, key)
         except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
             return exc

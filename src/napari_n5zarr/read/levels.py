@@ -81,22 +81,53 @@ class _Level:
 class LevelReader(_Level):
     """A zarr array seen in napari order (basic indexing only): ``n5_default`` arrays are
     transposed, plain Zarr arrays kept in their own C order. Reads that fail are retried
-    block by block; unreadable blocks become the fill value and go to ``report`` once."""
+    block by block; unreadable blocks become the fill value and go to ``report`` once.
+
+    :meth:`over_source` builds one over a :class:`~napari_n5zarr.read.fetch.BlockSource`
+    alone (a local N5 dataset read without zarr): the zarr array is opened only when a
+    read needs it (strided, tiny blocks, a failed read retried block by block)."""
 
     def __init__(self, array: zarr.Array, *, n5_order: bool, report: Report | None = None) -> None:
-        self.array = array
-        self.n5_order = n5_order
         shape = tuple(int(s) for s in array.shape)
-        self.shape = shape[::-1] if n5_order else shape
-        self.dtype = np.dtype(array.dtype)
-        self.ndim = len(shape)
         blocks = tuple(int(b) for b in array.chunks)
-        self.storage_blocks = blocks[::-1] if n5_order else blocks  # storage block, napari order
+        source = BlockSource.for_array(array) if n5_order else None
+        self._setup(shape[::-1] if n5_order else shape, blocks[::-1] if n5_order else blocks, np.dtype(array.dtype),
+                    n5_order=n5_order, source=source, report=report)  # fmt: skip
+        self._array: zarr.Array | None = array
+        self._open_array: Callable[[], zarr.Array] | None = None
+
+    @classmethod
+    def over_source(cls, source: BlockSource, *, open_array: Callable[[], zarr.Array], report: Report | None = None) -> Any:
+        """A reader (of this class) over ``source`` (N5 order storage); ``open_array()``
+        gives the same array through zarr, called once, when a read first needs it."""
+        reader = cls.__new__(cls)
+        reader._setup(source.shape, source.blocks, source.dtype, n5_order=True, source=source, report=report)
+        reader._array = None
+        reader._open_array = open_array
+        return reader
+
+    def _setup(self, shape: tuple[int, ...], blocks: tuple[int, ...], dtype: np.dtype, *, n5_order: bool,
+               source: BlockSource | None, report: Report | None) -> None:  # fmt: skip
+        self.n5_order = n5_order
+        self.shape = shape  # napari order
+        self.dtype = dtype
+        self.ndim = len(shape)
+        self.storage_blocks = blocks  # storage block, napari order
         self.report = report
         self._reported: set[str] = set()
         self._lock = threading.Lock()
-        self.source = BlockSource.for_array(array) if n5_order else None
+        self.source = source
         """The fast block path (``n5_default`` arrays), else None: zarr reads every region."""
+
+    @property
+    def array(self) -> zarr.Array:
+        """The zarr array (opened now if this reader was built over a block source)."""
+        if self._array is None:
+            with self._lock:
+                if self._array is None:
+                    assert self._open_array is not None
+                    self._array = self._open_array()
+        return self._array
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
@@ -161,9 +192,7 @@ class LevelReader(_Level):
     def to_dask(self) -> da.Array:
         """This level as a dask array (chunks from :func:`dask_chunks`), for dask users;
         napari gets the reader itself (no dask import, no scheduler on the open path)."""
-        shape, blocks = tuple(self.array.shape), tuple(self.array.chunks)
-        if not self.n5_order:
-            shape, blocks = shape[::-1], blocks[::-1]
+        shape, blocks = self.shape[::-1], self.storage_blocks[::-1]  # N5 order, whatever the storage order
         return _from_reader(self, dask_chunks(shape, blocks, self.dtype.itemsize, _task_bytes(self))[::-1])
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:

@@ -6,7 +6,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +78,62 @@ def n5_ordered(array: zarr.Array) -> bool:
 def _info(array: zarr.Array) -> ArrayInfo:
     shape = tuple(int(s) for s in array.shape)
     return ArrayInfo(dict(array.attrs), shape if n5_ordered(array) else shape[::-1], str(array.dtype))
+
+
+class NodeView:
+    """What the walk reads of a node (metadata only, never blocks). :func:`detect` sees
+    zarr nodes through :class:`_ZarrView`; :mod:`napari_n5zarr.read.local` offers a
+    zarr-free view of local N5 folders, so both give the same :class:`Multiscale` objects."""
+
+    is_array: bool
+    basename: str
+    """The node's name ("" at the root of what was opened)."""
+
+    def attrs(self) -> dict[str, Any]:
+        """The node's (user) attributes."""
+        raise NotImplementedError
+
+    def info(self) -> ArrayInfo:
+        """An array's shape (N5 order), dtype and attributes."""
+        raise NotImplementedError
+
+    def children(self, where: str, on_error: ErrorHandler) -> dict[str, NodeView]:
+        """A group's readable children; unreadable ones go to ``on_error(path, exc)``."""
+        raise NotImplementedError
+
+    def get(self, path: str) -> NodeView:
+        """The node at ``path`` below this group (KeyError, OSError or ValueError if none)."""
+        raise NotImplementedError
+
+    def ancestor_attrs(self) -> dict[str, Any]:
+        """Inheritable attributes of the node's ancestors, root first."""
+        raise NotImplementedError
+
+
+class _ZarrView(NodeView):
+    """A zarr node (any store) as the walk sees it."""
+
+    def __init__(self, node: zarr.Array | zarr.Group) -> None:
+        import zarr
+
+        self.node = node
+        self.is_array = isinstance(node, zarr.Array)
+        self.basename = node.basename or ""
+
+    def attrs(self) -> dict[str, Any]:
+        return dict(self.node.attrs)
+
+    def info(self) -> ArrayInfo:
+        return _info(self.node)  # type: ignore[arg-type]
+
+    def children(self, where: str, on_error: ErrorHandler) -> dict[str, NodeView]:
+        return {k: _ZarrView(v) for k, v in _children(self.node, where, on_error).items()}  # type: ignore[arg-type]
+
+    def get(self, path: str) -> NodeView:
+        return _ZarrView(self.node[path])  # type: ignore[index,arg-type]
+
+    def ancestor_attrs(self) -> dict[str, Any]:
+        return _ancestor_attrs(self.node)
 
 
 def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
@@ -165,26 +221,41 @@ def _parent_stores(store: Any) -> list[Any]:
 
 
 def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
-    """Inheritable attributes of N5 groups above the store's root, root first.
-
-    The walk stops above the first folder named ``*.n5`` or holding the ``"n5"`` version
-    key (the container root), and at the second folder in a row without attributes.json.
-    """
+    """Inheritable attributes of N5 groups above the store's root, root first (see
+    :func:`merge_outer_attrs`)."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    found: list[dict[str, Any]] = []
-    missing = 0
     try:
         parents = _parent_stores(node.store)
     except (OSError, ValueError, RuntimeError):  # an unresolvable path (symlink loop, ...): nothing to inherit
         return {}
-    for parent in parents:
-        try:
+
+    def reader(parent: Any) -> Callable[[], bytes | None]:
+        def read() -> bytes | None:
             raw = sync(parent.get(N5_JSON, default_buffer_prototype()))
-            doc = json.loads(raw.to_bytes()) if raw is not None else None
+            return raw.to_bytes() if raw is not None else None
+
+        return read
+
+    return merge_outer_attrs((str(getattr(p, "root", None) or getattr(p, "path", "")), reader(p)) for p in parents)
+
+
+def merge_outer_attrs(parents: Iterable[tuple[str, Callable[[], bytes | None]]]) -> dict[str, Any]:
+    """Inheritable attributes of the N5 groups above a container, root first, from
+    ``(folder, read its attributes.json or None)`` nearest first.
+
+    The walk stops above the first folder named ``*.n5`` or holding the ``"n5"`` version
+    key (the container root), and at the second folder in a row without attributes.json.
+    """
+    found: list[dict[str, Any]] = []
+    missing = 0
+    for where, read in parents:
+        try:
+            raw = read()
+            doc = json.loads(raw) if raw is not None else None
         except (OSError, ValueError):  # unreadable or not JSON: no attributes from this folder
-            logger.debug("no inheritable attributes from %s", parent, exc_info=True)
+            logger.debug("no inheritable attributes from %s", where, exc_info=True)
             doc = None
         if not isinstance(doc, dict):
             missing += 1
@@ -193,7 +264,6 @@ def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
             continue
         missing = 0
         found.append(_inherited(doc))
-        where = str(getattr(parent, "root", None) or getattr(parent, "path", ""))
         if "n5" in doc or where.rstrip("/").lower().endswith(".n5"):
             break
     merged: dict[str, Any] = {}
@@ -218,18 +288,16 @@ def _ancestor_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     return merged
 
 
-def _lookup(group: zarr.Group, paths: Iterable[str], known: Mapping[str, Any]) -> dict[str, ArrayInfo]:
+def _lookup(group: NodeView, paths: Iterable[str], known: Mapping[str, NodeView]) -> dict[str, ArrayInfo]:
     """ArrayInfo for the given relative paths that are arrays (nested paths allowed)."""
-    import zarr
-
     out = {}
     for p in paths:
         try:
-            node = known[p] if p in known else group[p]
+            node = known[p] if p in known else group.get(p)
         except (KeyError, OSError, ValueError):  # named by metadata but not there (or broken)
             continue
-        if isinstance(node, zarr.Array):
-            out[p] = _info(node)
+        if node.is_array:
+            out[p] = node.info()
     return out
 
 
@@ -282,7 +350,7 @@ def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
 
 
 def detect(
-    node: zarr.Array | zarr.Group,
+    node: zarr.Array | zarr.Group | NodeView,
     name: str | None = None,
     *,
     inherited: Attrs | None = None,
@@ -301,21 +369,20 @@ def detect(
     siblings are still described. With ``limit``, the walk stops once more than ``limit``
     pyramids were found (so ``len(result) > limit`` says "too many to show").
     """
-    import zarr
-
+    view = node if isinstance(node, NodeView) else _ZarrView(node)
     on_error = _logged(on_error or _warn)
-    base = name if name is not None else (node.basename or "")
-    inherited = {**_inherited(inherited), **_ancestor_attrs(node)}
-    if isinstance(node, zarr.Array):
-        info = _info(node)
-        cal = calibrate(info.attrs, len(info.shape), name=node.basename or "", inherited=inherited)
+    base = name if name is not None else view.basename
+    inherited = {**_inherited(inherited), **view.ancestor_attrs()}
+    if view.is_array:
+        info = view.info()
+        cal = calibrate(info.attrs, len(info.shape), name=view.basename, inherited=inherited)
         ms = _assemble([""], [info], [cal], cal.convention, info.attrs)
         return [_finish(ms, base, "")] if ms else []
-    return _detect_group(node, base, "", inherited, on_error, max_depth, limit)
+    return _detect_group(view, base, "", inherited, on_error, max_depth, limit)
 
 
 def _detect_group(
-    group: zarr.Group,
+    group: NodeView,
     label: str,
     prefix: str,
     inherited: Attrs,
@@ -323,12 +390,10 @@ def _detect_group(
     depth: int,
     limit: int | None = None,
 ) -> list[Multiscale]:
-    import zarr
-
-    attrs = dict(group.attrs)
-    children = _children(group, prefix, on_error)
-    arrays = {k: _info(v) for k, v in children.items() if isinstance(v, zarr.Array)}
-    groups = {k: v for k, v in children.items() if isinstance(v, zarr.Group)}
+    attrs = group.attrs()
+    children = group.children(prefix, on_error)
+    arrays = {k: v.info() for k, v in children.items() if v.is_array}
+    groups = {k: v for k, v in children.items() if not v.is_array}
     merged = {**inherited, **_inherited(attrs)}
     name = label or prefix
     found: list[Multiscale] = []
@@ -352,9 +417,9 @@ def _detect_group(
             used.update(k for k in groups if _TIMEPOINT.match(k))
     for key in setups:
         setup = groups[key]
-        sub = _children(setup, _join(prefix, key), on_error)
-        tgroups = {k: v for k, v in sub.items() if isinstance(v, zarr.Group)}
-        ms = _bdv(setup, dict(setup.attrs), tgroups, _join(prefix, key), merged, on_error)
+        sub = setup.children(_join(prefix, key), on_error)
+        tgroups = {k: v for k, v in sub.items() if not v.is_array}
+        ms = _bdv(setup, setup.attrs(), tgroups, _join(prefix, key), merged, on_error)
         if ms is not None:
             found.append(_finish(ms, _join(prefix, key), _join(prefix, key)))
             used.add(key)
@@ -366,7 +431,7 @@ def _detect_group(
             break
         path = _join(prefix, key)
         child = children[key]
-        if isinstance(child, zarr.Array):
+        if child.is_array:
             info = arrays[key]
             cal = calibrate(info.attrs, len(info.shape), name=key, inherited=merged)
             ms = _assemble([key], [info], [cal], cal.convention, info.attrs)
@@ -382,20 +447,18 @@ def _detect_group(
 
 
 def _bdv(
-    setup: zarr.Group,
+    setup: NodeView,
     setup_attrs: Attrs,
-    tgroups: Mapping[str, Any],
+    tgroups: Mapping[str, NodeView],
     prefix: str,
     inherited: Attrs,
     on_error: ErrorHandler,
 ) -> Multiscale | None:
-    import zarr
-
     timepoints = {}
     for key in sorted((k for k in tgroups if _TIMEPOINT.match(k)), key=_natural_key):
         tp = tgroups[key]
-        sub = _children(tp, _join(prefix, key), on_error)
-        arrays = {k: _info(v) for k, v in sub.items() if isinstance(v, zarr.Array)}
-        timepoints[key] = (dict(tp.attrs), arrays)
+        sub = tp.children(_join(prefix, key), on_error)
+        arrays = {k: v.info() for k, v in sub.items() if v.is_array}
+        timepoints[key] = (tp.attrs(), arrays)
     merged = {**inherited, **_inherited(setup_attrs)}
     return bdv_setup(setup_attrs, timepoints, merged)
