@@ -162,6 +162,13 @@ class N5Blocks:
             raise ExportCancelled("export cancelled")
 
     def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+        self.put(*self.stored(key, value))
+
+    def stored(self, key: tuple[slice, ...], value: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
+        """Grid index and stored values (:func:`stored_values`, napari order, big endian,
+        C order, padded for ``boundary="pad"``) of the one block ``value`` at ``key``.
+        Writers look at those contiguous values (e.g. to downsample them while they are in
+        cache) before :meth:`put` encodes and writes them."""
         self._check_cancel()
         start = tuple(s.start or 0 for s in key)
         index = tuple(st // b for st, b in zip(start, self.block, strict=True))
@@ -171,9 +178,12 @@ class N5Blocks:
         value = np.asarray(value, dtype=self.dtype)
         if self.boundary == "pad" and value.shape != self.block:  # zeros added: empty stays empty
             value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
-        payload = stored_values(value.T)  # the one copy (swap + transpose) of the block
+        return index, stored_values(value.T)  # the one copy (swap + transpose) of the block
+
+    def put(self, index: tuple[int, ...], payload: np.ndarray) -> None:
+        """Encode and write the block at grid ``index`` from its :meth:`stored` values."""
         if self.write_empty_blocks or _any_nonzero(payload):
-            encoded = self.codec.encode_payload(value.shape[::-1], payload)
+            encoded = self.codec.encode_payload(payload.shape[::-1], payload)
             with self.gate or contextlib.nullcontext():
                 self._check_cancel()  # encoding a big block takes a while: look again
                 store_set(self.store, self.key(index), encoded)
