@@ -329,9 +329,9 @@ def _write_blocks(
 
     With ``feed``: each block is also downsampled by ``step`` (blocks must downsample on
     their own as ``value`` does, see :func:`~napari_n5zarr.write.coarse.blockwise`) from its
-    stored values, while they are in cache and before they are compressed (the coarser
-    block may then be written by another thread meanwhile); ``feed(offset, piece)`` gets
-    each piece at its offset in the downsampled ``value``."""
+    stored values once written (C order and still in cache: cheaper than downsampling
+    ``value``, often a transposed view of the source, a second time); ``feed(offset, piece)``
+    gets each piece at its offset in the downsampled ``value``."""
     ranges = [range(0, n, b) for n, b in zip(value.shape, target.block, strict=True)]
     for offset in itertools.product(*ranges):
         src = tuple(slice(o, o + b) for o, b in zip(offset, target.block, strict=True))
@@ -341,10 +341,10 @@ def _write_blocks(
             target[key] = part
             continue
         assert step is not None
-        index, payload = target.stored(key, part)
-        values = payload[tuple(slice(0, n) for n in part.shape)]  # without the padding of boundary="pad"
+        target.keep_stored = True
+        target[key] = part
+        values = target.last_stored()[tuple(slice(0, n) for n in part.shape)]  # without boundary="pad"'s padding
         feed(tuple(o // f for o, f in zip(offset, step, strict=True)), pyramid.downsample_block(values, step, method))
-        target.put(index, payload)
 
 
 def is_local_scheduler(scheduler: Any) -> bool:
