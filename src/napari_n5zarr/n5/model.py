@@ -494,6 +494,7 @@ def _check_zarr_accepts(doc: JSONDict) -> None:
 
     from napari_n5zarr.n5.registry import ensure_codecs_registered
 
+    doc = {**doc, "attributes": {}}  # zarr checks all but the attributes
     try:
         key: str | None = json.dumps(doc, sort_keys=True)
     except (TypeError, ValueError):  # not plain JSON: checked every time
@@ -502,7 +503,7 @@ def _check_zarr_accepts(doc: JSONDict) -> None:
         return
     ensure_codecs_registered()
     try:
-        ArrayV3Metadata.from_dict({**doc, "attributes": {}})
+        ArrayV3Metadata.from_dict(doc)
     except N5MetadataError:
         raise
     except (ValueError, TypeError, KeyError, OverflowError) as e:
