@@ -178,9 +178,7 @@ class N5Blocks:
 
     def stored(self, key: tuple[slice, ...], value: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
         """Grid index and stored values (:func:`stored_values`, napari order, big endian,
-        C order, padded for ``boundary="pad"``) of the one block ``value`` at ``key``.
-        Writers look at those contiguous values (e.g. to downsample them while they are in
-        cache) before :meth:`put` encodes and writes them."""
+        C order, padded for ``boundary="pad"``) of the one block ``value`` at ``key``."""
         self._check_cancel()
         start = tuple(s.start or 0 for s in key)
         index = tuple(st // b for st, b in zip(start, self.block, strict=True))

@@ -57,7 +57,7 @@ class CoarseLevels:
         self.arrays = [np.empty(t.shape, dtype=t.dtype) for t in self.targets]
         # voxels still missing per block of each level; blocks not yet fed to the next level
         self._missing = [self._block_sizes(t) for t in self.targets]
-        self._unwritten = [t.nblocks for t in self.targets]
+        self._unfed = [t.nblocks for t in self.targets]
         self._lock = threading.Lock()
 
     @staticmethod
@@ -117,8 +117,8 @@ class CoarseLevels:
             self._fill(k + 1, start, pyramid.downsample_block(value, step, self.method))
             return
         with self._lock:
-            self._unwritten[k] -= 1
-            last = self._unwritten[k] == 0
+            self._unfed[k] -= 1
+            last = self._unfed[k] == 0
         if last:  # every block of the level is in (each was complete when handed out)
             self._fill(k + 1, (0,) * target.ndim, pyramid.downsample_block(self.arrays[k], step, self.method))
 

@@ -294,6 +294,7 @@ class PyramidRegions:
                 _write_blocks(target, start, value)
                 coarser = pyramid.downsample_block(value, step, self.method)
             elif last:  # each block's piece straight to the coarse levels
+                assert self.coarse is not None
                 _write_blocks(target, start, value, step, self.method, functools.partial(_add_at, self.coarse, below))
                 return
             else:  # each block's piece into the next level's region

@@ -118,10 +118,10 @@ def _integer_mean(block: np.ndarray, factors: Sequence[int]) -> np.ndarray:
     # rint(total / n), half to even, in integers: with total = q * n + r (floor division),
     # q + 1 when r > n / 2, or r == n / 2 and q is odd. Exact for negative sums too.
     shift = n.bit_length() - 1
-    odd = total >> shift
-    odd &= 1
-    odd += n // 2 - 1
-    total += odd  # no overflow: _accumulator leaves n / 2 of headroom
+    up = total >> shift
+    up &= 1
+    up += n // 2 - 1
+    total += up  # no overflow: _accumulator leaves n / 2 of headroom
     total >>= shift
     return total.astype(native, copy=False)
 
