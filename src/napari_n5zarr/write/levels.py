@@ -4,7 +4,9 @@ Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the 
 levels lies in one region), grouped into tasks of a few MiB. Each task writes its level-0
 blocks, downsamples in memory and writes the blocks of the next levels its regions
 determine: those pyramid levels cost no second read of anything, and every core
-compresses. In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
+compresses. Where blocks downsample on their own (even block sizes), each block is
+downsampled right after it is written, from its stored values (C order, still in cache)
+rather than from the source region (often a transposed view). In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
 (:mod:`~napari_n5zarr.write.workers`); dask arrays through ``dask.array.store``. The next
 level, when it fits :data:`ACCUM_BYTES`, is kept in memory with the coarser ones and their
 blocks are written as soon as they are complete (:mod:`~napari_n5zarr.write.coarse`);
