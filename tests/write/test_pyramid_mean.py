@@ -49,3 +49,43 @@ def test_integer_mean_is_the_same_for_every_memory_layout(dtype):
         for view in views:
             np.testing.assert_array_equal(pyramid.downsample_block(view, factors, "mean"), expected)
         np.testing.assert_array_equal(base, views[1])  # inputs untouched
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+@pytest.mark.parametrize(("shape", "factors"), [((9, 7, 6), (2, 2, 2)), ((6, 7), (2, 2)), ((5, 8, 6), (1, 1, 2)), ((4, 5, 6, 3), (2, 2, 2, 2))])
+def test_16_bit_sums_only_when_every_value_fits(byteorder, shape, factors):
+    """uint16 values below 2^16 / n are summed in 16 bits: at the limit, one value above
+    it (which takes the 32-bit sums), big endian (stored block values) or native, C order or
+    strided: always the window mean, in native byte order."""
+    n = int(np.prod(factors))
+    limit = (1 << 16) // n
+    rng = np.random.default_rng(5)
+    # 0xE000 among small values: only its high byte is set (a byte-order slip in the check
+    # would see 0x00E0 and sum in 16 bits, overflowing)
+    for low, high in [(limit - 8, limit - 1), (limit - 8, limit), (limit - 8, 65535), (0, 32), (0, 0xE000)]:
+        block = rng.integers(low, low + 8, shape).astype(f"{byteorder}u2")
+        block.reshape(-1)[rng.integers(block.size)] = high  # the one largest value, anywhere
+        for view in (block, np.pad(block, 2)[(slice(2, -2),) * block.ndim], block.T):
+            f = factors if view is not block.T else factors[::-1]
+            got = pyramid.downsample_block(view, f, "mean")
+            assert got.dtype == np.dtype("uint16") and got.dtype.isnative
+            np.testing.assert_array_equal(got, window_mean(view.astype("uint16"), f))
+
+
+@pytest.mark.parametrize("dtype", [">u2", ">i2", ">u4", ">i4", "i1", "u1"])
+def test_stored_block_values_give_the_native_mean(dtype):
+    """Big-endian input (an N5 block's stored values): the same means as native input."""
+    rng = np.random.default_rng(6)
+    info = np.iinfo(dtype)
+    native = rng.integers(info.min, info.max, (10, 9, 7), dtype=np.dtype(dtype).newbyteorder("="))
+    got = pyramid.downsample_block(native.astype(dtype), (2, 2, 2), "mean")
+    assert got.dtype.isnative
+    np.testing.assert_array_equal(got, window_mean(native, (2, 2, 2)))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32"])
+def test_negative_ties_round_half_to_even(dtype):
+    """Sums whose floor division by n leaves exactly n / 2: to the even neighbour."""
+    for values, expected in [([-1, -2], -2), ([-2, -3], -2), ([-3, -4], -4), ([0, -1], 0), ([-1, 0], 0)]:
+        block = np.array(values, dtype)
+        assert pyramid.downsample_block(block, (2,))[0] == expected, values

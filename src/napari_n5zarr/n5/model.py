@@ -488,17 +488,35 @@ def _zarr_compressor(compression: JSONDict) -> JSONDict | None:
         raise N5MetadataError(f"bad compression parameters {compression!r} ({e})") from None
 
 
+_ACCEPTED: set[str] = set()
+"""Documents zarr accepted (canonical JSON): an export builds each level's twice (plan,
+then publish), ~1 ms each, on the export's critical path."""
+
+
 def _check_zarr_accepts(doc: JSONDict) -> None:
     """Build zarr's own metadata object from ``doc`` so that parameters zarr refuses (a zstd
     level of 1000, ...) fail here, naming the file, rather than later in zarr."""
+    import json
+
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
     from napari_n5zarr.n5.registry import ensure_codecs_registered
 
+    doc = {**doc, "attributes": {}}  # zarr checks all but the attributes
+    try:
+        key: str | None = json.dumps(doc, sort_keys=True)
+    except (TypeError, ValueError):  # not plain JSON: checked every time
+        key = None
+    if key in _ACCEPTED:
+        return
     ensure_codecs_registered()
     try:
-        ArrayV3Metadata.from_dict({**doc, "attributes": {}})
+        ArrayV3Metadata.from_dict(doc)
     except N5MetadataError:
         raise
     except (ValueError, TypeError, KeyError, OverflowError) as e:
         raise N5MetadataError(f"zarr cannot represent this dataset: {e}") from None
+    if key is not None:
+        if len(_ACCEPTED) > 1024:
+            _ACCEPTED.clear()
+        _ACCEPTED.add(key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,8 +59,8 @@ def store_set(store: Store, key: str, value: bytes) -> None:
 
 def _any_nonzero(values: np.ndarray) -> bool:
     """``values.any()`` on contiguous values; integers as raw bytes (any byte order)."""
-    if values.dtype.kind in "iub":
-        return bool(values.reshape(-1).view(f"u{values.dtype.itemsize}").any())
+    if values.dtype.kind in "iub":  # OR of the bits: one pass, ~3x faster than any()
+        return bool(np.bitwise_or.reduce(values.reshape(-1).view(f"u{values.dtype.itemsize}")))
     return bool(values.any())  # floats: -0.0 is zero
 
 
@@ -133,6 +134,9 @@ class N5Blocks:
     progress: Progress | None = field(default=None, repr=False)
     cancel: Callable[[], bool] | None = field(default=None, repr=False)
     gate: WriteGate | None = field(default=None, repr=False)
+    keep_stored: bool = field(default=False, repr=False)
+    """Keep the stored values of each thread's last block written, for :meth:`last_stored`."""
+    _last: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def ndim(self) -> int:
@@ -154,7 +158,7 @@ class N5Blocks:
         return (type(self).__name__, str(self.store), self.prefix, self.shape, self.block, str(self.dtype))
 
     def __getstate__(self) -> dict[str, Any]:  # progress/cancel live in the calling process
-        return {**self.__dict__, "progress": None, "cancel": None, "gate": None}
+        return {**self.__dict__, "progress": None, "cancel": None, "gate": None, "_last": {}}
 
     # -- write: one block per call (dask chunks == blocks) -----------------------------
     def _check_cancel(self) -> None:
@@ -162,6 +166,19 @@ class N5Blocks:
             raise ExportCancelled("export cancelled")
 
     def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
+        index, payload = self.stored(key, value)
+        self.put(index, payload)
+        if self.keep_stored:
+            self._last[threading.get_ident()] = payload
+
+    def last_stored(self) -> np.ndarray:
+        """The stored values of the block this thread wrote last (``keep_stored``), once:
+        C order and likely still in cache, for writers that use them next (downsampling)."""
+        return self._last.pop(threading.get_ident())
+
+    def stored(self, key: tuple[slice, ...], value: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
+        """Grid index and stored values (:func:`stored_values`, napari order, big endian,
+        C order, padded for ``boundary="pad"``) of the one block ``value`` at ``key``."""
         self._check_cancel()
         start = tuple(s.start or 0 for s in key)
         index = tuple(st // b for st, b in zip(start, self.block, strict=True))
@@ -171,9 +188,12 @@ class N5Blocks:
         value = np.asarray(value, dtype=self.dtype)
         if self.boundary == "pad" and value.shape != self.block:  # zeros added: empty stays empty
             value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
-        payload = stored_values(value.T)  # the one copy (swap + transpose) of the block
+        return index, stored_values(value.T)  # the one copy (swap + transpose) of the block
+
+    def put(self, index: tuple[int, ...], payload: np.ndarray) -> None:
+        """Encode and write the block at grid ``index`` from its :meth:`stored` values."""
         if self.write_empty_blocks or _any_nonzero(payload):
-            encoded = self.codec.encode_payload(value.shape[::-1], payload)
+            encoded = self.codec.encode_payload(payload.shape[::-1], payload)
             with self.gate or contextlib.nullcontext():
                 self._check_cancel()  # encoding a big block takes a while: look again
                 store_set(self.store, self.key(index), encoded)

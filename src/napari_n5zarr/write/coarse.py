@@ -3,14 +3,15 @@ as soon as all of it is known.
 
 Level ``first`` is filled by the level-0 regions as they are written (each region's last
 level downsampled once more, see :class:`~napari_n5zarr.write.levels.PyramidRegions`); a
-block of it is encoded and written by a worker once every voxel of it has arrived, and then
-downsampled into the next level, whose blocks are written the same way. So the coarse
-levels are written while level 0 still is, not one after another at its end: what is left
-when the last region lands is a block or two per level, not whole levels.
+block of it is handed to a worker once every voxel of it has arrived, which downsamples it
+into the next level (whose blocks are written the same way), then encodes and writes it.
+So the coarse levels are written while level 0 still is, not one after another at its
+end: what is left when the last region lands is a block or two per level, not whole
+levels, and the last block of a level is encoded while the next level's is.
 
 A block downsamples on its own exactly as its whole level would when its extents are
 multiples of the step (or it spans the whole axis): then each block feeds the next level
-as soon as it is written. Otherwise (an odd block size on a halved axis) the next level is
+as soon as it is complete. Otherwise (an odd block size on a halved axis) the next level is
 computed from the whole level once its last block is in.
 """
 
@@ -52,10 +53,11 @@ class CoarseLevels:
         self.steps = [tuple(s) for s in steps]
         self.method = method
         self.submit = submit
-        self.arrays = [np.zeros(t.shape, dtype=t.dtype) for t in self.targets]
-        # voxels still missing per block of each level; blocks still unwritten per level
+        # no zeros: every voxel is filled (once, counted in _missing) before its block is read
+        self.arrays = [np.empty(t.shape, dtype=t.dtype) for t in self.targets]
+        # voxels still missing per block of each level; blocks not yet fed to the next level
         self._missing = [self._block_sizes(t) for t in self.targets]
-        self._unwritten = [t.nblocks for t in self.targets]
+        self._unfed = [t.nblocks for t in self.targets]
         self._lock = threading.Lock()
 
     @staticmethod
@@ -96,22 +98,28 @@ class CoarseLevels:
             self.submit(self._write_block, k, index)
 
     def _write_block(self, k: int, index: tuple[int, ...]) -> None:
-        """Encode and write block ``index`` of level ``k``, then feed level ``k + 1``."""
+        """Feed block ``index`` of level ``k`` to level ``k + 1``, then encode and write it:
+        the next level's block, once complete, is written by another thread meanwhile (the
+        last blocks of the pyramid are not written one after another)."""
         target = self.targets[k]
         region = tuple(slice(i * b, min((i + 1) * b, n)) for i, b, n in zip(index, target.block, target.shape, strict=True))
         value = self.arrays[k][region]
+        if k + 1 < len(self.targets):
+            self._feed(k, region, value)
         target[region] = value
-        if k + 1 == len(self.targets):
-            return
-        step = self.steps[k]
+
+    def _feed(self, k: int, region: tuple[slice, ...], value: np.ndarray) -> None:
+        """Level ``k + 1`` from block ``region`` (``value``) of level ``k``, or from all of
+        level ``k`` once its last block is in when blocks do not downsample on their own."""
+        target, step = self.targets[k], self.steps[k]
         if blockwise(target.shape, target.block, step):
             start = tuple(r.start // f for r, f in zip(region, step, strict=True))
             self._fill(k + 1, start, pyramid.downsample_block(value, step, self.method))
             return
         with self._lock:
-            self._unwritten[k] -= 1
-            last = self._unwritten[k] == 0
-        if last:  # the whole level is in: the next one from all of it
+            self._unfed[k] -= 1
+            last = self._unfed[k] == 0
+        if last:  # every block of the level is in (each was complete when handed out)
             self._fill(k + 1, (0,) * target.ndim, pyramid.downsample_block(self.arrays[k], step, self.method))
 
     def done(self) -> bool:

@@ -4,7 +4,9 @@ Level 0 is cut into *regions* (a few blocks wide, aligned so every block of the 
 levels lies in one region), grouped into tasks of a few MiB. Each task writes its level-0
 blocks, downsamples in memory and writes the blocks of the next levels its regions
 determine: those pyramid levels cost no second read of anything, and every core
-compresses. In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
+compresses. Where blocks downsample on their own (even block sizes), each block is
+downsampled right after it is written, from its stored values (C order, still in cache)
+rather than from the source region (often a transposed view). In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
 (:mod:`~napari_n5zarr.write.workers`); dask arrays through ``dask.array.store``. The next
 level, when it fits :data:`ACCUM_BYTES`, is kept in memory with the coarser ones and their
 blocks are written as soon as they are complete (:mod:`~napari_n5zarr.write.coarse`);
@@ -32,7 +34,7 @@ from zarr.abc.store import Store
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
-from napari_n5zarr.write.coarse import CoarseLevels
+from napari_n5zarr.write.coarse import CoarseLevels, blockwise
 from napari_n5zarr.write.plan import ExportPlan
 from napari_n5zarr.write.workers import CANCEL_POLL, Workers
 
@@ -284,25 +286,68 @@ class PyramidRegions:
         start = tuple(s.start or 0 for s in key)
         value = np.asarray(value, dtype=self.dtype)
         for j, target in enumerate(self.targets):
-            if j:
-                step = self.steps[j - 1]
-                value = pyramid.downsample_block(value, step, self.method)
-                start = tuple(s // f for s, f in zip(start, step, strict=True))
-            _write_blocks(target, start, value)
-        if self.coarse is not None:
-            value = pyramid.downsample_block(value, self.coarse_step, self.method)
-            self.coarse.add(tuple(s // f for s, f in zip(start, self.coarse_step, strict=True)), value)
+            last = j + 1 == len(self.targets)
+            if last and self.coarse is None:
+                _write_blocks(target, start, value)
+                return
+            step = tuple(self.coarse_step if last else self.steps[j])
+            below = tuple(s // f for s, f in zip(start, step, strict=True))
+            if not blockwise(value.shape, target.block, step):  # odd blocks: from the whole region
+                _write_blocks(target, start, value)
+                coarser = pyramid.downsample_block(value, step, self.method)
+            elif last:  # each block's piece straight to the coarse levels
+                assert self.coarse is not None
+                _write_blocks(target, start, value, step, self.method, functools.partial(_add_at, self.coarse, below))
+                return
+            else:  # each block's piece into the next level's region
+                coarser = np.empty([-(-n // f) for n, f in zip(value.shape, step, strict=True)], dtype=self.dtype)
+                _write_blocks(target, start, value, step, self.method, functools.partial(_put_at, coarser))
+            if last:
+                assert self.coarse is not None
+                self.coarse.add(below, coarser)
+                return
+            value, start = coarser, below
 
 
-def _write_blocks(target: N5Blocks, start: tuple[int, ...], value: np.ndarray) -> None:
-    """Write ``value`` (a whole number of blocks of ``target`` at ``start``) block by block."""
-    import itertools
+def _add_at(coarse: CoarseLevels, start: tuple[int, ...], offset: tuple[int, ...], piece: np.ndarray) -> None:
+    coarse.add(tuple(s + o for s, o in zip(start, offset, strict=True)), piece)
 
+
+def _put_at(out: np.ndarray, offset: tuple[int, ...], piece: np.ndarray) -> None:
+    out[tuple(slice(o, o + n) for o, n in zip(offset, piece.shape, strict=True))] = piece
+
+
+Feed = Callable[[tuple[int, ...], np.ndarray], None]
+
+
+def _write_blocks(
+    target: N5Blocks,
+    start: tuple[int, ...],
+    value: np.ndarray,
+    step: Sequence[int] | None = None,
+    method: pyramid.Method = "mean",
+    feed: Feed | None = None,
+) -> None:
+    """Write ``value`` (a whole number of blocks of ``target`` at ``start``) block by block.
+
+    With ``feed``: each block is also downsampled by ``step`` (blocks must downsample on
+    their own as ``value`` does, see :func:`~napari_n5zarr.write.coarse.blockwise`) from its
+    stored values once written (C order and still in cache: cheaper than downsampling
+    ``value``, often a transposed view of the source, a second time); ``feed(offset, piece)``
+    gets each piece at its offset in the downsampled ``value``."""
     ranges = [range(0, n, b) for n, b in zip(value.shape, target.block, strict=True)]
     for offset in itertools.product(*ranges):
         src = tuple(slice(o, o + b) for o, b in zip(offset, target.block, strict=True))
         part = value[src]
-        target[tuple(slice(s + o, s + o + n) for s, o, n in zip(start, offset, part.shape, strict=True))] = part
+        key = tuple(slice(s + o, s + o + n) for s, o, n in zip(start, offset, part.shape, strict=True))
+        if feed is None:
+            target[key] = part
+            continue
+        assert step is not None
+        target.keep_stored = True
+        target[key] = part
+        values = target.last_stored()[tuple(slice(0, n) for n in part.shape)]  # without boundary="pad"'s padding
+        feed(tuple(o // f for o, f in zip(offset, step, strict=True)), pyramid.downsample_block(values, step, method))
 
 
 def is_local_scheduler(scheduler: Any) -> bool:
