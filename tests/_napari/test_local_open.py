@@ -200,6 +200,38 @@ def test_calibration_conventions_and_inherited_attributes(tmp_path, monkeypatch)
     assert_same(cosem, monkeypatch)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_named_attributes_json_above_the_container_blocks_neither_path(tmp_path) -> None:
+    """Inherited attributes are read from the folders above the container: a FIFO there
+    must read as "no attributes", not wait for a writer forever (both paths; in a
+    subprocess, so a regression fails on the timeout instead of hanging the suite)."""
+    import subprocess
+    import sys
+
+    outer = tmp_path / "project"
+    outer.mkdir()
+    os.mkfifo(outer / "attributes.json")
+    root = outer / "volume"
+    write_pyramid(root, sample((16, 16, 8), "uint8"), (8, 8, 8), COMPRESSIONS["raw"], levels=2)
+    code = f"""
+import json, sys
+import napari_n5zarr._napari.layers as layers
+from napari_n5zarr._napari.reader import read_path
+out = []
+for zarr_free in (True, False):
+    if not zarr_free:
+        layers._local_layers = lambda *a, **k: None  # the zarr path
+    found = read_path({str(root)!r}, notify=lambda level, message: out.append(message))
+    out.append([len(found), list(found[0][1]["scale"]), "zarr" in sys.modules])
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    zarr_free, through_zarr = json.loads(done.stdout)
+    assert zarr_free == [1, [2.0, 0.5, 0.5], False]  # the container's own pixelResolution, no zarr loaded
+    assert through_zarr[:2] == zarr_free[:2]
+
+
 def test_a_single_dataset_and_a_dataset_at_a_pyramid_level(tmp_path, monkeypatch, calibrated_pyramid) -> None:
     folder, _ = calibrated_pyramid
     assert_same(folder, monkeypatch)  # this package's own export (attributes.json and zarr.json)

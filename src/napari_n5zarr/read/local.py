@@ -234,10 +234,11 @@ class LocalNode(NodeView):
 
 
 def _read_or_none(path: str) -> bytes | None:
+    """An ancestor's attributes.json (None: absent); a FIFO, device or oversized document
+    raises (OSError / ValueError: no attributes from that folder), never blocks."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
+        return files.read_regular_file(path, metadata=True)
+    except files.MISSING:
         return None
 
 

@@ -202,11 +202,15 @@ def _parent_stores(store: Any) -> list[Any]:
 
     from zarr.storage import FsspecStore, LocalStore
 
+    from napari_n5zarr.storage.local import SafeLocalStore
+
     base = _base_store(store)
     out: list[Any] = []
     if isinstance(base, LocalStore):
         for folder in list(Path(base.root).resolve().parents)[:OUTER_LEVELS]:
-            out.append(LocalStore(folder, read_only=True))
+            # regular files only, metadata capped: a FIFO named attributes.json above the
+            # container must not block the open
+            out.append(SafeLocalStore(folder, read_only=True))
     elif isinstance(base, FsspecStore):
         path = base.path.rstrip("/")
         for _ in range(OUTER_LEVELS):
