@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compressions import COMPRESSIONS as ALL_COMPRESSIONS
 from zarr.core.buffer.cpu import Buffer
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
@@ -32,17 +33,7 @@ ROOTS = sorted(
 FALLBACK = ("shardExamples", "urlAttributes.n5", "ngff_grpAttributes")
 """Corpus folders zarr must open: experimental sharding (refused), no dataset at all."""
 
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": -1},
-    "gzip-zlib": {"type": "gzip", "level": 4, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-    "legacy": "gzip",  # compressionType, N5 before 1.0
-}
+COMPRESSIONS = {**ALL_COMPRESSIONS, "legacy": "gzip"}  # + compressionType, N5 before 1.0
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from compressions import COMPRESSIONS, DTYPES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -18,18 +19,6 @@ import napari_n5zarr
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.header import parse_header
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
-
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": -1},
-    "gzip-zlib": {"type": "gzip", "level": 4, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
-DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
 
 
 def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compressions import COMPRESSIONS
 
 import napari_n5zarr
 from napari_n5zarr.read import block_cache as bc
@@ -32,18 +33,6 @@ def server(tmp_path, counting_http):
     enough that a plane's requests, issued together, are all in flight at once even on a
     loaded machine; one after another (or one per dask thread) they would not be."""
     return counting_http(tmp_path, latency=0.2)
-
-
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": -1},
-    "gzip-zlib": {"type": "gzip", "level": 4, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
 
 
 def make(tmp_path: Path, skip=(), compression=COMPRESSIONS["gzip"]) -> tuple[np.ndarray, str]:

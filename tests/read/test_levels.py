@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from compressions import COMPRESSIONS, DTYPES
 from zarr.core.buffer.cpu import Buffer
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
@@ -21,17 +22,6 @@ from napari_n5zarr.read import fetch
 from napari_n5zarr.read import levels as lv
 from napari_n5zarr.read.fetch import BlockSource
 
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": -1},
-    "gzip-zlib": {"type": "gzip", "level": 4, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
-DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
 PAD = 99  # what padded edge blocks hold beyond the array: zarr crops it away
 
 
