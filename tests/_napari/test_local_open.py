@@ -5,18 +5,15 @@ notice naming the block); anything unusual goes through zarr as before."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from compressions import COMPRESSIONS as ALL_COMPRESSIONS
-from zarr.core.buffer.cpu import Buffer
-from zarr.core.sync import sync
+from format_cases import COMPRESSIONS as ALL_COMPRESSIONS
+from format_cases import sample, write_blockwise
 from zarr.storage import LocalStore
 
 import napari_n5zarr
@@ -42,33 +39,12 @@ def fresh_cache(monkeypatch):
 
 
 # -- writing test folders ---------------------------------------------------------------
-def sample(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-    return rng.normal(size=shape).astype(dtype)
-
-
 def write_dataset(root: Path, path: str, data: np.ndarray, block, compression, *, boundary="truncate", skip=(), attrs=None):
     """``data`` (N5 order) block by block: edge blocks truncated, padded (with 99) or
-    mixed; blocks in ``skip`` absent."""
-    group = napari_n5zarr.open(root, mode="a")
+    mixed (:func:`write_blockwise`); blocks in ``skip`` absent; a ``str`` compression
+    is written in the legacy form (``compressionType``)."""
     given = {"type": compression} if isinstance(compression, str) else compression
-    arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block,
-                                       compression=given, attributes=attrs)  # fmt: skip
-    codec = arr.metadata.codecs[0]
-    store = LocalStore(root)
-    grid = [math.ceil(s / b) for s, b in zip(data.shape, block, strict=True)]
-    for n, pos in enumerate(itertools.product(*map(range, grid))):
-        if pos in skip:
-            continue
-        piece = data[tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))]
-        if piece.shape != tuple(block) and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
-            padded = np.full(block, 99, dtype=data.dtype)
-            padded[tuple(slice(0, s) for s in piece.shape)] = piece
-            piece = padded
-        sync(store.set(f"{path}/" + "/".join(map(str, pos)), Buffer.from_bytes(codec.encode_block(piece))))
+    write_blockwise(root, path, data, block, given, boundary=boundary, skip=skip, attrs=attrs)
     if isinstance(compression, str):  # the legacy form: {"compressionType": "gzip"}
         doc_path = root / path / "attributes.json"
         doc = json.loads(doc_path.read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from compressions import COMPRESSIONS, DTYPES
+from format_cases import COMPRESSIONS, DTYPES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp

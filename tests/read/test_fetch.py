@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compressions import COMPRESSIONS
+from format_cases import COMPRESSIONS
 
 import napari_n5zarr
 from napari_n5zarr.read import block_cache as bc

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-import math
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
-from compressions import COMPRESSIONS, DTYPES
-from zarr.core.buffer.cpu import Buffer
-from zarr.core.sync import sync
+from format_cases import COMPRESSIONS, DTYPES, sample, write_blockwise
 from zarr.storage import LocalStore
 
 import napari_n5zarr
@@ -21,8 +17,6 @@ from napari_n5zarr.read import block_cache as bc
 from napari_n5zarr.read import fetch
 from napari_n5zarr.read import levels as lv
 from napari_n5zarr.read.fetch import BlockSource
-
-PAD = 99  # what padded edge blocks hold beyond the array: zarr crops it away
 
 
 @pytest.fixture(autouse=True)
@@ -33,32 +27,9 @@ def fresh_cache(monkeypatch):
     return cache
 
 
-def sample(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
-    return rng.normal(size=shape).astype(dtype)
-
-
 def write_n5(root: Path, path: str, data: np.ndarray, block, compression, boundary="truncate", skip=()):
-    """``data`` (N5 order) as an N5 dataset written block by block: edge blocks padded
-    (with :data:`PAD`), truncated, or mixed; blocks in ``skip`` not written (fill value)."""
-    store = LocalStore(root)
-    group = napari_n5zarr.open(root, mode="a")
-    arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
-    codec: N5DefaultCodec = arr.metadata.codecs[0]
-    grid = [math.ceil(s / b) for s, b in zip(data.shape, block, strict=True)]
-    for n, pos in enumerate(itertools.product(*map(range, grid))):
-        if pos in skip:
-            continue
-        piece = data[tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))]
-        if piece.shape != tuple(block) and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
-            padded = np.full(block, PAD, dtype=data.dtype)
-            padded[tuple(slice(0, s) for s in piece.shape)] = piece
-            piece = padded
-        sync(store.set(f"{path}/" + "/".join(map(str, pos)), Buffer.from_bytes(codec.encode_block(piece))))
-    return napari_n5zarr.open(root / path)
+    """``data`` (N5 order) as an N5 dataset written block by block (see :func:`write_blockwise`)."""
+    return write_blockwise(root, path, data, block, compression, boundary=boundary, skip=skip)
 
 
 SELECTIONS = [
