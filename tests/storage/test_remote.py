@@ -252,3 +252,28 @@ def test_remote_arrays_pickle_with_their_settings(http_server: FaultyServer, mon
     while not hasattr(store, "settings"):
         store = store._store
     assert store.settings.retries == 5
+
+
+def test_opening_for_napari_reads_each_listing_and_level_once(tmp_path: Path) -> None:
+    """Over a network every repeated read is a round trip: the reader's size check,
+    detection and layers share one listing per group and one metadata read per level."""
+    from napari_n5zarr import export
+    from napari_n5zarr._napari.reader import read_path
+
+    a = (np.arange(8 * 24 * 32).reshape(8, 24, 32) % 251).astype("uint16")
+    export(a, tmp_path / "c.n5", path="em/raw", chunks=8, scale=(2.0, 1.0, 1.0), units="nanometer")
+    export(a[:, :8, :8], tmp_path / "c.n5", path="em/mask", chunks=8)  # beside raw in the same group
+    notes: list[tuple[str, str]] = []
+    for server in serve(FaultyServer(root=tmp_path)):
+        layers = read_path(f"{server.url}/c.n5", notify=lambda *n: notes.append(n))
+        hits = dict(server.hits)
+    assert not notes
+    by_name = {kwargs["name"]: data for data, kwargs, _ in layers}
+    assert sorted(by_name) == ["em/mask", "em/raw"]
+    assert len(by_name["em/raw"]) > 1  # a pyramid
+    np.testing.assert_array_equal(np.asarray(by_name["em/raw"][0]), a)
+    np.testing.assert_array_equal(np.asarray(by_name["em/mask"]), a[:, :8, :8])  # one level: no list
+    listings = {p: n for p, n in hits.items() if p.endswith("/")}
+    assert listings and all(n == 1 for n in listings.values()), listings
+    levels = {p: n for p, n in hits.items() if "/em/raw/s" in p and p.endswith("/attributes.json")}
+    assert len(levels) > 1 and all(n == 1 for n in levels.values()), levels

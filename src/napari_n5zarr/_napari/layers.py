@@ -86,17 +86,20 @@ def location_layers(
     except Exception as exc:  # boundary: any backend's failure becomes one notification
         notify("error", f"napari-n5zarr: cannot open {target}: {missing_extra_message(exc)}")
         return []
-    if max_layers is not None and _too_many_children(node):
-        return too_many(target, f"more than {MAX_CHILDREN} entries", notify)
-    return layers_from_node(
-        node,
-        name=source.name,
-        source=target,
-        bdv_setups=source.bdv_setups,
-        notify=notify,
-        max_layers=max_layers,
-        too_many=too_many,
-    )
+    from napari_n5zarr.access import read_once
+
+    with read_once():  # the size check, detection and the layers share listings and levels
+        if max_layers is not None and _too_many_children(node):
+            return too_many(target, f"more than {MAX_CHILDREN} entries", notify)
+        return layers_from_node(
+            node,
+            name=source.name,
+            source=target,
+            bdv_setups=source.bdv_setups,
+            notify=notify,
+            max_layers=max_layers,
+            too_many=too_many,
+        )
 
 
 def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too_many: TooMany) -> list[LayerData] | None:

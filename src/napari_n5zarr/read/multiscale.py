@@ -88,8 +88,11 @@ def child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
     """The array at ``path`` (relative; "" is ``node`` itself)."""
     import zarr
 
-    group: Any = node  # a Group whenever path is not ""
-    found = group if path == "" else group[path]
+    from napari_n5zarr.access import child_nodes
+
+    found: Any = node if path == "" else child_nodes(node, [path])[0]  # type: ignore[arg-type]  # a Group whenever path is not ""
+    if isinstance(found, BaseException):
+        raise found
     if not isinstance(found, zarr.Array):
         raise ValueError(f"{path or '/'} is not an array")
     return found
@@ -99,25 +102,19 @@ def children(node: zarr.Array | zarr.Group, paths: list[str]) -> list[zarr.Array
     """The arrays at ``paths`` (as :func:`child`), opened concurrently: one round trip to
     zarr's event loop for all, not one each (over a network, and on a busy machine, each
     costs a thread hand-off)."""
-    import asyncio
-
     import zarr
-    from zarr.core.sync import sync
+
+    from napari_n5zarr.access import child_nodes
 
     if len(paths) < 2 or not isinstance(node, zarr.Group) or "" in paths:
         return [child(node, p) for p in paths]
-
-    async def open_all() -> list[Any]:
-        return await asyncio.gather(*(node._async_group.getitem(p) for p in paths), return_exceptions=True)
-
-    found = sync(open_all())
     arrays = []
-    for path, item in zip(paths, found, strict=True):  # the first failure in path order, as one by one
+    for path, item in zip(paths, child_nodes(node, paths), strict=True):  # the first failure in path order, as one by one
         if isinstance(item, BaseException):
             raise item
-        if not isinstance(item, zarr.AsyncArray):
+        if not isinstance(item, zarr.Array):
             raise ValueError(f"{path} is not an array")
-        arrays.append(zarr.Array(item))
+        arrays.append(item)
     return arrays
 
 

@@ -139,14 +139,14 @@ class _ZarrView(NodeView):
 def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
     """Readable children of ``group``; unreadable ones go to ``on_error``.
 
-    zarr's ``members()`` turns a child whose metadata raises ``KeyError`` into a
-    warning; such children are fetched again one by one to tell objects that are
-    simply not nodes (a plain ``KeyError``) from broken nodes (anything else). Stores
-    that cannot list (plain HTTP) are probed for pyramid levels ``s0, s1, ...``.
+    Every listed key's metadata is requested at once (:func:`~napari_n5zarr.access.child_nodes`);
+    objects that are simply not nodes (a plain ``KeyError``) are skipped, broken nodes
+    (anything else) reported. Stores that cannot list (plain HTTP) are probed for
+    pyramid levels ``s0, s1, ...``.
     """
-    try:
-        from napari_n5zarr.access import child_names
+    from napari_n5zarr.access import child_names, child_nodes
 
+    try:
         keys = child_names(group)
     except Exception as exc:  # boundary: any store's listing fault is reported for this node (plain HTTP cannot list)
         found = _probe_levels(group)
@@ -155,19 +155,15 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
         return found
     out: dict[str, Any] = {}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = dict(group.members())
-    except Exception:  # boundary: a child raised something else than KeyError: go one by one
-        out = {}
-    for key in keys:
-        if key in out:
-            continue
-        try:
-            out[key] = group[key]
-        except Exception as exc:  # boundary: a broken child is reported, its siblings still read
-            if type(exc) is not KeyError:
-                on_error(_join(where, key), exc)
+        nodes = child_nodes(group, keys)
+    except Exception as exc:  # boundary: the event loop itself failed: this node's children are unreadable
+        on_error(where, exc)
+        return {}
+    for key, node in zip(keys, nodes, strict=True):
+        if not isinstance(node, BaseException):
+            out[key] = node
+        elif type(node) is not KeyError:  # a broken child is reported, its siblings still read
+            on_error(_join(where, key), node)
     return out or _probe_levels(group)
 
 
