@@ -215,14 +215,18 @@ def open(  # noqa: A001 (the public name is a contract)
         raise NodeNotFoundError(f"no N5 or Zarr node at {path_or_url}")
     if mode == "w-":
         raise NodeExistsError(f"{path_or_url} already holds an N5/Zarr node")
-    zarr_mode: AccessMode = "r" if mode == "r" else "r+"
+    # The node from the document just read (zarr's open_array/open_group would read it again,
+    # with three Zarr v2 probes beside: over a network, a round trip and three requests more).
+    # The store itself is read-only for mode "r" (base_store), as zarr's open would make it.
+    from zarr.storage import StorePath
+
     if doc.get("node_type") == "array":
         from napari_n5zarr.n5.pipeline import use_fused_pipeline
 
         # zarr's fused pipeline for this array only (never the user's global config)
-        return use_fused_pipeline(zarr.open_array(store=store, mode=zarr_mode))
+        return use_fused_pipeline(zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store))))  # type: ignore[call-overload]
     if doc.get("node_type") == "group":
-        return zarr.open_group(store=store, mode=zarr_mode)
+        return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(store), dict(doc)))
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
 
 
