@@ -44,10 +44,12 @@ def test_http_row_reads_over_a_slow_local_server(speed, tmp_path: Path) -> None:
     cfg = speed.Config(pyramid=64, array=64, repeat=1, workdir=tmp_path)
     pyr = tmp_path / "pyramid.n5"
     assert speed.write_pyramid(pyr, 64) == 1
-    row = speed.row_http(cfg, pyr)
+    row, opening = speed.row_http(cfg, pyr)
     assert (
         row.ours >= speed.HTTP_DELAY_S and row.ts >= speed.HTTP_DELAY_S
     )  # the delay is really added
+    assert opening.key == "f-open" and opening.ts is None
+    assert opening.ours >= 4 * speed.HTTP_DELAY_S  # root metadata, listing, levels, a block: one after another
 
 
 def test_chart_is_a_png(speed, tmp_path: Path) -> None:
