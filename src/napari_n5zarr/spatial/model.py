@@ -20,7 +20,13 @@ INHERITABLE = ("pixelResolution", "resolution", "units", "axes", "offset")
 _LEVEL = re.compile(r"^s(\d+)$")
 _SETUP = re.compile(r"^setup(\d+)$")
 _TIMEPOINT = re.compile(r"^timepoint(\d+)$")
-_LABEL_NAME = re.compile(r"label|seg", re.IGNORECASE)
+LABEL_WORDS = frozenset({"label", "labels", "seg", "segmentation", "segmentations"})
+"""A dataset/group name whose last word is one of these names labels (``labels``,
+``raw_labels``, ``neuronLabels``, ``seg``, ``cell-segmentation``): see
+:func:`~napari_n5zarr.spatial.pyramids.is_labels`."""
+CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
+"""Names with these endings are containers (or point at one): never a labels name."""
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
 
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from napari_n5zarr.spatial.conventions import _inherited, calibrate, cosem, downsampling_factors
 from napari_n5zarr.spatial.model import (
-    _LABEL_NAME,
     _LEVEL,
     _TIMEPOINT,
     ArrayInfo,
@@ -22,6 +21,9 @@ from napari_n5zarr.spatial.model import (
     _floats,
     _n5_order,
     _unique_axes,
+    _WORD,
+    CONTAINER_SUFFIXES,
+    LABEL_WORDS,
     identity,
 )
 
@@ -285,8 +287,27 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
     return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
 
 
+def labels_name(name: str) -> bool:
+    """True when the last component of ``name`` IS a labels name: its last word (split on
+    non-alphanumerics and camelCase, trailing numbers dropped) is one of
+    :data:`~napari_n5zarr.spatial.model.LABEL_WORDS`. ``labels``, ``raw_labels``,
+    ``neuronLabels``, ``seg``, ``segmentation2`` are; ``unlabeled_brain``, ``Segura_lab_em``,
+    ``presegmentation_raw``, ``labels_raw`` are not, nor any container name (``labels.n5``,
+    ``seg.zarr``, ``.zip``, ``.xml``)."""
+    last = name.rstrip("/").rsplit("/", 1)[-1] if name else ""
+    if not last or last.lower().endswith(CONTAINER_SUFFIXES):
+        return False
+    words = [w.lower() for w in _WORD.findall(last)]
+    while words and words[-1].isdigit():
+        words.pop()
+    return bool(words) and words[-1] in LABEL_WORDS
+
+
 def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
-    """Integer data marked as labels by its attributes or by a name with 'label'/'seg'."""
+    """Integer data that is labels: by metadata first (OME-NGFF ``image-label``, also under
+    ``"ome"``, which this package's export writes for labels; Paintera
+    ``painteraData.type``; ``isLabelMultiset``), else by a name that is a labels name
+    (:func:`labels_name`). Float data is never labels."""
     try:
         if np.dtype(dtype).kind not in "iu":
             return False
@@ -296,10 +317,8 @@ def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
     if "image-label" in attrs or (isinstance(ome, Mapping) and "image-label" in ome):
         return True
     paintera = attrs.get("painteraData")
-    if isinstance(paintera, Mapping) and paintera.get("type") == "label":
-        return True
+    if isinstance(paintera, Mapping) and paintera.get("type") in ("label", "raw", "channel"):
+        return paintera.get("type") == "label"
     if attrs.get("isLabelMultiset") is True:
         return True
-    return bool(_LABEL_NAME.search(name.rsplit("/", 1)[-1] if name else ""))
-
-
+    return labels_name(name)
