@@ -13,6 +13,10 @@ from napari_n5zarr.spatial.conventions import _inherited, calibrate, cosem, down
 from napari_n5zarr.spatial.model import (
     _LEVEL,
     _TIMEPOINT,
+    _WORD,
+    CONTAINER_SUFFIXES,
+    LABEL_MULTISET,
+    LABEL_WORDS,
     ArrayInfo,
     Attrs,
     Calibration,
@@ -21,9 +25,6 @@ from napari_n5zarr.spatial.model import (
     _floats,
     _n5_order,
     _unique_axes,
-    _WORD,
-    CONTAINER_SUFFIXES,
-    LABEL_WORDS,
     identity,
 )
 
@@ -43,6 +44,7 @@ def _assemble(
     if channel_axis is None and cals[0].axes.count("c") == 1:
         channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
+    unreadable = unreadable_reason(attrs, *(infos[i].attrs for i in keep))
     base = cals[0]
     downsampling = tuple(
         tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
@@ -60,6 +62,7 @@ def _assemble(
         dtype=infos[0].dtype,
         channel_axis=channel_axis,
         attrs=dict(attrs),
+        unreadable=unreadable or "",
     )
 
 
@@ -285,6 +288,15 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
     units = (setup.unit,) * n + ms.units[n:]
     translate = (0.0,) * n + ms.translate[n:]  # BigDataViewer puts full-resolution pixel centres at 0
     return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
+
+
+def unreadable_reason(*attrs: Attrs) -> str | None:
+    """Why data described by these attributes (a dataset's, or a pyramid group's and its
+    levels') cannot be decoded by design, else None: Paintera label multisets
+    (``isLabelMultiset: true``; their varlength blocks hold label lists, not voxels)."""
+    if any(a.get("isLabelMultiset") is True for a in attrs):
+        return LABEL_MULTISET
+    return None
 
 
 def labels_name(name: str) -> bool:
