@@ -118,3 +118,13 @@ def test_export_with_labels_true_reopens_as_labels_under_a_neutral_name(tmp_path
 def test_float_data_named_labels_is_an_image(tmp_path):
     _tensorstore_pyramid(tmp_path / "c.n5" / "labels", DATA.astype("float32"))
     assert kinds(tmp_path / "c.n5") == [("labels", "image")]
+
+
+@pytest.mark.napari
+def test_viewer_opens_a_misnamed_intensity_pyramid_as_an_image(make_napari_viewer, pyramid, tmp_path):
+    shutil.copytree(pyramid, tmp_path / "unlabeled_brain.n5")
+    shutil.copytree(pyramid, tmp_path / "c.n5" / "raw_labels")
+    viewer = make_napari_viewer()
+    (image,) = viewer.open(str(tmp_path / "unlabeled_brain.n5"), plugin="napari-n5zarr")
+    (labels,) = viewer.open(str(tmp_path / "c.n5"), plugin="napari-n5zarr")
+    assert (type(image).__name__, type(labels).__name__) == ("Image", "Labels")
