@@ -321,6 +321,14 @@ def test_axes_fitted_and_unique():
         ("cells", {"image-label": {}}, "int32", True),
         ("cells", {"ome": {"image-label": {}}}, "uint16", True),
         ("data", {"painteraData": {"type": "label"}}, "uint64", True),
+        ("labels", {"painteraData": {"type": "raw"}}, "uint16", False),
+        ("c/raw_Labels3", {}, "uint8", True),
+        ("unlabeled_brain", {}, "uint16", False),
+        ("Segura_lab_em", {}, "uint16", False),
+        ("presegmentation_raw", {}, "uint16", False),
+        ("tmpsegr1234-copy", {}, "uint16", False),
+        ("labels.n5", {}, "uint16", False),
+        ("seg.zarr", {}, "uint16", False),
     ],
 )
 def test_is_labels(name, attrs, dtype, expected):

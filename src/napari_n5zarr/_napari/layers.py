@@ -13,6 +13,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
@@ -125,7 +126,7 @@ def _local_layers(source: Source, notify: Notify, *, max_layers: int | None, too
     if found.too_many:
         return too_many(source.target, f"more than {max_layers} images", notify)
     held = _HeldNotices(notify)
-    layers, problems = _build_layers(node, found, source=source.target, report=_block_reporter(held))
+    layers, problems = _build_layers(node, _shown(found, held), source=source.target, report=_block_reporter(held))
     if problems:  # an image could not be shown: zarr's path reads it all again and says why
         return None
     held.release()
@@ -210,12 +211,21 @@ def _layers_of(
     could not be shown is notified."""
     if found.too_many:
         return too_many(source or name, f"more than {max_layers} images", notify)
-    layers, problems = _build_layers(node, found, source=source, report=_block_reporter(notify))
+    layers, problems = _build_layers(node, _shown(found, notify), source=source, report=_block_reporter(notify))
     for problem in problems:
         notify("warning", f"napari-n5zarr: skipped {problem}")
     if not found.multiscales and not problems:
         notify("warning", f"napari-n5zarr: no N5 dataset found in {source or name}")
     return layers
+
+
+def _shown(found: Found, notify: Notify) -> Found:
+    """``found`` without the pyramids whose blocks cannot be decoded by design (a label
+    multiset would show as zeros): one notice each, saying what it is and that it is not shown."""
+    hidden = [ms for ms in found.multiscales if ms.unreadable]
+    for ms in hidden:
+        notify("warning", f"napari-n5zarr: {ms.name or '/'}: {ms.unreadable}; not shown")
+    return replace(found, multiscales=[ms for ms in found.multiscales if not ms.unreadable]) if hidden else found
 
 
 def _build_layers(
@@ -254,6 +264,8 @@ def layer_data(
     Building it reads metadata and a bounded sample of the coarsest level (contrast)."""
     if ms.ndim < 2:
         raise ValueError(f"{ms.ndim}-D data cannot be shown as an image")
+    if ms.unreadable:
+        raise ValueError(ms.unreadable)
     levels = levels_for(node, ms, report)
     n5_axes = list(range(ms.ndim))
     kwargs: dict[str, Any] = {

@@ -76,6 +76,8 @@ class Node:
     """Why the node's metadata cannot be read (kind "error")."""
     reason: str | None = None
     """Why a readable node cannot be opened as a layer (e.g. 1-D data)."""
+    encoding: str = ""
+    """A block encoding that cannot be read yet ("label multiset"), shown in its kind; else ""."""
     n5: bool = False
     """An attributes.json is present."""
     zarr: bool = False
@@ -146,7 +148,10 @@ class Node:
             label = _CONVENTIONS.get(self.convention, self.convention)
             n = len(self.levels)
             text = f"{label}, {n} level{'s' if n != 1 else ''}"
-            return text + (f", {self.timepoints} timepoints" if self.timepoints > 1 else "")
+            text += f", {self.timepoints} timepoints" if self.timepoints > 1 else ""
+            return text + (f", {self.encoding}" if self.encoding else "")
+        if self.kind == "array" and self.encoding:
+            return f"dataset, {self.encoding}"
         return {"array": "dataset", "error": "unreadable"}.get(self.kind, self.kind)
 
     def row(self) -> dict[str, str]:
@@ -185,6 +190,7 @@ class Node:
             "openable": self.openable,
             "error": self.error,
             "reason": self.reason,
+            "encoding": self.encoding or None,
         }
 
 

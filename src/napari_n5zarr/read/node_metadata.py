@@ -91,6 +91,15 @@ def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]
     node.convention = cal.convention
     if len(info.shape) < 2:
         node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
+    mark_unreadable(node, spatial.unreadable_reason(info.attrs))
+
+
+def mark_unreadable(node: Node, reason: str | None) -> None:
+    """A node whose blocks cannot be decoded by design (a label multiset): it cannot be
+    opened, and its kind says why."""
+    if reason:
+        node.reason = reason
+        node.encoding = "label multiset" if reason == spatial.LABEL_MULTISET else "unreadable blocks"
 
 
 def parse_metadata(raw: bytes) -> Any:

@@ -44,10 +44,11 @@ from napari_n5zarr.read.node_metadata import (
     error_text,
     fill_from_n5,
     fill_from_zarr,
+    mark_unreadable,
     parse_metadata,
 )
 from napari_n5zarr.read.sources import LocalSource, StoreSource
-from napari_n5zarr.spatial.detect import referenced_paths
+from napari_n5zarr.spatial.detect import PAINTERA_BOOKKEEPING, referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.storage.location import is_url, node_location
 
@@ -249,6 +250,14 @@ class Tree:
                 group.reason = f"level {ms.paths[0]} is unreadable: {first.error}"
         if len(ms.scale) < 2:
             group.reason = f"{len(ms.scale)}-D data cannot be shown as an image"
+        mark_unreadable(group, ms.unreadable)
+        if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
+            group.reason = f"Paintera lookup table ({group.name}), not an image"
+
+    def _paintera_parent(self, node: Node) -> bool:
+        """The node sits in a Paintera group (``painteraData``), whose bookkeeping the reader skips."""
+        parent = self._nodes.get(node.path.rsplit("/", 1)[0] if "/" in node.path else "")
+        return parent is not None and "painteraData" in parent.attributes
 
     def _multiscale_of(self, group: Node) -> spatial.Multiscale | None:
         names = self.names(group.path)

@@ -26,21 +26,24 @@ from napari_n5zarr.spatial.conventions import (
     neuroglancer,
 )
 from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
-from napari_n5zarr.spatial.model import ArrayInfo, Calibration, Multiscale, identity
+from napari_n5zarr.spatial.model import LABEL_MULTISET, ArrayInfo, Calibration, Multiscale, identity
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
     bdv_setup,
     bdv_xml,
     cosem_pyramid,
     is_labels,
+    labels_name,
     n5viewer_pyramid,
     ngff_pyramid,
+    unreadable_reason,
     with_bdv_setup,
 )
 from napari_n5zarr.spatial.units import normalize_unit
 
 __all__ = [
     "COLOUR_AXES",
+    "LABEL_MULTISET",
     "ArrayInfo",
     "BdvSetup",
     "Calibration",
@@ -57,6 +60,7 @@ __all__ = [
     "identity",
     "imagej",
     "is_labels",
+    "labels_name",
     "looks_rgb",
     "n5_ordered",
     "n5viewer",
@@ -64,5 +68,6 @@ __all__ = [
     "neuroglancer",
     "ngff_pyramid",
     "normalize_unit",
+    "unreadable_reason",
     "with_bdv_setup",
 ]

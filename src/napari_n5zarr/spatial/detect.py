@@ -19,6 +19,7 @@ from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
     _TIMEPOINT,
+    LABEL_MULTISET,
     ArrayInfo,
     Attrs,
     ErrorHandler,
@@ -345,7 +346,7 @@ def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
         name=name,
         paths=tuple(_join(prefix, p) for p in ms.paths),
         time_paths=tuple(tuple(_join(prefix, p) for p in t) for t in ms.time_paths),
-        is_labels=is_labels(name, ms.attrs, ms.dtype),
+        is_labels=is_labels(name, ms.attrs, ms.dtype) or ms.unreadable == LABEL_MULTISET,
     )
 
 
@@ -405,9 +406,13 @@ def _detect_group(
         or cosem_pyramid(attrs, referenced)
         or n5viewer_pyramid(attrs, arrays, inherited)
     )
+    if pyramid is None:
+        pyramid = _paintera(attrs, groups, prefix, merged, on_error)
     if pyramid is not None:
         found.append(_finish(pyramid, name, prefix))
         used.update(p.split("/", 1)[0] for p in pyramid.paths)
+        if "painteraData" in attrs:
+            used.update(k for k in PAINTERA_BOOKKEEPING if k in children)
 
     setups = sorted((k for k in groups if _SETUP.match(k)), key=_natural_key)
     if any(_TIMEPOINT.match(k) for k in groups):  # opened at a BigDataViewer setup
@@ -444,6 +449,27 @@ def _detect_group(
             except Exception as exc:  # boundary: one broken subtree is reported, never its siblings'
                 on_error(path, exc)
     return found
+
+
+PAINTERA_BOOKKEEPING = ("unique-labels", "label-to-block-mapping", "fragment-segment-assignment")
+"""What a Paintera label group keeps beside its ``data`` pyramid: lookup tables, not images."""
+
+
+def _paintera(
+    attrs: Attrs, groups: Mapping[str, NodeView], prefix: str, inherited: Attrs, on_error: ErrorHandler
+) -> Multiscale | None:
+    """A Paintera group (``painteraData``): its ``data/s0, s1, ...`` pyramid, named after
+    the group, with the group's ``painteraData`` (the layer type) beside ``data``'s attributes."""
+    paintera = attrs.get("painteraData")
+    if not isinstance(paintera, Mapping) or "data" not in groups:
+        return None
+    data = groups["data"]
+    sub = data.children(_join(prefix, "data"), on_error)
+    data_attrs = data.attrs()
+    ms = n5viewer_pyramid(data_attrs, {k: v.info() for k, v in sub.items() if v.is_array}, inherited)
+    if ms is None:
+        return None
+    return replace(ms, paths=tuple(_join("data", p) for p in ms.paths), attrs={**data_attrs, "painteraData": dict(paintera)})
 
 
 def _bdv(

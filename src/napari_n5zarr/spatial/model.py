@@ -20,7 +20,15 @@ INHERITABLE = ("pixelResolution", "resolution", "units", "axes", "offset")
 _LEVEL = re.compile(r"^s(\d+)$")
 _SETUP = re.compile(r"^setup(\d+)$")
 _TIMEPOINT = re.compile(r"^timepoint(\d+)$")
-_LABEL_NAME = re.compile(r"label|seg", re.IGNORECASE)
+LABEL_WORDS = frozenset({"label", "labels", "seg", "segmentation", "segmentations"})
+"""A dataset/group name whose last word is one of these names labels (``labels``,
+``raw_labels``, ``neuronLabels``, ``seg``, ``cell-segmentation``): see
+:func:`~napari_n5zarr.spatial.pyramids.is_labels`."""
+CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
+"""Names with these endings are containers (or point at one): never a labels name."""
+LABEL_MULTISET = "Paintera label multiset (isLabelMultiset): not readable yet"
+"""Why a label-multiset dataset is not shown (its blocks are not voxel arrays)."""
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
 
 
@@ -66,6 +74,9 @@ class Multiscale:
     time_paths: tuple[tuple[str, ...], ...] = ()
     channel_axis: int | None = None
     attrs: Attrs = field(default_factory=dict, compare=False, repr=False)
+    unreadable: str = ""
+    """Why its blocks cannot be decoded, by design (:func:`~napari_n5zarr.spatial.unreadable_reason`:
+    a Paintera label multiset); "" when they can. Such a pyramid is described, never shown."""
 
     @property
     def ndim(self) -> int:

@@ -11,9 +11,12 @@ import numpy as np
 
 from napari_n5zarr.spatial.conventions import _inherited, calibrate, cosem, downsampling_factors
 from napari_n5zarr.spatial.model import (
-    _LABEL_NAME,
     _LEVEL,
     _TIMEPOINT,
+    _WORD,
+    CONTAINER_SUFFIXES,
+    LABEL_MULTISET,
+    LABEL_WORDS,
     ArrayInfo,
     Attrs,
     Calibration,
@@ -41,6 +44,7 @@ def _assemble(
     if channel_axis is None and cals[0].axes.count("c") == 1:
         channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
+    unreadable = unreadable_reason(attrs, *(infos[i].attrs for i in keep))
     base = cals[0]
     downsampling = tuple(
         tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
@@ -58,6 +62,7 @@ def _assemble(
         dtype=infos[0].dtype,
         channel_axis=channel_axis,
         attrs=dict(attrs),
+        unreadable=unreadable or "",
     )
 
 
@@ -285,8 +290,36 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
     return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
 
 
+def unreadable_reason(*attrs: Attrs) -> str | None:
+    """Why data described by these attributes (a dataset's, or a pyramid group's and its
+    levels') cannot be decoded by design, else None: Paintera label multisets
+    (``isLabelMultiset: true``; their varlength blocks hold label lists, not voxels)."""
+    if any(a.get("isLabelMultiset") is True for a in attrs):
+        return LABEL_MULTISET
+    return None
+
+
+def labels_name(name: str) -> bool:
+    """True when the last component of ``name`` IS a labels name: its last word (split on
+    non-alphanumerics and camelCase, trailing numbers dropped) is one of
+    :data:`~napari_n5zarr.spatial.model.LABEL_WORDS`. ``labels``, ``raw_labels``,
+    ``neuronLabels``, ``seg``, ``segmentation2`` are; ``unlabeled_brain``, ``Segura_lab_em``,
+    ``presegmentation_raw``, ``labels_raw`` are not, nor any container name (``labels.n5``,
+    ``seg.zarr``, ``.zip``, ``.xml``)."""
+    last = name.rstrip("/").rsplit("/", 1)[-1] if name else ""
+    if not last or last.lower().endswith(CONTAINER_SUFFIXES):
+        return False
+    words = [w.lower() for w in _WORD.findall(last)]
+    while words and words[-1].isdigit():
+        words.pop()
+    return bool(words) and words[-1] in LABEL_WORDS
+
+
 def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
-    """Integer data marked as labels by its attributes or by a name with 'label'/'seg'."""
+    """Integer data that is labels: by metadata first (OME-NGFF ``image-label``, also under
+    ``"ome"``, which this package's export writes for labels; Paintera
+    ``painteraData.type``; ``isLabelMultiset``), else by a name that is a labels name
+    (:func:`labels_name`). Float data is never labels."""
     try:
         if np.dtype(dtype).kind not in "iu":
             return False
@@ -296,10 +329,8 @@ def is_labels(name: str, attrs: Attrs, dtype: str) -> bool:
     if "image-label" in attrs or (isinstance(ome, Mapping) and "image-label" in ome):
         return True
     paintera = attrs.get("painteraData")
-    if isinstance(paintera, Mapping) and paintera.get("type") == "label":
-        return True
+    if isinstance(paintera, Mapping) and paintera.get("type") in ("label", "raw", "channel"):
+        return paintera.get("type") == "label"
     if attrs.get("isLabelMultiset") is True:
         return True
-    return bool(_LABEL_NAME.search(name.rsplit("/", 1)[-1] if name else ""))
-
-
+    return labels_name(name)
