@@ -70,3 +70,23 @@ def test_no_worker_fails_after_worker_timeout(tmp_path):
         with distributed.Client(cluster) as c, pytest.raises(ClusterError, match="no worker for 0.5 s"):
             export(da.ones((8, 8), "uint8", chunks=4), tmp_path / "out.n5", chunks=4, scheduler=c, worker_timeout=0.5)
     assert not (tmp_path / "out.n5").exists()
+
+
+def test_a_layer_opened_by_the_reader_exports_on_the_cluster(client, tmp_path):
+    """The reader's lazy levels pickle (they held a thread lock): exported exactly."""
+    from napari_n5zarr import open as open_node
+    from napari_n5zarr._napari.reader import read_path
+
+    idle(client)
+    a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint16")
+    export(a, tmp_path / "in.n5", chunks=8, scale=(3.0, 1.0, 1.0))
+    notes: list[tuple[str, str]] = []
+    (data, meta, kind), *_ = read_path(tmp_path / "in.n5", lambda level, message: notes.append((level, message)))
+    assert kind == "image" and isinstance(data, list) and not notes
+    export(data[0], tmp_path / "one.n5", chunks=8, scheduler=client)
+    export(data, tmp_path / "all.n5", chunks=8, scheduler=client)  # every level as it is
+    np.testing.assert_array_equal(open_node(tmp_path / "one.n5")["s0"][...], a.T)
+    written = open_node(tmp_path / "all.n5")
+    for k, level in enumerate(data):
+        np.testing.assert_array_equal(written[f"s{k}"][...].T, np.asarray(level))
+    assert pickle.loads(pickle.dumps(data[0])).shape == a.shape
