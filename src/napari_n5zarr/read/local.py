@@ -215,7 +215,7 @@ class LocalNode(NodeView):
         check_block_header(np.frombuffer(data, np.uint8), index, (meta.dimensions, meta.block_size), where)
         return data
 
-    def level(self, report: Any = None, cls: type | None = None) -> LazyLevel:
+    def level(self, report: Any = None, cls: type[LazyLevel] | None = None) -> LazyLevel:
         """This dataset as the level napari is handed (zarr opened only if a read needs it);
         ``cls``: another :class:`~napari_n5zarr.read.levels.LevelReader` class."""
         import functools
@@ -237,7 +237,7 @@ class LocalNode(NodeView):
         return (cls or LazyLevel).over_source(BlockSource.for_local_n5(self), open_array=open_array, report=report, reopen=reopen)
 
 
-def reopen_level(root: str, path: str, cls: type) -> Any:
+def reopen_level(root: str, path: str, cls: Any) -> Any:
     """The level at ``path`` of the local N5 folder ``root``, opened afresh (an unpickled
     :class:`~napari_n5zarr.read.levels.LevelReader`, in another process)."""
     from napari_n5zarr.errors import NodeNotFoundError
