@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -157,6 +158,46 @@ def test_convert_on_a_distributed_cluster(calibrated_pyramid, tmp_path):
     assert snapshot(remote, skip="") == snapshot(local, skip="")
     np.testing.assert_array_equal(napari_n5zarr.open(remote)["s0"][...], a.T)
 
+
+
+def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_path, capsys):
+    """Every block task kills its worker: one line naming the cause (not the clean-up's
+    "Directory not empty"), exit 2, nothing left behind, so a re-run is not refused."""
+    import dask
+    from distributed import Client, LocalCluster, WorkerPlugin
+
+    class KillOnStore(WorkerPlugin):  # defined here: pickled by value for the workers
+        def transition(self, key, start, finish, **kwargs):
+            name = key[0] if isinstance(key, tuple) else str(key)
+            if finish == "executing" and "store" in name:
+                os._exit(1)
+
+    src, _ = calibrated_pyramid
+    dest = tmp_path / "cluster.n5"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster:
+            with Client(cluster) as client:
+                client.register_plugin(KillOnStore())
+                argv = ["convert", str(src), str(dest), "--chunks", "4", "--scheduler", cluster.scheduler_address]
+                assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("n5zarr: error: a dask worker died while running task") and "allowed-failures" in err, err
+    assert "\n" not in err and "Directory not empty" not in err
+    assert not dest.exists()
+
+
+def test_convert_without_workers_stops_after_worker_timeout(calibrated_pyramid, tmp_path, capsys):
+    from distributed import LocalCluster
+
+    src, _ = calibrated_pyramid
+    dest = tmp_path / "cluster.n5"
+    with LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster:
+        argv = ["convert", str(src), str(dest), "--scheduler", cluster.scheduler_address, "--worker-timeout", "0.5"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("n5zarr: error: the dask cluster at tcp://127.0.0.1:") and "no worker for 0.5 s (--worker-timeout)" in err, err
+    assert "\n" not in err
+    assert not dest.exists()
 
 # -- add-zarr-metadata ------------------------------------------------------------------------
 

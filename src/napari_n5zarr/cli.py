@@ -173,6 +173,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             n5_only=args.n5_only,
             scheduler=args.scheduler,
             progress=_progress_printer(),
+            worker_timeout=args.worker_timeout or None,
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
@@ -320,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunks", type=chunks_arg, default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
     p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
+    p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
     p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
     p.set_defaults(func=cmd_convert)
@@ -444,6 +446,7 @@ def _cli_wording(text: str) -> str:
     """The library speaks Python (``overwrite=True``, ``src``); here the CLI's names (``--overwrite``, ``SRC``)."""
     text = text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
+    text = text.replace("(worker_timeout)", "(--worker-timeout)")
     return text.replace("a scheduler address needs", "--scheduler ADDRESS needs")
 
 

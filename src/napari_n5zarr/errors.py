@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BLOCK_NAME_ATTR",
+    "ClusterError",
     "ExportCancelled",
     "N5BlockError",
     "N5FormatError",
@@ -94,6 +95,12 @@ class NodeExistsError(N5ZarrError, FileExistsError):
 class ExportCancelled(N5ZarrError):
     """The export was cancelled (see ``cancel`` of :func:`napari_n5zarr.export`); the
     partial output was removed."""
+
+
+class ClusterError(N5ZarrError, OSError):
+    """A dask.distributed cluster could not run an export: a worker died running a task
+    more often than ``distributed.scheduler.allowed-failures`` allows, or no worker was
+    there for the export's ``worker_timeout``. The partial output was removed."""
 
 
 class SkippedNodeWarning(UserWarning):

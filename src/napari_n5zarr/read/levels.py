@@ -20,6 +20,7 @@ can and say what it cannot.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_n5zarr.errors import N5BlockError
 from napari_n5zarr.read.fetch import MAX_REGION_BLOCKS, BlockSource
 
 if TYPE_CHECKING:
@@ -95,16 +97,35 @@ class LevelReader(_Level):
                     n5_order=n5_order, source=source, report=report)  # fmt: skip
         self._array: zarr.Array | None = array
         self._open_array: Callable[[], zarr.Array] | None = None
+        self._reopen: Callable[[type], LevelReader] | None = None
 
     @classmethod
-    def over_source(cls, source: BlockSource, *, open_array: Callable[[], zarr.Array], report: Report | None = None) -> Any:
+    def over_source(
+        cls,
+        source: BlockSource,
+        *,
+        open_array: Callable[[], zarr.Array],
+        report: Report | None = None,
+        reopen: Callable[[type], LevelReader] | None = None,
+    ) -> Any:
         """A reader (of this class) over ``source`` (N5 order storage); ``open_array()``
-        gives the same array through zarr, called once, when a read first needs it."""
+        gives the same array through zarr, called once, when a read first needs it.
+        ``reopen(cls)`` (picklable) builds the same reader again in another process."""
         reader = cls.__new__(cls)
         reader._setup(source.shape, source.blocks, source.dtype, n5_order=True, source=source, report=report)
         reader._array = None
         reader._open_array = open_array
+        reader._reopen = reopen
         return reader
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a dask.distributed task) as where it reads from: the unpickled reader
+        reopens the store, with a lock and cache of its own process. It has no ``report``
+        (a worker has nobody to show it to): a block it cannot read raises instead of
+        reading as the fill value, so a copy never writes fill values for unread data."""
+        if self._reopen is not None:
+            return (_strict, (self._reopen, type(self)))
+        return (_strict, (functools.partial(_over_array, self.array, self.n5_order), type(self)))
 
     def _setup(self, shape: tuple[int, ...], blocks: tuple[int, ...], dtype: np.dtype, *, n5_order: bool,
                source: BlockSource | None, report: Report | None) -> None:  # fmt: skip
@@ -114,6 +135,8 @@ class LevelReader(_Level):
         self.ndim = len(shape)
         self.storage_blocks = blocks  # storage block, napari order
         self.report = report
+        self.strict = False
+        """Raise on a block that cannot be read (else: fill value, and ``report``)."""
         self._reported: set[str] = set()
         self._lock = threading.Lock()
         self.source = source
@@ -236,12 +259,25 @@ class LevelReader(_Level):
         return out
 
     def _say(self, message: str) -> None:
+        if self.strict:
+            raise N5BlockError(message)
         with self._lock:
             if message in self._reported:
                 return
             self._reported.add(message)
         if self.report is not None:
             self.report(f"{message} (shown as fill value)")
+
+
+def _over_array(array: zarr.Array, n5_order: bool, cls: type[LevelReader]) -> LevelReader:
+    return cls(array, n5_order=n5_order)
+
+
+def _strict(reopen: Callable[[type], LevelReader], cls: type[LevelReader]) -> LevelReader:
+    """The reader ``reopen(cls)`` builds, raising on unreadable blocks (see ``__reduce__``)."""
+    reader = reopen(cls)
+    reader.strict = True
+    return reader
 
 
 class LazyLevel(LevelReader):

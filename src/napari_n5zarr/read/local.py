@@ -215,8 +215,11 @@ class LocalNode(NodeView):
         check_block_header(np.frombuffer(data, np.uint8), index, (meta.dimensions, meta.block_size), where)
         return data
 
-    def level(self, report: Any = None) -> LazyLevel:
-        """This dataset as the level napari is handed (zarr opened only if a read needs it)."""
+    def level(self, report: Any = None, cls: type[LazyLevel] | None = None) -> LazyLevel:
+        """This dataset as the level napari is handed (zarr opened only if a read needs it);
+        ``cls``: another :class:`~napari_n5zarr.read.levels.LevelReader` class."""
+        import functools
+
         from napari_n5zarr.read.fetch import BlockSource
         from napari_n5zarr.read.levels import LazyLevel
 
@@ -230,7 +233,22 @@ class LocalNode(NodeView):
                 raise ValueError(f"{self.path or '/'} is not an array in zarr's view")
             return array
 
-        return LazyLevel.over_source(BlockSource.for_local_n5(self), open_array=open_array, report=report)
+        reopen = functools.partial(reopen_level, self.container.root, self.path)
+        return (cls or LazyLevel).over_source(BlockSource.for_local_n5(self), open_array=open_array, report=report, reopen=reopen)
+
+
+def reopen_level(root: str, path: str, cls: Any) -> Any:
+    """The level at ``path`` of the local N5 folder ``root``, opened afresh (an unpickled
+    :class:`~napari_n5zarr.read.levels.LevelReader`, in another process)."""
+    from napari_n5zarr.errors import NodeNotFoundError
+
+    try:
+        node = LocalContainer(Path(root)).node(path)
+    except NeedsZarr as e:
+        raise NodeNotFoundError(f"{os.path.join(root, path)}: cannot be read as the N5 dataset it was ({e})") from None
+    if node is None or not node.is_array:
+        raise NodeNotFoundError(f"{os.path.join(root, path)}: no N5 dataset there any more")
+    return node.level(cls=cls)
 
 
 def _read_or_none(path: str) -> bytes | None:
@@ -254,4 +272,4 @@ def open_local(location: str | os.PathLike[str]) -> LocalNode | None:
         return None
 
 
-__all__ = ["LocalContainer", "LocalNode", "NeedsZarr", "open_local"]
+__all__ = ["LocalContainer", "LocalNode", "NeedsZarr", "open_local", "reopen_level"]

@@ -12,6 +12,7 @@ import itertools
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -89,14 +90,23 @@ class Progress:
 class WriteGate:
     """Lets block writes through until :meth:`close`, which also waits for writes in flight:
     a failed export removes its partial output only after the last of its threads has
-    written (dask returns the first error while other threads still run)."""
+    written (dask returns the first error while other threads still run).
 
-    def __init__(self) -> None:
+    Pickled (a dask.distributed task), it becomes that process's gate of the same export
+    (:func:`process_gate`, by :attr:`token`): :func:`shut_gate`, run on every worker, closes
+    them, so a failed export on a cluster stops the workers' writes before it cleans up."""
+
+    def __init__(self, token: str | None = None) -> None:
+        import secrets
         import threading
 
+        self.token = token or secrets.token_hex(8)
         self._cond = threading.Condition()
         self._active = 0
         self._closed = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (process_gate, (self.token,))
 
     def __enter__(self) -> WriteGate:
         with self._cond:
@@ -110,10 +120,41 @@ class WriteGate:
             self._active -= 1
             self._cond.notify_all()
 
+    def shut(self) -> int:
+        """No write starts after this; returns how many are still in flight."""
+        with self._cond:
+            self._closed = True
+            return self._active
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
             self._cond.wait_for(lambda: self._active == 0)
+
+
+_gates: weakref.WeakValueDictionary[str, WriteGate] = weakref.WeakValueDictionary()
+_shut_tokens: set[str] = set()
+_gates_lock = threading.Lock()
+
+
+def process_gate(token: str) -> WriteGate:
+    """This process's gate of the export ``token`` (closed if :func:`shut_gate` ran here)."""
+    with _gates_lock:
+        gate = _gates.get(token)
+        if gate is None:
+            gate = _gates[token] = WriteGate(token)
+            if token in _shut_tokens:
+                gate.shut()
+        return gate
+
+
+def shut_gate(token: str) -> int:
+    """Close this process's gate of the export ``token`` (now and for tasks unpickled
+    later); returns its writes still in flight. Run on each worker by the exporting client."""
+    with _gates_lock:
+        _shut_tokens.add(token)
+        gate = _gates.get(token)
+    return gate.shut() if gate is not None else 0
 
 
 @dataclass
@@ -158,7 +199,7 @@ class N5Blocks:
         return (type(self).__name__, str(self.store), self.prefix, self.shape, self.block, str(self.dtype))
 
     def __getstate__(self) -> dict[str, Any]:  # progress/cancel live in the calling process
-        return {**self.__dict__, "progress": None, "cancel": None, "gate": None, "_last": {}}
+        return {**self.__dict__, "progress": None, "cancel": None, "_last": {}}  # the gate: see WriteGate
 
     # -- write: one block per call (dask chunks == blocks) -----------------------------
     def _check_cancel(self) -> None:

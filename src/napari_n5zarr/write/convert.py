@@ -66,6 +66,7 @@ def convert(
     n5_only: bool = False,
     scheduler: Any = None,
     progress: Callable[[str, int, int], Any] | None = None,
+    worker_timeout: float | None = None,
 ) -> ConvertReport:
     """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
 
@@ -97,6 +98,9 @@ def convert(
         address (a client is opened and closed here), or a client.
     progress : callable, optional
         ``progress(image name, blocks done, blocks total)``.
+    worker_timeout : float, optional
+        On a dask.distributed cluster: fail once it has had no worker for this many
+        seconds (None: wait, as dask does).
 
     Returns
     -------
@@ -112,6 +116,9 @@ def convert(
         If ``src`` holds no readable image or labels array (nothing is written).
     FileExistsError
         If ``dest`` exists and ``overwrite`` is False.
+    ClusterError
+        On a cluster: a worker died too often, or none for ``worker_timeout`` (nothing is
+        left behind: a re-run starts afresh).
     """
     from napari_n5zarr.access import open as open_node
     from napari_n5zarr.read.multiscale import levels_for
@@ -153,6 +160,7 @@ def convert(
                 zarr_json=not n5_only,
                 progress=None if progress is None else _per_image(progress, label),
                 scheduler=dask_scheduler,
+                worker_timeout=worker_timeout,
             )
             target = f"{dest_text.rstrip('/')}/{group}" if group else dest_text
             report.images.append(ConvertedImage(name, target, ms.is_labels, ms.convention))

@@ -69,6 +69,7 @@ def export(
     storage_options: dict[str, Any] | None = None,
     scheduler: Any = None,
     cancel: Any = None,
+    worker_timeout: float | None = None,
 ) -> str:
     """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once.
 
@@ -127,6 +128,9 @@ def export(
         Stops the export within a fraction of a second, even while a block is still being
         computed: no block task starts and no block is written after it (blocks already
         computing finish in the background, their results discarded).
+    worker_timeout : float, optional
+        With a dask.distributed scheduler: fail (:class:`~napari_n5zarr.errors.ClusterError`)
+        once the cluster has had no worker for this many seconds; None waits, as dask does.
 
     Returns
     -------
@@ -143,6 +147,11 @@ def export(
         Another export is writing to ``dest``.
     ExportCancelled
         ``cancel`` was set; the partial output is removed.
+    ClusterError
+        On a dask.distributed cluster: a worker died running a task more often than
+        ``distributed.scheduler.allowed-failures`` allows, or no worker for ``worker_timeout``.
+        Any failure on a cluster cancels the export's tasks and waits for the workers'
+        writes in flight before the partial output is removed.
     OSError
         The disk is full (the message says what was removed; an overwritten node is untouched).
     """
@@ -161,7 +170,8 @@ def export(
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
         store, prefix = destination.open()
         write_levels(
-            plan, sources, store, prefix, progress=progress, cancel=cancel_fn, scheduler=scheduler, gate=destination.gate
+            plan, sources, store, prefix, progress=progress, cancel=cancel_fn, scheduler=scheduler, gate=destination.gate,
+            worker_timeout=worker_timeout,
         )
         destination.publish(plan)
     return os.fspath(dest)

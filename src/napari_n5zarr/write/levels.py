@@ -34,6 +34,7 @@ from zarr.abc.store import Store
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
+from napari_n5zarr.write.cluster import cluster_client, store_on_cluster
 from napari_n5zarr.write.coarse import CoarseLevels, blockwise
 from napari_n5zarr.write.plan import ExportPlan
 from napari_n5zarr.write.workers import CANCEL_POLL, Workers
@@ -80,13 +81,18 @@ def write_levels(
     cancel: Callable[[], bool] | None = None,
     scheduler: Any = None,
     gate: WriteGate | None = None,
+    worker_timeout: float | None = None,
 ) -> None:
     """Write the blocks of every level of ``plan`` under ``prefix`` of ``store`` (no metadata).
 
     ``sources``: level 0 (or every level when ``plan.given_levels``). Raises
     :class:`ExportCancelled` within :data:`CANCEL_POLL` seconds of ``cancel()`` turning true.
+    On a dask.distributed client, a failure stops the workers' writes before it is raised
+    (:func:`~napari_n5zarr.write.cluster.store_on_cluster`; ``worker_timeout``: seconds
+    without any worker before giving up).
     """
     local = is_local_scheduler(scheduler)
+    client = None if local else cluster_client(scheduler)
     threads = _threads(scheduler)
     counter = Progress(plan.nblocks, progress)
     codec = plan.levels[0].metadata.codec()  # one compression for every level
@@ -102,6 +108,9 @@ def write_levels(
         check_cancel(cancel)
         if local:  # building a large graph takes seconds too: cancellable
             cancellable(lambda: store_local(level(), target, scheduler, cancel, batch), cancel)
+        elif client is not None:
+            store_on_cluster(level(), target, client, gate, worker_timeout=worker_timeout, cancel=cancel)
+            counter.add(nblocks)
         else:
             da.store(level(), target, lock=False, scheduler=scheduler)
             counter.add(nblocks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from zarr.abc.store import Store
 
     from napari_n5zarr.write.plan import ExportPlan
+
+_logger = logging.getLogger(__name__)
 
 __all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node", "publish_parents"]
 
@@ -127,6 +130,20 @@ def clean_up(store: Store, prefix: str, staging: Path | None, where: str, create
     return f"could not remove the partial export at {where} (its store cannot delete)"
 
 
+def _clean_up_keeping_cause(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+    """:func:`clean_up`, tried twice; a clean-up that still fails is logged, never raised:
+    the export's own error is what the caller must see."""
+    for attempt in range(2):
+        try:
+            return clean_up(store, prefix, staging, where, created)
+        except OSError as e:
+            if attempt:
+                _logger.warning("could not remove the partial export at %s: %s", where, e)
+                return f"could not remove the partial export at {where} ({e})"
+            time.sleep(0.2)  # a write finishing meanwhile (a file created while the folder was removed)
+    raise AssertionError("unreachable")
+
+
 class Destination:
     """The container ``dest`` (a pyramid group at ``prefix`` in it) for one export.
 
@@ -214,7 +231,7 @@ class Destination:
             if self._out is None:
                 return  # refused before anything was written
             self.gate.close()  # no block write after this (threads still running finish first)
-            cleaned = clean_up(self.store, self.prefix, self._staging, self.where, self._created)
+            cleaned = _clean_up_keeping_cause(self.store, self.prefix, self._staging, self.where, self._created)
             if safe_destination.is_disk_full(exc):
                 kept = "; the existing destination was not touched" if self._staging is not None else ""
                 assert isinstance(exc, OSError)
