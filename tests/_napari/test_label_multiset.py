@@ -77,6 +77,20 @@ def test_info_says_the_multiset_cannot_be_opened(paintera, capsys):
     assert f"cannot open: {spatial.LABEL_MULTISET}" in out
 
 
+def test_convert_skips_the_multiset_with_its_reason_and_converts_the_rest(paintera, tmp_path, capsys):
+    import numpy as np
+
+    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr import open as n5open
+
+    report = convert(paintera, tmp_path / "out.n5")
+    assert [image.name for image in report.images] == ["raw"]
+    assert f"labels/fragments: {spatial.LABEL_MULTISET}" in report.skipped
+    raw = n5open(paintera / "raw")
+    np.testing.assert_array_equal(n5open(tmp_path / "out.n5/raw/s0")[...], raw[...])
+    assert not (tmp_path / "out.n5/labels_fragments").exists()
+
+
 @pytest.mark.napari
 def test_viewer_open_adds_the_siblings_and_one_notification(make_napari_viewer, paintera, monkeypatch):
     shown: list[str] = []

@@ -130,13 +130,17 @@ def convert(
         raise ValueError("src and dest overlap; convert into a separate folder")
     node = open_node(src_text)
     found, skipped = detect_pyramids(node)
-    if not found:
+    # One pyramid goes to dest itself, several to one group each (named before skipping any).
+    named = [(ms, ms.name or "" if len(found) > 1 else "") for ms in found]
+    # Blocks that cannot be decoded by design (Paintera label multisets): skipped with the reason.
+    skipped = skipped + [f"{ms.name or '/'}: {ms.unreadable}" for ms in found if ms.unreadable]
+    named = [(ms, name) for ms, name in named if not ms.unreadable]
+    if not named:
         raise NothingToConvertError(f"{src_text}: no image or labels arrays to convert", skipped)
     report = ConvertReport(dest=dest_text, skipped=skipped)
-    names = [ms.name or "" for ms in found] if len(found) > 1 else [""]
     dask_scheduler, client = _scheduler(scheduler)
     try:
-        for ms, name in zip(found, names, strict=True):
+        for ms, name in named:
             data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
             keep = levels is None and len(data) > 1
             order = slice(None, None, -1)  # N5 order -> napari order
