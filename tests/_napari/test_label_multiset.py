@@ -80,8 +80,8 @@ def test_info_says_the_multiset_cannot_be_opened(paintera, capsys):
 def test_convert_skips_the_multiset_with_its_reason_and_converts_the_rest(paintera, tmp_path, capsys):
     import numpy as np
 
-    from napari_n5zarr.write.convert import convert
     from napari_n5zarr import open as n5open
+    from napari_n5zarr.write.convert import convert
 
     report = convert(paintera, tmp_path / "out.n5")
     assert [image.name for image in report.images] == ["raw"]
