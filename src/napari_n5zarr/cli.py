@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import enum
 import json
 import logging
 import os
@@ -22,9 +23,57 @@ def _print(*args: Any) -> None:
     print(*args, flush=True)  # noqa: T201
 
 
-def _error(message: str) -> int:
+class ExitCode(enum.IntEnum):
+    """The exit status of every command: one per kind of fault (see :data:`EXIT_CODES`)."""
+
+    OK = 0
+    PARTIAL = 1
+    """Done, but something was skipped or unreadable (listed in the output)."""
+    USAGE = 2
+    """A bad or refused argument; nothing was read or written."""
+    NOT_FOUND = 3
+    UNREACHABLE = 4
+    """Cannot read or write: no connection, a timeout, a server error, a permission."""
+    INVALID_DATA = 5
+    MISSING_PACKAGE = 6
+    UNEXPECTED = 7
+    INTERRUPTED = 130
+
+
+EXIT_CODES = """exit status:
+  0  all good
+  1  done, but something was skipped or unreadable (listed in the output)
+  2  usage error: a bad or refused argument (DEST exists, a block size too small, ...)
+  3  not found: nothing at PATH/SRC (no such folder, file or URL, no N5 or Zarr node there)
+  4  unreachable: cannot read or write (connection refused, timeout, server error, permission)
+  5  invalid data: the metadata or blocks are not valid N5/Zarr, or nothing to convert
+  6  a needed package is missing (the message says what to pip install)
+  7  unexpected error (N5ZARR_DEBUG=1 shows the traceback)
+  130  interrupted (Ctrl-C)
+Errors are one line on stderr: what could not be done, and where."""
+
+
+def exit_code(exc: BaseException) -> ExitCode:
+    """The kind of fault an exception is, as an exit status (the order of checks matters:
+    a NodeNotFoundError is an OSError, an N5MetadataError a KeyError)."""
+    from napari_n5zarr.errors import InvalidArgumentError
+
+    if isinstance(exc, InvalidArgumentError | FileExistsError):
+        return ExitCode.USAGE
+    if isinstance(exc, FileNotFoundError):
+        return ExitCode.NOT_FOUND
+    if isinstance(exc, ImportError):
+        return ExitCode.MISSING_PACKAGE
+    if isinstance(exc, OSError):  # N5StoreError, PermissionError, TimeoutError, ConnectionError
+        return ExitCode.UNREACHABLE
+    if isinstance(exc, ValueError | KeyError | TypeError):  # N5FormatError, N5MetadataError, nothing to convert
+        return ExitCode.INVALID_DATA
+    return ExitCode.UNEXPECTED
+
+
+def _error(message: str, code: int = ExitCode.USAGE) -> int:
     print(f"n5zarr: error: {message}", file=sys.stderr, flush=True)  # noqa: T201
-    return 2
+    return int(code)
 
 
 # -- tree -----------------------------------------------------------------------------
@@ -72,6 +121,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from napari_n5zarr.read.tree import open_tree
 
     tree = open_tree(args.path)
+    tree.raise_for_root()  # nothing to list: one line, the fault's exit status
     counts: dict[str, int] = {}
     if getattr(args, "json", False):
         for depth, node in tree.walk():
@@ -103,9 +153,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     root = info.root
-    if root.kind == "error":  # nothing to show (a 500, bad metadata): fatal, one line
-        error = " ".join(str(root.error).split())
-        return _error(error if args.path.rstrip("/") in error else f"{args.path}: {error}")
+    if info.tree is not None:
+        info.tree.raise_for_root()  # nothing to show (a 500, bad metadata): fatal, one line
     if as_json:
         _print(json.dumps(info.to_json(), indent=2, default=str))
         return 1 if info.problems else 0
@@ -175,7 +224,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     except NothingToConvertError as e:
         for problem in e.skipped:
             _print(f"! skipped {problem}")
-        return _error(str(e))
+        return _error(str(e), ExitCode.INVALID_DATA)
     for problem in report.skipped:
         _print(f"! skipped {problem}")
     for image in report.images:
@@ -236,7 +285,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
             raise
-        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'")
+        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'",
+                      ExitCode.MISSING_PACKAGE)  # fmt: skip
     return 0
 
 
@@ -334,12 +384,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-EXIT_CODES = """exit status:
-  0  all good
-  1  done, but something was skipped or unreadable (listed in the output)
-  2  usage error or fatal error (one line on stderr: what and why)"""
-
-
 def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
     """The same exit status rule in every command's --help."""
     parser.epilog = EXIT_CODES
@@ -423,19 +467,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("n5zarr: interrupted", file=sys.stderr, flush=True)  # noqa: T201
-        return 130
+        return ExitCode.INTERRUPTED
     except ImportError as e:
         if missing_extra(e) is None and os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(describe(e))
+        return _error(describe(e), ExitCode.MISSING_PACKAGE)
     except (OSError, ValueError, KeyError, TypeError) as e:  # includes N5FormatError, FileNotFoundError
         if os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(_cli_wording(_one_line(e)))
+        return _error(_cli_wording(_one_line(e)), exit_code(e))
     except Exception as e:  # noqa: BLE001 (the CLI boundary: any other failure is one line, never a traceback)
         if os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)")
+        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)", ExitCode.UNEXPECTED)
 
 
 def _cli_wording(text: str) -> str:
