@@ -163,12 +163,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     _print(f"{args.path}: {row['kind']}" + (f", {formats}" if formats else ""))
     for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
         if row[label]:
-            _print(f"  {label:<11}{row[label]}")
+            _print(f"  {label:<11} {row[label]}")
     if info.blocks is not None:
         on_disk, expected, partial = info.blocks
         more = "+" if partial else ""
         sparse = " (sparse: missing blocks read as 0)" if not partial and on_disk < expected else ""
-        _print(f"  {'on disk':<11}{on_disk}{more} of {expected} blocks{sparse}")
+        _print(f"  {'on disk':<11} {on_disk}{more} of {expected} blocks{sparse}")
     if root.reason:
         _print(f"  cannot open: {root.reason}")
     user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}

@@ -227,11 +227,28 @@ class Tree:
             node.error = error_text(exc, self._source.where(_join(path, failed)), path)
             self.root_fault = exc if not path else self.root_fault
             return node
-        own = {k: attrs[k] for k in INHERITABLE if k in attrs} if (attrs := node.attributes) else {}
+        attrs = node.attributes
+        if not path and node.n5 and not inherited and not self._is_container_root(attrs):
+            inherited = self._outer_attrs()  # a node inside a container: what its ancestors give it
+        own = {k: attrs[k] for k in INHERITABLE if k in attrs} if attrs else {}
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
             calibrate_array(node, inherited, attrs)
         return node
+
+    def _is_container_root(self, attrs: dict[str, Any]) -> bool:
+        return "n5" in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
+
+    def _outer_attrs(self) -> dict[str, Any]:
+        """Inheritable attributes of the N5 groups above the root (as the reader's detection
+        reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
+        from napari_n5zarr.spatial.detect import outer_attrs
+
+        if isinstance(self._source, StoreSource):
+            return outer_attrs(self._source.store)
+        from zarr.storage import LocalStore
+
+        return outer_attrs(LocalStore(self._source.root, read_only=True))
 
     # -- pyramids ------------------------------------------------------------------
     def _child(self, group: Node, rel: str) -> Node | None:
