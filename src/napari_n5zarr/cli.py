@@ -193,21 +193,40 @@ def cmd_info(args: argparse.Namespace) -> int:
 # -- convert --------------------------------------------------------------------------
 
 
-def _progress_printer() -> Callable[[str, int, int], None] | None:
-    if not sys.stderr.isatty():
+PROGRESS_ENV = "N5ZARR_PROGRESS"
+"""``1`` shows the progress bar even when stderr is not a terminal, ``0`` hides it."""
+
+
+def _show_progress() -> bool:
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
+    return forced not in ("", "0") if forced else sys.stderr.isatty()
+
+
+def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
+    """``progress(label, blocks done, blocks total)`` drawing one bar per image on stderr
+    (the export's own block counter, as the export widget's bar), or None when stderr is
+    not a terminal (piped, logged: quiet) unless ``N5ZARR_PROGRESS=1``."""
+    if not _show_progress():
         return None
 
     def report(label: str, done: int, total: int) -> None:
+        filled = width * done // max(total, 1)
+        bar = "#" * filled + "." * (width - filled)
         end = "\n" if done >= total else ""
-        print(f"\r{label}: {done}/{total} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
+        print(f"\r{label} [{bar}] {done:,}/{total:,} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
 
     return report
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
+    from napari_n5zarr.errors import InvalidArgumentError
     from napari_n5zarr.write.convert import NothingToConvertError, convert
+    from napari_n5zarr.write.plan import block_edge_problem
 
+    too_small = block_edge_problem(args.chunks)  # the export widget's rule, before anything is read
+    if too_small:
+        raise InvalidArgumentError(f"--chunks: {too_small}")
     try:
         report = convert(
             args.src,
@@ -219,7 +238,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             n5_only=args.n5_only,
             scheduler=args.scheduler,
-            progress=_progress_printer(),
+            progress=progress_bar(),
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
@@ -342,8 +361,15 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"n5zarr: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
 
 
+LOCATION_HELP = (
+    "an N5 or Zarr folder, a .zip, a BigDataViewer .xml, or a URL (s3://, http://, https://); "
+    "a group or dataset inside by its path (data.n5/raw/s0)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from napari_n5zarr.n5.compression import N5_TYPES
+    from napari_n5zarr.write.plan import MIN_BLOCK
 
     parser = _ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr: -v this package's debug log, -vv every library's")
@@ -351,21 +377,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("tree", help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes")
-    p.add_argument("path")
+    p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON object per node and line (JSON Lines)")
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser("info", help="one node in full, and its image/labels pyramids (levels, scale, translate, units)")
-    p.add_argument("path")
+    p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
-    p.add_argument("src")
-    p.add_argument("dest")
+    p.add_argument("src", help=LOCATION_HELP)
+    p.add_argument("dest", help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite")
     p.add_argument("--compression", type=compression_arg, default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
     p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
-    p.add_argument("--chunks", type=chunks_arg, default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
+    p.add_argument("--chunks", type=chunks_arg, default=None,
+                   help=f"block size: one int (spatial axes) or a z,y,x list, at least {MIN_BLOCK} (1 for a channel or time axis); default: the source's")  # fmt: skip
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
     p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
     p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
@@ -373,12 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
-    p.add_argument("path")
+    p.add_argument("path", help="an N5 container, changed in place: a folder, or a URL the store can write (s3://)")
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 
     p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
-    p.add_argument("path", nargs="?", default=None)
+    p.add_argument("path", nargs="?", default=None, help=LOCATION_HELP + "; default: the bundled sample")
     p.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of the viewer to PNG and exit")
     p.set_defaults(func=cmd_view)
     return parser
@@ -486,6 +513,7 @@ def _cli_wording(text: str) -> str:
     """The library speaks Python (``overwrite=True``, ``src``); here the CLI's names (``--overwrite``, ``SRC``)."""
     text = text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
+    text = text.replace(", or auto)", ", or leave --chunks out: the source's blocks)")
     return text.replace("a scheduler address needs", "--scheduler ADDRESS needs")
 
 
