@@ -29,7 +29,11 @@ from magicgui.widgets import (
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
-from napari_n5zarr.write.plan import MAX_BLOCK_BYTES, MIN_BLOCK, block_edge_problem  # the rule `n5zarr convert` applies too
+from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
+    MAX_BLOCK_BYTES,
+    MIN_BLOCK,
+    block_edge_problem,
+)
 
 if TYPE_CHECKING:
     import napari
