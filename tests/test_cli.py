@@ -265,7 +265,7 @@ def test_add_zarr_metadata_dry_run(corpus_dir, tmp_path, capsys):
 
 
 def test_add_zarr_metadata_without_n5(tmp_path, capsys):
-    assert main(["add-zarr-metadata", str(tmp_path)]) == 2
+    assert main(["add-zarr-metadata", str(tmp_path)]) == 3  # not found
     assert "no N5 attributes.json" in capsys.readouterr().err
 
 
@@ -283,7 +283,7 @@ def test_view_calls_the_launcher(monkeypatch, calibrated_pyramid):
 
 def test_view_without_napari(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "napari", None)  # as if napari were not installed
-    assert main(["view"]) == 2
+    assert main(["view"]) == 6  # a needed package is missing
     assert "needs napari" in capsys.readouterr().err
 
 
@@ -322,22 +322,22 @@ def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.Compl
 
 
 @pytest.mark.parametrize(
-    "args",
+    "args, status",
     [
-        ["view", "MISSING"],
-        ["view", "MISSING.n5"],
-        ["convert", "MISSING", "out.n5"],
-        ["add-zarr-metadata", "MISSING"],
-        ["convert", "{pyr}", "{tmp}/out.n5", "--compression", "zstd:abc"],
-        ["convert", "{pyr}", "{tmp}/out.n5", "--compression", "nonsense"],
-        ["convert", "{pyr}", "{tmp}/out.n5", "--levels", "many"],
-        ["convert", "{pyr}", "{tmp}/out.n5", "--chunks", "a,b"],
+        (["view", "MISSING"], 3),  # not found
+        (["view", "MISSING.n5"], 3),
+        (["convert", "MISSING", "out.n5"], 3),
+        (["add-zarr-metadata", "MISSING"], 3),
+        (["convert", "{pyr}", "{tmp}/out.n5", "--compression", "zstd:abc"], 2),  # usage
+        (["convert", "{pyr}", "{tmp}/out.n5", "--compression", "nonsense"], 2),
+        (["convert", "{pyr}", "{tmp}/out.n5", "--levels", "many"], 2),
+        (["convert", "{pyr}", "{tmp}/out.n5", "--chunks", "a,b"], 2),
     ],
 )
-def test_user_errors_give_one_line_and_exit_2(calibrated_pyramid, tmp_path, args):
+def test_user_errors_give_one_line_and_their_exit_status(calibrated_pyramid, tmp_path, args, status):
     args = [a.format(pyr=calibrated_pyramid[0], tmp=tmp_path) for a in args]
     run = run_cli(*args)
-    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.returncode == status, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("n5zarr: error: "), run.stderr
     assert "Traceback" not in run.stderr
@@ -370,7 +370,7 @@ def test_missing_remote_extra_is_named(tmp_path):
         for command in ("info", "view", "convert"):
             args = [command, url] + ([str(tmp_path / "o.n5")] if command == "convert" else [])
             run = run_cli(*args, env=env)
-            assert run.returncode == 2, (command, url, run.stderr)
+            assert run.returncode == 6, (command, url, run.stderr)  # a needed package is missing
             assert f"pip install 'napari-n5zarr[{extra}]'" in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 

@@ -93,7 +93,7 @@ def test_info_on_a_failing_root_is_one_line(served):
     server.faults["/c.n5/zarr.json"] = "500"
     run = run_cli("info", url, env=FAST)
     assert_no_traceback(run)
-    assert run.returncode == 2, (run.stdout, run.stderr)  # 2: fatal, one line on stderr
+    assert run.returncode == 4, (run.stdout, run.stderr)  # 4: unreachable (a server error), one line on stderr
     [line] = run.stderr.strip().splitlines()
     assert url in line and "500" in line
     assert "not found" not in line.lower()  # a 500 is not a 404

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import enum
 import json
 import logging
 import os
@@ -22,9 +23,57 @@ def _print(*args: Any) -> None:
     print(*args, flush=True)  # noqa: T201
 
 
-def _error(message: str) -> int:
+class ExitCode(enum.IntEnum):
+    """The exit status of every command: one per kind of fault (see :data:`EXIT_CODES`)."""
+
+    OK = 0
+    PARTIAL = 1
+    """Done, but something was skipped or unreadable (listed in the output)."""
+    USAGE = 2
+    """A bad or refused argument; nothing was read or written."""
+    NOT_FOUND = 3
+    UNREACHABLE = 4
+    """Cannot read or write: no connection, a timeout, a server error, a permission."""
+    INVALID_DATA = 5
+    MISSING_PACKAGE = 6
+    UNEXPECTED = 7
+    INTERRUPTED = 130
+
+
+EXIT_CODES = """exit status:
+  0  all good
+  1  done, but something was skipped or unreadable (listed in the output)
+  2  usage error: a bad or refused argument (DEST exists, a block size too small, ...)
+  3  not found: nothing at PATH/SRC (no such folder, file or URL, no N5 or Zarr node there)
+  4  unreachable: cannot read or write (connection refused, timeout, server error, permission)
+  5  invalid data: the metadata or blocks are not valid N5/Zarr, or nothing to convert
+  6  a needed package is missing (the message says what to pip install)
+  7  unexpected error (N5ZARR_DEBUG=1 shows the traceback)
+  130  interrupted (Ctrl-C)
+Errors are one line on stderr: what could not be done, and where."""
+
+
+def exit_code(exc: BaseException) -> ExitCode:
+    """The kind of fault an exception is, as an exit status (the order of checks matters:
+    a NodeNotFoundError is an OSError, an N5MetadataError a KeyError)."""
+    from napari_n5zarr.errors import InvalidArgumentError
+
+    if isinstance(exc, InvalidArgumentError | FileExistsError):
+        return ExitCode.USAGE
+    if isinstance(exc, FileNotFoundError):
+        return ExitCode.NOT_FOUND
+    if isinstance(exc, ImportError):
+        return ExitCode.MISSING_PACKAGE
+    if isinstance(exc, OSError):  # N5StoreError, PermissionError, TimeoutError, ConnectionError
+        return ExitCode.UNREACHABLE
+    if isinstance(exc, ValueError | KeyError | TypeError):  # N5FormatError, N5MetadataError, nothing to convert
+        return ExitCode.INVALID_DATA
+    return ExitCode.UNEXPECTED
+
+
+def _error(message: str, code: int = ExitCode.USAGE) -> int:
     print(f"n5zarr: error: {message}", file=sys.stderr, flush=True)  # noqa: T201
-    return 2
+    return int(code)
 
 
 # -- tree -----------------------------------------------------------------------------
@@ -72,6 +121,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     from napari_n5zarr.read.tree import open_tree
 
     tree = open_tree(args.path)
+    tree.raise_for_root()  # nothing to list: one line, the fault's exit status
     counts: dict[str, int] = {}
     if getattr(args, "json", False):
         for depth, node in tree.walk():
@@ -103,9 +153,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     root = info.root
-    if root.kind == "error":  # nothing to show (a 500, bad metadata): fatal, one line
-        error = " ".join(str(root.error).split())
-        return _error(error if args.path.rstrip("/") in error else f"{args.path}: {error}")
+    if info.tree is not None:
+        info.tree.raise_for_root()  # nothing to show (a 500, bad metadata): fatal, one line
     if as_json:
         _print(json.dumps(info.to_json(), indent=2, default=str))
         return 1 if info.problems else 0
@@ -114,12 +163,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     _print(f"{args.path}: {row['kind']}" + (f", {formats}" if formats else ""))
     for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
         if row[label]:
-            _print(f"  {label:<11}{row[label]}")
+            _print(f"  {label:<11} {row[label]}")
     if info.blocks is not None:
         on_disk, expected, partial = info.blocks
         more = "+" if partial else ""
         sparse = " (sparse: missing blocks read as 0)" if not partial and on_disk < expected else ""
-        _print(f"  {'on disk':<11}{on_disk}{more} of {expected} blocks{sparse}")
+        _print(f"  {'on disk':<11} {on_disk}{more} of {expected} blocks{sparse}")
     if root.reason:
         _print(f"  cannot open: {root.reason}")
     user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
@@ -146,21 +195,40 @@ def cmd_info(args: argparse.Namespace) -> int:
 # -- convert --------------------------------------------------------------------------
 
 
-def _progress_printer() -> Callable[[str, int, int], None] | None:
-    if not sys.stderr.isatty():
+PROGRESS_ENV = "N5ZARR_PROGRESS"
+"""``1`` shows the progress bar even when stderr is not a terminal, ``0`` hides it."""
+
+
+def _show_progress() -> bool:
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
+    return forced not in ("", "0") if forced else sys.stderr.isatty()
+
+
+def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
+    """``progress(label, blocks done, blocks total)`` drawing one bar per image on stderr
+    (the export's own block counter, as the export widget's bar), or None when stderr is
+    not a terminal (piped, logged: quiet) unless ``N5ZARR_PROGRESS=1``."""
+    if not _show_progress():
         return None
 
     def report(label: str, done: int, total: int) -> None:
+        filled = width * done // max(total, 1)
+        bar = "#" * filled + "." * (width - filled)
         end = "\n" if done >= total else ""
-        print(f"\r{label}: {done}/{total} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
+        print(f"\r{label} [{bar}] {done:,}/{total:,} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
 
     return report
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
+    from napari_n5zarr.errors import InvalidArgumentError
     from napari_n5zarr.write.convert import NothingToConvertError, convert
+    from napari_n5zarr.write.plan import block_edge_problem
 
+    too_small = block_edge_problem(args.chunks)  # the export widget's rule, before anything is read
+    if too_small:
+        raise InvalidArgumentError(f"--chunks: {too_small}")
     try:
         report = convert(
             args.src,
@@ -172,13 +240,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             n5_only=args.n5_only,
             scheduler=args.scheduler,
-            progress=_progress_printer(),
+            progress=progress_bar(),
             worker_timeout=args.worker_timeout or None,
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
             _print(f"! skipped {problem}")
-        return _error(str(e))
+        return _error(str(e), ExitCode.INVALID_DATA)
     for problem in report.skipped:
         _print(f"! skipped {problem}")
     for image in report.images:
@@ -239,7 +307,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
             raise
-        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'")
+        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'",
+                      ExitCode.MISSING_PACKAGE)  # fmt: skip
     return 0
 
 
@@ -295,8 +364,15 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"n5zarr: error: {' '.join(message.split())} (see '{self.prog} --help')\n")
 
 
+LOCATION_HELP = (
+    "an N5 or Zarr folder, a .zip, a BigDataViewer .xml, or a URL (s3://, http://, https://); "
+    "a group or dataset inside by its path (data.n5/raw/s0)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from napari_n5zarr.n5.compression import N5_TYPES
+    from napari_n5zarr.write.plan import MIN_BLOCK
 
     parser = _ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr: -v this package's debug log, -vv every library's")
@@ -304,21 +380,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("tree", help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes")
-    p.add_argument("path")
+    p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON object per node and line (JSON Lines)")
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser("info", help="one node in full, and its image/labels pyramids (levels, scale, translate, units)")
-    p.add_argument("path")
+    p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
-    p.add_argument("src")
-    p.add_argument("dest")
+    p.add_argument("src", help=LOCATION_HELP)
+    p.add_argument("dest", help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite")
     p.add_argument("--compression", type=compression_arg, default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
     p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
-    p.add_argument("--chunks", type=chunks_arg, default=None, help="block size: one int (spatial axes) or a z,y,x list; default: the source's")
+    p.add_argument("--chunks", type=chunks_arg, default=None,
+                   help=f"block size: one int (spatial axes) or a z,y,x list, at least {MIN_BLOCK} (1 for a channel or time axis); default: the source's")  # fmt: skip
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
     p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
     p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")
@@ -327,21 +404,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
-    p.add_argument("path")
+    p.add_argument("path", help="an N5 container, changed in place: a folder, or a URL the store can write (s3://)")
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 
     p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
-    p.add_argument("path", nargs="?", default=None)
+    p.add_argument("path", nargs="?", default=None, help=LOCATION_HELP + "; default: the bundled sample")
     p.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of the viewer to PNG and exit")
     p.set_defaults(func=cmd_view)
     return parser
-
-
-EXIT_CODES = """exit status:
-  0  all good
-  1  done, but something was skipped or unreadable (listed in the output)
-  2  usage error or fatal error (one line on stderr: what and why)"""
 
 
 def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
@@ -427,19 +498,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("n5zarr: interrupted", file=sys.stderr, flush=True)  # noqa: T201
-        return 130
+        return ExitCode.INTERRUPTED
     except ImportError as e:
         if missing_extra(e) is None and os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(describe(e))
+        return _error(describe(e), ExitCode.MISSING_PACKAGE)
     except (OSError, ValueError, KeyError, TypeError) as e:  # includes N5FormatError, FileNotFoundError
         if os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(_cli_wording(_one_line(e)))
+        return _error(_cli_wording(_one_line(e)), exit_code(e))
     except Exception as e:  # noqa: BLE001 (the CLI boundary: any other failure is one line, never a traceback)
         if os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)")
+        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)", ExitCode.UNEXPECTED)
 
 
 def _cli_wording(text: str) -> str:
@@ -447,6 +518,7 @@ def _cli_wording(text: str) -> str:
     text = text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
     text = text.replace("(worker_timeout)", "(--worker-timeout)")
+    text = text.replace(", or auto)", ", or leave --chunks out: the source's blocks)")
     return text.replace("a scheduler address needs", "--scheduler ADDRESS needs")
 
 

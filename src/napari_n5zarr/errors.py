@@ -11,6 +11,7 @@ __all__ = [
     "BLOCK_NAME_ATTR",
     "ClusterError",
     "ExportCancelled",
+    "InvalidArgumentError",
     "N5BlockError",
     "N5FormatError",
     "N5MetadataError",
@@ -41,6 +42,11 @@ class N5MetadataError(N5FormatError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class InvalidArgumentError(N5ZarrError, ValueError):
+    """An argument this library refuses before doing anything (a block size too small, a
+    destination inside the source); the message says what to give instead."""
 
 
 class N5BlockError(N5FormatError):

@@ -242,8 +242,8 @@ def test_cli_info_one_node_in_full(tmp_path: Path, capsys) -> None:
     export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer")
     assert main(["info", str(dest / "s0")]) == 0
     out = capsys.readouterr().out
-    assert "shape      9×20×30 zyx" in out
-    assert "on disk    24 of 24 blocks" in out
+    assert "shape       9×20×30 zyx" in out
+    assert "on disk     24 of 24 blocks" in out
     assert main(["info", "--json", str(dest)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "pyramid" and doc["levels"] == ["s0", "s1", "s2"]

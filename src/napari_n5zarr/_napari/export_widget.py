@@ -29,18 +29,19 @@ from magicgui.widgets import (
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
+from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
+    MAX_BLOCK_BYTES,
+    MIN_BLOCK,
+    block_edge_problem,
+)
 
 if TYPE_CHECKING:
     import napari
     from napari.qt.threading import FunctionWorker
 
 
-MIN_BLOCK = 8
-"""Smallest block edge on spatial axes the widget accepts (smaller: millions of files)."""
 MAX_BLOCKS = 250_000
 """Most blocks one export may write from the widget (over all levels)."""
-MAX_BLOCK_BYTES = 512 * 2**20
-"""Largest decoded block (N5 blocks are decoded whole by every reader)."""
 ORDINARY = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError, OSError)
 """Errors that are a person's mistake or situation: explained, never shown as a traceback."""
 
@@ -80,8 +81,9 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
 
 def check_block_size(total: int, block_bytes: int, block_size: int) -> str | None:
     """Why these blocks are refused, or None."""
-    if block_size and block_size < MIN_BLOCK:
-        return f"block size {block_size} is too small (at least {MIN_BLOCK}, or auto): it would write {total:,} blocks"
+    too_small = block_edge_problem(block_size or None)
+    if too_small:
+        return f"{too_small}: it would write {total:,} blocks"
     if total > MAX_BLOCKS:
         return f"this would write {total:,} blocks (at most {MAX_BLOCKS:,}): choose a larger block size, or auto"
     if block_bytes > MAX_BLOCK_BYTES:

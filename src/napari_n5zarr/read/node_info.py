@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import zarr
 
-    from napari_n5zarr.read.tree import Node
+    from napari_n5zarr.read.tree import Node, Tree
     from napari_n5zarr.spatial import Multiscale
 
 __all__ = ["NodeInfo", "detect_pyramids", "multiscale_to_json", "node_info"]
@@ -57,6 +57,8 @@ class NodeInfo:
     blocks: tuple[int, int, bool] | None = None
     """(blocks on disk, blocks expected, counting stopped early) for an array or pyramid."""
     problems: list[str] = field(default_factory=list)
+    tree: Tree | None = field(default=None, repr=False, compare=False)
+    """The tree it was read from (:meth:`Tree.raise_for_root` says why an error root failed)."""
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document (``n5zarr info --json``)."""
@@ -97,7 +99,7 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     text = os.fspath(location)
     incomplete = bool(sync(base_store(text, "r").exists(INCOMPLETE_MARKER)))
     tree = open_tree(text)
-    info = NodeInfo(location=text, root=tree.root, incomplete=incomplete)
+    info = NodeInfo(location=text, root=tree.root, incomplete=incomplete, tree=tree)
     if info.root.kind == "error":
         return info
     info.multiscales, info.problems = detect_pyramids(tree.zarr_root())

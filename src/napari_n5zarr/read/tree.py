@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr.errors import NodeNotFoundError
+from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
@@ -82,12 +82,32 @@ class Tree:
         self._nodes: dict[str, Node | None] = {}
         self._children: dict[str, list[Node]] = {}
         self._zarr_root: Any = None
-        self.root = self._make_nodes([""], {})[0] or Node("", "", "error", error=f"no N5 or Zarr node at {location}")
+        self.root_fault: BaseException | None = None
+        """Why the root is unreadable (kind "error"): see :meth:`raise_for_root`."""
+        self.root = self._make_nodes([""], {})[0] or self._not_found()
         if self.root.kind == "group" and not self.root.n5 and not self.root.zarr and not self._names_or_error(""):
-            self.root = Node("", "", "error", error=f"no N5 or Zarr node at {location}")
+            self.root = self._not_found()
         if self.root.kind == "group":
             self.root.name = Path(self.n5_location.rstrip("/")).name
             self._classify(self.root)
+
+    def _not_found(self) -> Node:
+        message = f"no N5 or Zarr node at {self.location}"
+        self.root_fault = NodeNotFoundError(message)
+        return Node("", "", "error", error=message)
+
+    def raise_for_root(self) -> None:
+        """Raise why the root cannot be read, in one line naming the place, if it cannot:
+        :class:`NodeNotFoundError` (nothing there), :class:`N5StoreError` (a remote fault, a
+        refused connection, a permission) or :class:`N5FormatError` (invalid metadata)."""
+        if self.root.kind != "error":
+            return
+        text = " ".join(str(self.root.error).split())
+        if isinstance(self.root_fault, FileNotFoundError):
+            raise NodeNotFoundError(text)
+        if isinstance(self.root_fault, OSError):
+            raise N5StoreError(text)
+        raise N5FormatError(text)
 
     # -- listing -------------------------------------------------------------------
     def _names_or_error(self, path: str) -> list[str]:
@@ -177,6 +197,7 @@ class Tree:
                     node = self._node(p, a, z, inherited)
                 except Exception as exc:  # one node's problem, never its siblings'
                     node = Node(p.rsplit("/", 1)[-1], p, "error", error=spatial.describe_error(p, exc))
+                    self.root_fault = exc if not p else self.root_fault
                 with self._lock:
                     self._nodes[p] = node
                 cached[p] = node
@@ -203,13 +224,32 @@ class Tree:
                 return None  # a stray file: not a node
         except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken node is an error row, its siblings still listed)
             node.kind = "error"
-            node.error = error_text(exc, self._source.where(_join(path, N5_JSON if node.n5 else ZARR_JSON)), path)
+            failed = N5_JSON if node.n5 or isinstance(n5_raw, BaseException) else ZARR_JSON  # the file that failed
+            node.error = error_text(exc, self._source.where(_join(path, failed)), path)
+            self.root_fault = exc if not path else self.root_fault
             return node
-        own = {k: attrs[k] for k in INHERITABLE if k in attrs} if (attrs := node.attributes) else {}
+        attrs = node.attributes
+        if not path and node.n5 and not inherited and not self._is_container_root(attrs):
+            inherited = self._outer_attrs()  # a node inside a container: what its ancestors give it
+        own = {k: attrs[k] for k in INHERITABLE if k in attrs} if attrs else {}
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
             calibrate_array(node, inherited, attrs)
         return node
+
+    def _is_container_root(self, attrs: dict[str, Any]) -> bool:
+        return "n5" in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
+
+    def _outer_attrs(self) -> dict[str, Any]:
+        """Inheritable attributes of the N5 groups above the root (as the reader's detection
+        reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
+        from napari_n5zarr.spatial.detect import outer_attrs
+
+        if isinstance(self._source, StoreSource):
+            return outer_attrs(self._source.store)
+        from zarr.storage import LocalStore
+
+        return outer_attrs(LocalStore(self._source.root, read_only=True))
 
     # -- pyramids ------------------------------------------------------------------
     def _child(self, group: Node, rel: str) -> Node | None:

@@ -224,11 +224,18 @@ def _parent_stores(store: Any) -> list[Any]:
 def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     """Inheritable attributes of N5 groups above the store's root, root first (see
     :func:`merge_outer_attrs`)."""
+    return outer_attrs(node.store)
+
+
+def outer_attrs(store: Any) -> dict[str, Any]:
+    """Inheritable attributes of the N5 groups above ``store``'s root (a local folder or an
+    fsspec URL, also under the N5 wrappers), root first: what a level opened on its own
+    (``pyr.n5/s1``) inherits from its pyramid (see :func:`merge_outer_attrs`)."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
     try:
-        parents = _parent_stores(node.store)
+        parents = _parent_stores(store)
     except (OSError, ValueError, RuntimeError):  # an unresolvable path (symlink loop, ...): nothing to inherit
         return {}
 

@@ -160,11 +160,29 @@ def describe(error: BaseException, settings: RemoteSettings) -> str:
                 err = response["Error"]
                 return f"HTTP {status} {err.get('Code', '')}: {err.get('Message', '')}".rstrip(": ")
         return f"HTTP {status} ({type(error).__name__}: {error})"
+    refused = _connection_fault(error)
+    if refused is not None:
+        return refused
     if any(isinstance(e, TimeoutError) or "Timeout" in type(e).__name__ for e in _chain(error)):
         return (f"timed out (no answer within {settings.read_timeout:g} s, connect timeout "
                 f"{settings.connect_timeout:g} s; set N5ZARR_READ_TIMEOUT / N5ZARR_CONNECT_TIMEOUT to change)")  # fmt: skip
     text = str(error) or repr(error)
     return f"{type(error).__name__}: {text}"
+
+
+def _connection_fault(error: BaseException) -> str | None:
+    """``cannot connect to HOST:PORT (connection refused)`` for aiohttp's connector errors
+    (whose own text adds ``ssl:default`` even for plain http), else None."""
+    for e in _chain(error):
+        host, os_error = getattr(e, "host", None), getattr(e, "os_error", None)
+        if isinstance(host, str) and isinstance(os_error, OSError):
+            if isinstance(os_error, ConnectionRefusedError):
+                reason = "connection refused"
+            else:
+                reason = os_error.strerror or str(os_error) or type(os_error).__name__
+            port = getattr(e, "port", None)
+            return f"cannot connect to {host}{f':{port}' if port else ''} ({reason})"
+    return None
 
 
 class RemoteStore(FsspecStore):

@@ -121,13 +121,14 @@ def convert(
         left behind: a re-run starts afresh).
     """
     from napari_n5zarr.access import open as open_node
+    from napari_n5zarr.errors import InvalidArgumentError
     from napari_n5zarr.read.multiscale import levels_for
     from napari_n5zarr.read.node_info import detect_pyramids
     from napari_n5zarr.write.exporter import export
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     if _overlap(src_text, dest_text):
-        raise ValueError("src and dest overlap; convert into a separate folder")
+        raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
     node = open_node(src_text)
     found, skipped = detect_pyramids(node)
     # One pyramid goes to dest itself, several to one group each (named before skipping any).

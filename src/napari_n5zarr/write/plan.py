@@ -23,7 +23,28 @@ from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary
 
-__all__ = ["ExportPlan", "LevelPlan", "default_chunks", "make_plan", "parse_compression"]
+__all__ = ["MIN_BLOCK", "ExportPlan", "LevelPlan", "block_edge_problem", "default_chunks", "make_plan", "parse_compression"]
+
+MIN_BLOCK = 8
+"""Smallest block edge a person may choose (the export widget, ``n5zarr convert --chunks``):
+smaller blocks mean millions of tiny files, written and read one request each. The library's
+:func:`make_plan` itself accepts any edge >= 1."""
+MAX_BLOCK_BYTES = 512 * 2**20
+"""Largest decoded block a person may choose (N5 blocks are decoded whole by every reader)."""
+
+
+def block_edge_problem(block_size: int | Sequence[int] | None) -> str | None:
+    """Why a chosen block size is refused, or None (None: the default blocks).
+
+    One int is the edge on every spatial axis; in a per-axis list an entry of 1 is a
+    non-spatial axis (channels, time) and allowed."""
+    if block_size is None:
+        return None
+    edges = [block_size] if isinstance(block_size, int) else [b for b in block_size if b != 1]
+    small = [b for b in edges if b < MIN_BLOCK]
+    if small:
+        return f"block size {small[0]} is too small (at least {MIN_BLOCK}, or auto)"
+    return None
 
 LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
 """Which N5 compression parameter ``"name:N"`` sets."""

@@ -88,6 +88,9 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
     ------
     FileNotFoundError
         If no ``attributes.json`` is found at all (not an N5 container).
+    OSError
+        If the container's own ``attributes.json`` cannot be read (a remote fault, a
+        refused connection, a permission): :class:`~napari_n5zarr.errors.N5StoreError`.
     """
     from napari_n5zarr.access import base_store
 
@@ -163,6 +166,8 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     try:
         raw = store_get(store, key)
     except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place
+        if not prefix:
+            raise  # the container itself: nothing else can be read either
         _skip(report, where, _one_line(e))
         return True
     attrs: Any = None
