@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BLOCK_NAME_ATTR",
+    "DestinationLockError",
     "ExportCancelled",
     "N5BlockError",
     "N5FormatError",
@@ -89,6 +90,11 @@ class NodeNotFoundError(N5ZarrError, FileNotFoundError):
 
 class NodeExistsError(N5ZarrError, FileExistsError):
     """A node already exists where a new one was to be created; nothing was changed."""
+
+
+class DestinationLockError(N5ZarrError, OSError):
+    """The lock file beside a destination is not one this package wrote (a symbolic or hard
+    link, a folder, a FIFO, a file of other content): refused, nothing was changed."""
 
 
 class ExportCancelled(N5ZarrError):

@@ -260,7 +260,9 @@ elif how == "between-renames":
         if os.path.abspath(a) == os.path.abspath(dest):
             die()
     os.rename = rename
-elif how == "deleting-old":
+elif how.startswith("deleting-old"):
+    if how.endswith("fallback"):  # no renameat2(RENAME_EXCHANGE): NFS, non-Linux
+        safe_destination._exchange = lambda a, b: False
     def rmtree(path, *args, **kwargs):
         for i, p in enumerate(sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)):
             if i % 2:
@@ -407,6 +409,22 @@ def test_kill_at_random_moments_leaves_old_or_new(old, tmp_path):
     export(new_data(), dest, overwrite=True, **OPTS)
     assert_levels(dest, after)
     assert siblings(dest) == ["data.n5", "ref.n5"]
+
+
+def test_half_deleted_old_copy_is_never_resurrected(old, tmp_path):
+    """Without an atomic exchange, a kill while the old copy is being deleted leaves it half
+    deleted; after the person removes the destination, the next export writes afresh and
+    the stale copy is never put back."""
+    dest, _ = old
+    proc = run_script(dest, "deleting-old-fallback")
+    proc.communicate(timeout=180)
+    assert proc.returncode == -signal.SIGKILL
+    assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
+    shutil.rmtree(dest)
+    export(old_data() + 1, dest, **OPTS)
+    assert_levels(dest, expected_levels(old_data() + 1, tmp_path / "ref2.n5"))
+    assert not info_says_incomplete(dest)
+    assert siblings(dest) == ["data.n5", "ref.n5", "ref2.n5"]
 
 
 # -- a full disk -------------------------------------------------------------------------
