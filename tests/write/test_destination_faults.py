@@ -138,6 +138,22 @@ def test_one_node_spelled_two_ways_takes_one_lock(tmp_path, first, second):
     assert snapshot(tmp_path / "C") == before
 
 
+@pytest.mark.parametrize("inner", ["C path=g", "C/g"])
+def test_a_node_inside_one_being_exported_is_refused(tmp_path, inner):
+    """export(C, overwrite=True) replaces C whole: writing C/g meanwhile would be lost."""
+    (tmp_path / "C").mkdir()
+    export(data(), tmp_path / "C", path="g", **OPTS)
+    before = snapshot(tmp_path / "C")
+    dest, path = spelled(tmp_path, inner)
+    with Destination(tmp_path / "C", "", True, None):
+        with pytest.raises(DestinationBusyError, match="inside .*C, which pid"):
+            export(data(1), dest, path=path, overwrite=True, **OPTS)
+    with Destination(dest, safe_destination.group_prefix(path), True, None):  # and the other way round
+        with pytest.raises(FileExistsError, match=r"refusing to overwrite .*\.g\.n5zarr-lock"):
+            export(data(1), tmp_path / "C", overwrite=True, **OPTS)
+    assert snapshot(tmp_path / "C") == before
+
+
 HOLD_STAGING = """
 import sys, time
 from pathlib import Path

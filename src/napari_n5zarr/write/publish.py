@@ -165,6 +165,7 @@ class Destination:
             self._lock.__enter__()
         try:
             if self.target is not None:
+                safe_destination.check_ancestors(self.target, self.where)
                 safe_destination.recover(self.target)
                 self._created = None if self.target.exists() else self.target  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)

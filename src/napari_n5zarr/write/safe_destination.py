@@ -268,6 +268,36 @@ class DestinationLock:
             self._fd = None
 
 
+def check_ancestors(node: Path, where: str) -> None:
+    """Refuse to write ``node`` while an export holds the lock of a folder above it (it is
+    replacing that folder, and with it whatever is written here). Without ``fcntl``, a no-op."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    for folder in node.parents:
+        if folder.parent == folder:
+            return
+        path = lock_path(folder)
+        try:
+            fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS & ~os.O_RDWR)
+        except OSError:
+            continue  # none (or not a lock file: not held by an export of this project)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_json(fd)
+                raise DestinationBusyError(
+                    errno.EBUSY, f"{where} is inside {folder}, which pid {holder.get('pid', '?')} on "
+                    f"{holder.get('host', '?')} is exporting to (lock file {path})", str(path)
+                ) from None
+        finally:
+            os.close(fd)
+
+
 def _is_lock_document(raw: bytes) -> bool:
     if len(raw) > _LOCK_DOC_LIMIT:
         return False
