@@ -167,8 +167,8 @@ class DestinationLock:
 
     def _refuse(self, what: str) -> DestinationLockError:
         return DestinationLockError(
-            errno.EEXIST, f"refusing to export to {self.where}: its lock file {self.path} is {what}, not a "
-            "napari-n5zarr lock; nothing was changed (move it away if it is not needed)", str(self.path)
+            f"refusing to export to {self.where}: its lock file {self.path} is {what}, not a "
+            "napari-n5zarr lock; nothing was changed (move it away if it is not needed)"
         )
 
     def _open(self) -> int | None:
