@@ -64,12 +64,58 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     if location.suffix(path) == ".zip":
         if read_only and not path.is_file():
             raise NodeNotFoundError(f"no such zip file: {path}")
+        if not read_only:
+            _refuse_foreign_zip(path)
         return ZipStore(path, mode="r" if read_only else "a", read_only=read_only)
     if read_only and not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():
         raise NodeNotFoundError(f"not a directory (an N5 container is a folder): {path}")
     return SafeLocalStore(path, read_only=read_only)
+
+
+def _refuse_foreign_zip(path: os.PathLike[str]) -> None:
+    """Writing a ``.zip`` appends to the file: refuse one that exists and is no zip archive
+    (another format, a truncated download), or is no file at all (an empty file is fine)."""
+    import stat
+    import zipfile
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise NodeExistsError(f"refusing to write into {os.fspath(path)}: it is not a file; nothing was changed")
+    if st.st_size and not zipfile.is_zipfile(path):
+        raise NodeExistsError(
+            f"refusing to write into {os.fspath(path)}: it exists and is not a zip archive (another format or a "
+            "truncated file); nothing was changed"
+        )
+
+
+def _refuse_foreign_contents(path_or_url: str | os.PathLike[str], store: Store) -> None:
+    """Mode ``"w"`` clears the store: refuse unless it is empty or holds only what an export
+    of this project writes (the rule ``export(overwrite=True)`` applies)."""
+    from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON
+    from napari_n5zarr.write import safe_destination
+
+    path = location.local_path(path_or_url)
+    if path is not None and location.suffix(path) != ".zip":
+        if path.is_dir():
+            found, total = safe_destination.foreign_entries(path)
+            if found:
+                raise NodeExistsError(
+                    f"refusing to replace {os.fspath(path_or_url)} (mode 'w'): it holds "
+                    f"{safe_destination.describe_foreign(found, total)}; nothing was deleted"
+                )
+        return
+    if sync(store.is_empty("")):
+        return
+    if not any(sync(store.exists(name)) for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER)):
+        raise NodeExistsError(
+            f"refusing to replace {os.fspath(path_or_url)} (mode 'w'): it holds files but no N5/Zarr node; "
+            "nothing was deleted"
+        )
 
 
 def wrap(store: Store) -> ImplicitGroupStore:
@@ -175,8 +221,10 @@ def open(  # noqa: A001 (the public name is a contract)
         ``gs://``, ``http(s)://``, ...).
     mode
         ``"r"`` read only (default); ``"r+"`` read and write an existing node; ``"a"`` open
-        or create a group; ``"w"`` create a group, replacing what is there; ``"w-"`` create a
-        group, failing if a node exists.
+        or create a group; ``"w"`` create a group, replacing what is there only if it is
+        empty or an N5/Zarr node holding nothing an export would not write (else
+        :class:`NodeExistsError`, nothing deleted); ``"w-"`` create a group, failing if a
+        node exists.
     storage_options
         Passed to fsspec for URLs (credentials, endpoint, ...).
 
@@ -192,7 +240,9 @@ def open(  # noqa: A001 (the public name is a contract)
     NodeNotFoundError
         (a ``FileNotFoundError``) when nothing is there.
     NodeExistsError
-        (a ``FileExistsError``) in mode ``"w-"`` when a node is there.
+        (a ``FileExistsError``) in mode ``"w-"`` when a node is there; in mode ``"w"``
+        when what is there is not ours to delete; in a writing mode when a ``.zip`` path
+        holds a file that is no zip archive.
     N5MetadataError
         (an :class:`N5FormatError`) for bad metadata, naming the attributes.json path/URL.
     N5StoreError
@@ -202,8 +252,10 @@ def open(  # noqa: A001 (the public name is a contract)
     if mode not in ("r", "r+", "a", "w", "w-"):
         raise ValueError(f"mode must be one of 'r', 'r+', 'a', 'w', 'w-', got {mode!r}")
     ensure_codecs_registered()
-    store = wrap(base_store(path_or_url, mode, storage_options))
+    raw = base_store(path_or_url, mode, storage_options)
+    store = wrap(raw)
     if mode == "w":
+        _refuse_foreign_contents(path_or_url, raw)
         return zarr.open_group(store=store, mode="w")
     try:
         doc = node_metadata(store)

@@ -43,7 +43,7 @@ class ExitCode(enum.IntEnum):
 EXIT_CODES = """exit status:
   0  all good
   1  done, but something was skipped or unreadable (listed in the output)
-  2  usage error: a bad or refused argument (DEST exists, a block size too small, ...)
+  2  usage error: a bad or refused argument (DEST exists or is being written, a block size too small, ...)
   3  not found: nothing at PATH/SRC (no such folder, file or URL, no N5 or Zarr node there)
   4  unreachable: cannot read or write (connection refused, timeout, server error, permission)
   5  invalid data: the metadata or blocks are not valid N5/Zarr, or nothing to convert
@@ -56,9 +56,13 @@ Errors are one line on stderr: what could not be done, and where."""
 def exit_code(exc: BaseException) -> ExitCode:
     """The kind of fault an exception is, as an exit status (the order of checks matters:
     a NodeNotFoundError is an OSError, an N5MetadataError a KeyError)."""
-    from napari_n5zarr.errors import InvalidArgumentError
+    from napari_n5zarr.errors import (
+        DestinationBusyError,
+        DestinationLockError,
+        InvalidArgumentError,
+    )
 
-    if isinstance(exc, InvalidArgumentError | FileExistsError):
+    if isinstance(exc, InvalidArgumentError | FileExistsError | DestinationBusyError | DestinationLockError):
         return ExitCode.USAGE
     if isinstance(exc, FileNotFoundError):
         return ExitCode.NOT_FOUND

@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = [
     "BLOCK_NAME_ATTR",
     "ClusterError",
+    "DestinationBusyError",
+    "DestinationLockError",
     "ExportCancelled",
     "InvalidArgumentError",
     "N5BlockError",
@@ -96,6 +98,15 @@ class NodeNotFoundError(N5ZarrError, FileNotFoundError):
 
 class NodeExistsError(N5ZarrError, FileExistsError):
     """A node already exists where a new one was to be created; nothing was changed."""
+
+
+class DestinationBusyError(N5ZarrError, OSError):
+    """Another export holds the destination's lock (or one of a folder above it)."""
+
+
+class DestinationLockError(N5ZarrError, OSError):
+    """The lock file beside a destination is not one this package wrote (a symbolic or hard
+    link, a folder, a FIFO, a file of other content): refused, nothing was changed."""
 
 
 class ExportCancelled(N5ZarrError):

@@ -252,6 +252,10 @@ if how == "at-block":
     progress = lambda done, total: die() if done >= int(arg) else None
 elif how == "before-swap":
     safe_destination.swap_in = die
+elif how.startswith("after-swap"):  # the new node in place, the old copy not yet marked for deletion
+    if how.endswith("fallback"):
+        safe_destination._exchange = lambda a, b: False
+    safe_destination.mark_deleting = die
 elif how == "between-renames":
     safe_destination._exchange = lambda a, b: False
     real_rename = os.rename
@@ -260,7 +264,9 @@ elif how == "between-renames":
         if os.path.abspath(a) == os.path.abspath(dest):
             die()
     os.rename = rename
-elif how == "deleting-old":
+elif how.startswith("deleting-old"):
+    if how.endswith("fallback"):  # no renameat2(RENAME_EXCHANGE): NFS, non-Linux
+        safe_destination._exchange = lambda a, b: False
     def rmtree(path, *args, **kwargs):
         for i, p in enumerate(sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)):
             if i % 2:
@@ -337,7 +343,8 @@ def test_lock_of_a_killed_export_is_taken_over(old, tmp_path):
 # -- kill -9 during an overwrite ---------------------------------------------------------
 
 KILL_POINTS = [("at-block", "1"), ("at-block", "40"), ("at-block", "81"), ("before-swap", "-"),
-               ("deleting-old", "-")]  # fmt: skip
+               ("after-swap", "-"), ("after-swap-fallback", "-"), ("deleting-old", "-"),
+               ("deleting-old-fallback", "-")]  # fmt: skip
 
 
 def info_says_incomplete(dest: Path) -> bool:
@@ -364,8 +371,11 @@ def test_kill_during_overwrite_leaves_old_or_new(old, tmp_path, how, arg):
     proc.communicate(timeout=180)
     assert proc.returncode == -signal.SIGKILL
     state = assert_old_or_new(dest, before, after)
-    assert state == ("new" if how == "deleting-old" else "old")
-    assert not info_says_incomplete(dest)
+    swapped = how.startswith(("deleting-old", "after-swap"))
+    assert state == ("new" if swapped else "old")
+    # killed after the swap, before the old copy was marked: the new node still holds its
+    # staging marker (reads INCOMPLETE, the safe side) until the next export's recovery
+    assert info_says_incomplete(dest) == how.startswith("after-swap")
     assert len(siblings(dest)) > 2  # the lock and a staging folder or old copy are left behind
     export(old_data(), dest, overwrite=True, **OPTS)  # the next export cleans them
     assert siblings(dest) == ["data.n5", "ref.n5"]
@@ -407,6 +417,22 @@ def test_kill_at_random_moments_leaves_old_or_new(old, tmp_path):
     export(new_data(), dest, overwrite=True, **OPTS)
     assert_levels(dest, after)
     assert siblings(dest) == ["data.n5", "ref.n5"]
+
+
+def test_half_deleted_old_copy_is_never_resurrected(old, tmp_path):
+    """Without an atomic exchange, a kill while the old copy is being deleted leaves it half
+    deleted; after the person removes the destination, the next export writes afresh and
+    the stale copy is never put back."""
+    dest, _ = old
+    proc = run_script(dest, "deleting-old-fallback")
+    proc.communicate(timeout=180)
+    assert proc.returncode == -signal.SIGKILL
+    assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
+    shutil.rmtree(dest)
+    export(old_data() + 1, dest, **OPTS)
+    assert_levels(dest, expected_levels(old_data() + 1, tmp_path / "ref2.n5"))
+    assert not info_says_incomplete(dest)
+    assert siblings(dest) == ["data.n5", "ref.n5", "ref2.n5"]
 
 
 # -- a full disk -------------------------------------------------------------------------

@@ -159,8 +159,8 @@ class Destination:
         self.dest, self.prefix, self.overwrite, self.storage_options = dest, prefix, overwrite, storage_options
         self.where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
         self.folder = safe_destination.local_folder(dest)
-        lock_at = self.folder if self.folder is not None else safe_destination.local_zip(dest)
-        self._lock = safe_destination.DestinationLock(lock_at, self.where) if lock_at is not None else None
+        self._zip = safe_destination.local_zip(dest)
+        self._lock: safe_destination.DestinationLock | None = None
         self.gate = WriteGate()
         self.store: Store | None = None
         self.target: Path | None = None
@@ -173,11 +173,16 @@ class Destination:
     def __enter__(self) -> Self:
         from napari_n5zarr.access import base_store
 
-        if self._lock is not None:
+        if self.folder is not None:
+            # one node, one lock, however it is spelled (container + path, symlinks, "./")
+            self.target = safe_destination.check_inside(self.folder, self.prefix).resolve()
+        lock_at = self.target if self.target is not None else self._zip
+        if lock_at is not None:
+            self._lock = safe_destination.DestinationLock(lock_at, self.where)
             self._lock.__enter__()
         try:
-            if self.folder is not None:
-                self.target = safe_destination.check_inside(self.folder, self.prefix)
+            if self.target is not None:
+                safe_destination.check_ancestors(self.target, self.where)
                 safe_destination.recover(self.target)
                 self._created = None if self.target.exists() else self.target  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)
@@ -199,7 +204,7 @@ class Destination:
         else:
             out, out_prefix = self.store, self.prefix
         self._out = out
-        if out.supports_deletes:
+        if out.supports_deletes and self._staging is None:  # a staging folder is marked from its start
             self._marker = f"{out_prefix}{INCOMPLETE_MARKER}"
             store_set(out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
         return out, out_prefix
@@ -212,9 +217,7 @@ class Destination:
         out = self._out
         publish_metadata(out, "" if self._staging is not None else self.prefix, plan)
         if self._staging is not None and self.target is not None:
-            if self._marker:
-                sync(out.delete(self._marker))
-            out.close()
+            out.close()  # the staging marker goes with it into place, removed there once the old copy is marked
             safe_destination.swap_in(self._staging, self.target)  # the old node stays whole until here
             self._staging, self._swapped = None, True
         if self.prefix:

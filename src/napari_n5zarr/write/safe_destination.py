@@ -3,19 +3,25 @@ replacement by staging beside the destination, then renaming into place.
 
 * :func:`group_prefix` refuses group paths that leave the container (``..``, absolute).
 * :func:`check_inside` refuses a local group path that a symlinked folder leads outside.
-* :class:`DestinationLock` (a lock file beside the container, created with ``O_EXCL`` and
-  held with ``flock``; a lock left by a dead process is taken over) keeps two exports apart.
+* :class:`DestinationLock` (a lock file beside the target node, however the node is
+  spelled, created with ``O_EXCL`` and held with ``flock``; a lock left by a dead process is
+  taken over) keeps two exports apart. It never follows a link and never writes a lock path
+  that is not a regular file with one name holding a lock document (or nothing).
 * :func:`foreign_entries` lists what an overwrite would delete that no export of this
   project writes (only N5/Zarr metadata, ``sN`` block trees and groups of them are ours).
 * :func:`staging_folder` / :func:`swap_in` write a replacement beside the old node and swap
   it in (``renameat2(RENAME_EXCHANGE)`` on Linux: atomic; else two renames); the old node is
-  deleted only afterwards. :func:`recover` cleans what an interrupted replacement left.
+  marked as being deleted, then deleted. :func:`recover` cleans what an interrupted
+  replacement left, acting only on folders whose marker proves they are ours and whose
+  export is gone: a staging folder holds the ``.n5zarr-incomplete`` marker naming its owner
+  (pid, host) and token; an old copy being deleted holds ``.n5zarr-deleting``.
 
 Local folders only: object stores and zip files cannot rename (see :mod:`napari_n5zarr.write.exporter`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -24,27 +30,30 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
+from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
 from napari_n5zarr.storage import location
 
 LOCK_SUFFIX = ".n5zarr-lock"
-"""``.<container name>.n5zarr-lock`` beside the container: held while an export writes."""
+"""``.<node name>.n5zarr-lock`` beside the target node: held while an export writes it."""
 STAGING_TAG = ".n5zarr-new-"
 OLD_TAG = ".n5zarr-old-"
-NODE_FILES = frozenset({N5_JSON, ZARR_JSON, ".n5zarr-incomplete"})
+DELETING_TAG = ".n5zarr-deleting-"
+DELETING_MARKER = ".n5zarr-deleting"
+"""In an old copy being deleted: its owner and token (deleted last)."""
+_LEFTOVER = re.compile(r"\.(?P<node>.+)\.n5zarr-(?P<tag>new|old|deleting)-(?P<token>\d+-[0-9a-f]+)")
+_LOCK_DOC_LIMIT = 4096
+NODE_FILES = frozenset({N5_JSON, ZARR_JSON, INCOMPLETE_MARKER})
 """Files an export writes in a node (the last is exporter.INCOMPLETE_MARKER)."""
 _LEVEL = re.compile(r"s\d+")
 _METADATA_LIMIT = 1 << 20  # bytes of attributes.json/zarr.json read to classify a folder
-
-
-class DestinationBusyError(OSError):
-    """Another export holds the destination's lock."""
 
 
 # -- group paths -------------------------------------------------------------------------
@@ -97,8 +106,9 @@ def check_inside(folder: Path, prefix: str) -> Path:
 # -- the lock ---------------------------------------------------------------------------
 
 
-def lock_path(container: Path) -> Path:
-    return container.parent / f".{container.name}{LOCK_SUFFIX}"
+def lock_path(node: Path) -> Path:
+    """The lock file of ``node`` (a resolved path): ``.<name>.n5zarr-lock`` beside it."""
+    return node.parent / f".{node.name}{LOCK_SUFFIX}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -106,27 +116,44 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (PermissionError, OverflowError):
         return True
     return True
 
 
+_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a special file"
+
+
 class DestinationLock:
-    """Exclusive right to write ``container`` (a context manager).
+    """Exclusive right to write ``node`` (a context manager; ``node`` is the resolved target).
 
     The lock file (``O_EXCL``) holds pid, host and start time; the holder keeps an
     ``flock`` on it, so a lock whose process died (even by ``kill -9``) is free and taken
     over. Without ``fcntl`` (Windows) a lock of a dead pid on this host is taken over.
+    An existing lock path is opened without following links and taken over only if it is
+    a regular file with one name holding a lock document or nothing; anything else (a
+    link planted there, a folder, a FIFO, someone's file) is refused with
+    :class:`~napari_n5zarr.errors.DestinationLockError` before a byte is written.
     """
 
-    def __init__(self, container: Path, where: str) -> None:
-        self.path, self.where = lock_path(container), where
+    def __init__(self, node: Path, where: str) -> None:
+        self.path, self.where = lock_path(node), where
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
         try:
             return self._lock()
-        except DestinationBusyError:
+        except (DestinationBusyError, DestinationLockError):
             raise
         except OSError as e:
             raise OSError(
@@ -134,25 +161,67 @@ class DestinationLock:
                 "writable folder around its destination"
             ) from e
 
+    def _refuse(self, what: str) -> DestinationLockError:
+        return DestinationLockError(
+            f"refusing to export to {self.where}: its lock file {self.path} is {what}, not a "
+            "napari-n5zarr lock; nothing was changed (move it away if it is not needed)"
+        )
+
+    def _open(self) -> int | None:
+        """The lock file, created or an existing one checked; None: it vanished meanwhile."""
+        try:
+            return os.open(self.path, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(self.path, _OPEN_FLAGS)
+        except FileNotFoundError:
+            return None  # released meanwhile: try to create it again
+        except OSError as e:  # ELOOP: a symbolic link (O_NOFOLLOW); EISDIR: a folder
+            try:
+                mode = os.lstat(self.path).st_mode
+            except FileNotFoundError:
+                return None
+            raise self._refuse(_kind(mode)) from e
+        try:
+            self._check(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _check(self, fd: int) -> None:
+        """Refuse what the open descriptor is unless it is a lock file of ours."""
+        st, link = os.fstat(fd), os.lstat(self.path)
+        if not stat.S_ISREG(st.st_mode) or not stat.S_ISREG(link.st_mode):
+            raise self._refuse(_kind(link.st_mode if not stat.S_ISREG(link.st_mode) else st.st_mode))
+        if (st.st_dev, st.st_ino) != (link.st_dev, link.st_ino):
+            raise self._refuse("a path that changed while it was opened")
+        if st.st_nlink != 1:
+            raise self._refuse(f"a hard link (a file with {st.st_nlink} names)")
+        raw = os.pread(fd, _LOCK_DOC_LIMIT + 1, 0)
+        if raw.strip() and not _is_lock_document(raw):
+            raise self._refuse(f"a file of {st.st_size} bytes that holds no lock document")
+
     def _lock(self) -> DestinationLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(20):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-            except FileExistsError:
-                try:
-                    fd = os.open(self.path, os.O_RDWR)
-                except FileNotFoundError:
-                    continue  # released meanwhile: try to create it again
+            fd = self._open()
+            if fd is None:
+                continue
             if not self._acquire(fd):
                 holder = _read_json(fd)
                 os.close(fd)
                 raise DestinationBusyError(errno.EBUSY, self._busy_message(holder), str(self.path))
             try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                self._check(fd)  # once more, holding it: still the same single-named file of ours
+            except DestinationLockError:
+                if not os.path.lexists(self.path):
+                    os.close(fd)
+                    continue  # locked a file its holder had just removed: start again
+                os.close(fd)
+                raise
             except FileNotFoundError:
-                same = False
-            if not same:  # locked a file its holder had just removed: start again
                 os.close(fd)
                 continue
             info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "dest": self.where}
@@ -193,6 +262,46 @@ class DestinationLock:
                 pass
             os.close(self._fd)
             self._fd = None
+
+
+def check_ancestors(node: Path, where: str) -> None:
+    """Refuse to write ``node`` while an export holds the lock of a folder above it (it is
+    replacing that folder, and with it whatever is written here). Without ``fcntl``, a no-op."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    for folder in node.parents:
+        if folder.parent == folder:
+            return
+        path = lock_path(folder)
+        try:
+            fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS & ~os.O_RDWR)
+        except OSError:
+            continue  # none (or not a lock file: not held by an export of this project)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_json(fd)
+                raise DestinationBusyError(
+                    errno.EBUSY, f"{where} is inside {folder}, which pid {holder.get('pid', '?')} on "
+                    f"{holder.get('host', '?')} is exporting to (lock file {path})", str(path)
+                ) from None
+        finally:
+            os.close(fd)
+
+
+def _is_lock_document(raw: bytes) -> bool:
+    if len(raw) > _LOCK_DOC_LIMIT:
+        return False
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("pid"), int) and "host" in doc
 
 
 def _read_json(fd: int) -> dict[str, Any]:
@@ -291,12 +400,51 @@ def describe_foreign(found: list[str], total: int, shown: int = 10) -> str:
 # -- staging and swap ----------------------------------------------------------------------
 
 
+def owner(token: str) -> dict[str, Any]:
+    """The marker document of a folder this process creates beside a node."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "token": token}
+
+
+def _write_marker(path: Path, doc: dict[str, Any]) -> None:
+    with open(path, "x", encoding="utf-8") as f:
+        json.dump(doc, f)
+
+
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    """A marker document, or None (missing, a link, unreadable, not ours)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            doc = json.loads(f.read(_LOCK_DOC_LIMIT))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("token"), str) else None
+
+
+def _alive(doc: dict[str, Any]) -> bool:
+    """Whether the export that wrote the marker ``doc`` may still run. This process's own
+    (earlier, finished) exports are not: the caller holds the node's lock. Another host's
+    cannot be checked: taken as alive."""
+    if doc.get("host") != socket.gethostname():
+        return True
+    pid = doc.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return not isinstance(pid, int)
+    return _pid_alive(pid)
+
+
 def staging_folder(target: Path) -> Path:
-    """A new, empty folder beside ``target`` (same parent, so same filesystem)."""
-    path = target.parent / f".{target.name}{STAGING_TAG}{os.getpid()}-{secrets.token_hex(4)}"
+    """A new folder beside ``target`` (same parent, so same filesystem), marked as ours:
+    its ``.n5zarr-incomplete`` names this process and the folder's token."""
+    token = f"{os.getpid()}-{secrets.token_hex(4)}"
+    path = target.parent / f".{target.name}{STAGING_TAG}{token}"
     try:
         path.mkdir()
+        _write_marker(path / INCOMPLETE_MARKER, owner(token))
     except OSError as e:
+        with contextlib.suppress(OSError):
+            path.rmdir()  # only if empty
         raise OSError(
             e.errno, f"cannot replace {target}: overwrite writes the new data beside it first, but {path} "
             f"cannot be created ({e.strerror}); nothing was changed"
@@ -304,30 +452,98 @@ def staging_folder(target: Path) -> Path:
     return path
 
 
-def _leftovers(target: Path) -> list[Path]:
-    pattern = re.compile(re.escape(f".{target.name}") + r"\.n5zarr-(new|old)-\d+-[0-9a-f]+")
+def mark_deleting(folder: Path, token: str) -> Path:
+    """Mark ``folder`` (an old copy, named ``.<node>.n5zarr-(new|old)-<token>``) as being
+    deleted, then rename it ``.<node>.n5zarr-deleting-<token>``: never restored after this."""
+    found = _LEFTOVER.fullmatch(folder.name)
+    node = found["node"] if found else folder.name.lstrip(".")
+    if _read_marker(folder / DELETING_MARKER) is None:
+        _write_marker(folder / DELETING_MARKER, owner(token))
+    renamed = folder.parent / f".{node}{DELETING_TAG}{token}"
+    os.rename(folder, renamed)
+    return renamed
+
+
+def delete_marked(folder: Path) -> None:
+    """Delete a folder marked by :func:`mark_deleting`, its marker last."""
+    for entry in os.scandir(folder):
+        if entry.name == DELETING_MARKER:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    os.unlink(folder / DELETING_MARKER)
+    os.rmdir(folder)
+
+
+def _leftovers(target: Path) -> list[tuple[Path, str, str]]:
+    """``(folder, tag, token)`` of every folder beside ``target`` named like a leftover."""
     try:
-        return [p for p in target.parent.iterdir() if pattern.fullmatch(p.name)]
-    except FileNotFoundError:
+        entries = list(os.scandir(target.parent))
+    except (FileNotFoundError, NotADirectoryError):
         return []
+    found = []
+    for entry in entries:
+        m = _LEFTOVER.fullmatch(entry.name)
+        if m and m["node"] == target.name and entry.is_dir(follow_symlinks=False):
+            found.append((Path(entry.path), m["tag"], m["token"]))
+    return sorted(found)
 
 
 def recover(target: Path) -> list[str]:
     """Clean what an interrupted replacement of ``target`` left (call it holding the lock).
 
-    If ``target`` is missing while an old copy waits beside it (killed between the two
-    renames of the fallback swap), the old copy is renamed back. Returns what was done.
+    Acts only on folders whose marker proves they are ours and whose export is gone:
+
+    * a staging folder (its marker names it) is removed; an empty one too;
+    * an old copy is put back only when ``target`` is missing while the staging folder of
+      the same replacement still exists (killed between the two renames of the fallback
+      swap); after the swap (``target`` holds that replacement's marker) it is deleted;
+    * a copy marked as being deleted is deleted, never restored.
+
+    Anything else named like a leftover is left alone (and said so). Returns what was done.
     """
-    done = []
-    leftovers = _leftovers(target)
-    olds = [p for p in leftovers if OLD_TAG in p.name]
-    if olds and not target.exists():
-        os.rename(olds[0], target)
-        leftovers.remove(olds[0])
-        done.append(f"restored {target} from {olds[0].name}")
-    for path in leftovers:
-        shutil.rmtree(path, ignore_errors=True)
-        done.append(f"removed {path.name}")
+    done: list[str] = []
+    placed = _read_marker(target / INCOMPLETE_MARKER)  # a staged marker in target: that swap was done
+    swapped = placed["token"] if placed else None
+    stagings = {token: doc for path, tag, token in _leftovers(target)
+                if tag == "new" and (doc := _read_marker(path / INCOMPLETE_MARKER)) and doc["token"] == token}  # fmt: skip
+    for path, tag, token in _leftovers(target):
+        doc = stagings.get(token) or (placed if token == swapped else None)
+        if tag == "deleting":
+            doc = _read_marker(path / DELETING_MARKER)
+            doc = doc if doc and doc["token"] == token else None
+        if doc is None:
+            if tag == "new" and not any(path.iterdir()):
+                path.rmdir()  # created, killed before its marker was written
+                done.append(f"removed {path.name}")
+            else:
+                done.append(f"left {path.name} alone (no marker says it is an export's)")
+            continue
+        if _alive(doc):
+            done.append(f"left {path.name} alone (its export, pid {doc.get('pid')} on {doc.get('host')}, runs)")
+            continue
+        if tag == "old" and token in stagings:  # killed between the two renames
+            if not os.path.lexists(target):
+                os.rename(path, target)
+                done.append(f"restored {target} from {path.name}")
+            else:
+                done.append(f"left {path.name} alone ({target} was made again since)")
+            continue
+        if tag == "new" and token in stagings:
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(f"removed {path.name}")
+            continue
+        try:
+            delete_marked(path if tag == "deleting" else mark_deleting(path, token))
+            done.append(f"deleted the old copy {path.name}")
+        except OSError as e:
+            done.append(f"could not delete the old copy {path.name}: {e}")
+    if placed is not None and not _alive(placed):
+        with contextlib.suppress(FileNotFoundError):
+            (target / INCOMPLETE_MARKER).unlink()
+        done.append(f"removed the marker of a finished replacement from {target}")
     return done
 
 
@@ -349,21 +565,32 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def swap_in(staging: Path, target: Path) -> None:
-    """Put the complete ``staging`` folder at ``target``; the old ``target`` stays whole
-    until then, and is deleted only after (a failure to delete it is a warning; the next
-    export removes it)."""
+    """Put the complete ``staging`` folder (from :func:`staging_folder`) at ``target``.
+
+    The old ``target`` stays whole until then; afterwards it is marked as being deleted,
+    the new node's staging marker is removed, and the old copy is deleted (a failure to
+    delete it is a warning; the next export removes it). A kill at any point leaves
+    ``target`` old or new, and leftovers :func:`recover` can prove are its own."""
+    token = staging.name.rsplit(STAGING_TAG, 1)[1]
     if _exchange(staging, target):
-        old = staging  # now holds the old node
+        old = staging  # now holds the old node; target holds the staging marker (proof)
     else:
-        old = target.parent / staging.name.replace(STAGING_TAG, OLD_TAG)
-        os.rename(target, old)
+        old = target.parent / f".{target.name}{OLD_TAG}{token}"
+        os.rename(target, old)  # a kill here: recover() puts it back (the staging folder proves it)
         try:
             os.rename(staging, target)
         except OSError:
             os.rename(old, target)  # put the old one back
             raise
     try:
-        shutil.rmtree(old)
+        old = mark_deleting(old, token)
+    except OSError as e:
+        warnings.warn(f"replaced {target}, but could not mark the old copy {old} for deletion: {e}", stacklevel=3)
+        return  # the staging marker stays in target: the next export's recover() proves the old copy ours
+    with contextlib.suppress(FileNotFoundError):
+        (target / INCOMPLETE_MARKER).unlink()
+    try:
+        delete_marked(old)
     except OSError as e:
         warnings.warn(f"replaced {target}, but could not delete the old copy {old}: {e}", stacklevel=3)
 
