@@ -101,13 +101,13 @@ def test_convert_keeps_levels_and_metadata(calibrated_pyramid, tmp_path, capsys)
 def test_convert_rebuilds_levels_and_chunks(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
-    assert main(["convert", str(src), str(dest), "--levels", "3", "--chunks", "4,16,16", "--boundary", "pad"]) == 0
-    assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 4]
+    assert main(["convert", str(src), str(dest), "--levels", "3", "--chunks", "8,16,16", "--boundary", "pad"]) == 0
+    assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 8]
     assert sorted(p.name for p in dest.iterdir() if p.is_dir()) == ["s0", "s1", "s2"]
     np.testing.assert_array_equal(tensorstore_read(dest / "s0"), a.T)
-    # padded: every block of s0 holds the full 16x16x4 header
-    raw = (dest / "s0/1/1/2").read_bytes()
-    assert struct.unpack(">HH3I", raw[:16]) == (0, 3, 16, 16, 4)
+    # padded: every block of s0 holds the full 16x16x8 header, the edge block (z 8..9) too
+    raw = (dest / "s0/1/1/1").read_bytes()
+    assert struct.unpack(">HH3I", raw[:16]) == (0, 3, 16, 16, 8)
 
 
 def test_convert_container_with_several_datasets(corpus_dir, tmp_path, capsys):
@@ -151,9 +151,9 @@ def test_convert_on_a_distributed_cluster(calibrated_pyramid, tmp_path):
 
     src, a = calibrated_pyramid
     local, remote = tmp_path / "local.n5", tmp_path / "cluster.n5"
-    assert main(["convert", str(src), str(local), "--levels", "auto", "--chunks", "4"]) == 0
+    assert main(["convert", str(src), str(local), "--levels", "auto", "--chunks", "8"]) == 0
     with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
-        argv = ["convert", str(src), str(remote), "--levels", "auto", "--chunks", "4", "--scheduler", cluster.scheduler_address]
+        argv = ["convert", str(src), str(remote), "--levels", "auto", "--chunks", "8", "--scheduler", cluster.scheduler_address]
         assert main(argv) == 0
     assert snapshot(remote, skip="") == snapshot(local, skip="")
     np.testing.assert_array_equal(napari_n5zarr.open(remote)["s0"][...], a.T)
@@ -162,7 +162,7 @@ def test_convert_on_a_distributed_cluster(calibrated_pyramid, tmp_path):
 
 def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_path, capsys):
     """Every block task kills its worker: one line naming the cause (not the clean-up's
-    "Directory not empty"), exit 2, nothing left behind, so a re-run is not refused."""
+    "Directory not empty"), exit 4, nothing left behind, so a re-run is not refused."""
     import dask
     from distributed import Client, LocalCluster, WorkerPlugin
 
@@ -178,8 +178,8 @@ def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_pat
         with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster:
             with Client(cluster) as client:
                 client.register_plugin(KillOnStore())
-                argv = ["convert", str(src), str(dest), "--chunks", "4", "--scheduler", cluster.scheduler_address]
-                assert main(argv) == 2
+                argv = ["convert", str(src), str(dest), "--chunks", "8", "--scheduler", cluster.scheduler_address]
+                assert main(argv) == 4  # cannot write: the cluster failed
     err = capsys.readouterr().err.strip()
     assert err.startswith("n5zarr: error: a dask worker died while running task") and "allowed-failures" in err, err
     assert "\n" not in err and "Directory not empty" not in err
@@ -193,7 +193,7 @@ def test_convert_without_workers_stops_after_worker_timeout(calibrated_pyramid, 
     dest = tmp_path / "cluster.n5"
     with LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster:
         argv = ["convert", str(src), str(dest), "--scheduler", cluster.scheduler_address, "--worker-timeout", "0.5"]
-        assert main(argv) == 2
+        assert main(argv) == 4
     err = capsys.readouterr().err.strip()
     assert err.startswith("n5zarr: error: the dask cluster at tcp://127.0.0.1:") and "no worker for 0.5 s (--worker-timeout)" in err, err
     assert "\n" not in err
