@@ -66,7 +66,9 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
             raise NodeNotFoundError(f"no such zip file: {path}")
         if not read_only:
             _refuse_foreign_zip(path)
-        return ZipStore(path, mode="r" if read_only else "a", read_only=read_only)
+        # Opened here (zarr's public Store.open): zarr < 3.4.2 fails a read of a ZipStore that
+        # nobody opened, and our wrappers read it directly.
+        return sync(ZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
     if read_only and not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():

@@ -51,6 +51,24 @@ def test_listings_show_zarr_json_never_attributes_json() -> None:
     assert not any(k.endswith("attributes.json") for k in sync(_collect(store.list())))
 
 
+def test_listing_names_come_without_a_trailing_slash() -> None:
+    """zarr < 3.4.1's FsspecStore (HTTP, S3) lists child folders as ``name/``: the N5 view
+    names them as every other store does, once each, or a pyramid's levels go unseen."""
+    from zarr.storage import WrapperStore
+
+    class SlashedFolders(WrapperStore):  # an inner store that lists as old FsspecStores did
+        async def list_dir(self, prefix):
+            async for key in self._store.list_dir(prefix):
+                yield key if "." in key else key + "/"
+            yield "raw/"  # and a folder twice, as a listing page may
+
+    store = ImplicitGroupStore(N5DefaultStore(SlashedFolders(LocalStore(JAVA, read_only=True))))
+    names = sync(_collect(store.list_dir("")))
+    assert sorted(names) == sorted({"zarr.json", "raw", "gzip", "bzip2", "xz", "lz4"})
+    group = zarr.open_group(store, mode="r")
+    assert sorted(group.array_keys()) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+
+
 @pytest.mark.parametrize("kind", ["memory", "zip", "local"])
 def test_reads_over_every_store(tmp_path: Path, kind: str) -> None:
     if kind == "memory":

@@ -308,7 +308,13 @@ class N5DefaultStore(_ReadsThroughGet):
     # -- listings: attributes.json shows as zarr.json ----------------------------------
     async def _renamed(self, keys: AsyncIterator[str], *, names: bool = False) -> AsyncGenerator[str, None]:
         seen: set[str] = set()
+        listed: set[str] = set()
         async for key in keys:
+            if names:  # fsspec stores of zarr < 3.4.1 list child folders as "name/"
+                key = key.rstrip("/")
+                if key in listed:
+                    continue
+                listed.add(key)
             if key == N5_JSON or key.endswith("/" + N5_JSON):
                 key = key[: -len(N5_JSON)] + ZARR_JSON
             if key.endswith(ZARR_JSON):
@@ -324,7 +330,7 @@ class N5DefaultStore(_ReadsThroughGet):
         return self._renamed(self._store.list_prefix(prefix))
 
     def list_dir(self, prefix: str) -> AsyncGenerator[str, None]:
-        return self._renamed(self._store.list_dir(prefix))
+        return self._renamed(self._store.list_dir(prefix), names=True)
 
 
 class ImplicitGroupStore(_ReadsThroughGet):
