@@ -173,27 +173,42 @@ def test_widget_exports_in_a_worker(widget, qtbot, tmp_path):
 
 @pytest.mark.napari
 def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
+    """Every block is computed off the GUI thread, and the event loop runs while the export
+    waits: a gate lets blocks through only as the test allows, so start() cannot have
+    returned after the work, timers fire while nothing can have been written, and Cancel
+    comes before the end."""
+    import threading
+
     from qtpy.QtCore import QTimer
 
     viewer, w = widget
-    viewer.add_image(slow_volume(), name="slow")
+    gate, armed, on_gui_thread = threading.Semaphore(0), threading.Event(), []
+
+    def gated(block):
+        if armed.is_set():  # napari's own slicing for the canvas (before start) passes
+            on_gui_thread.append(threading.current_thread() is threading.main_thread())
+            gate.acquire(timeout=60)
+        return block + 1
+
+    viewer.add_image(da.zeros((32, 128, 128), dtype="uint16", chunks=16).map_blocks(gated, dtype="uint16"), name="slow")
     w.destination.value = tmp_path / "slow.n5"
     w.block_size.value = 16
-    t0 = time.perf_counter()
-    w.start()
-    assert time.perf_counter() - t0 < 1.0  # returns at once: the export runs in a worker
-    ticks = []
-    timer = QTimer()
-    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-    timer.start(20)
-    qtbot.waitUntil(lambda: any((tmp_path / "slow.n5").rglob("*/0/0/*")), timeout=20000)
-    qtbot.wait(200)
-    timer.stop()
-    assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
-    qtbot.waitUntil(lambda: w.progress.value > 0, timeout=5000)
-    assert w.worker is not None  # still exporting while the event loop ran
-    assert len(ticks) >= 5 and max(np.diff(ticks)) < 0.5
-    w.cancel_button.clicked.emit()
+    armed.set()
+    try:
+        assert w.start() is not None  # returned while every block is held at the gate
+        ticks = []
+        timer = QTimer()
+        timer.timeout.connect(lambda: ticks.append(1))
+        timer.start(10)
+        qtbot.waitUntil(lambda: len(ticks) >= 5 and bool(on_gui_thread), timeout=20000)  # the GUI thread runs timers
+        timer.stop()
+        assert w.worker is not None and w.progress.value == 0  # still exporting, nothing written
+        assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
+        qtbot.waitUntil(lambda: gate.release() or w.progress.value > 0, timeout=20000)  # a block at a time
+        w.cancel_button.clicked.emit()
+    finally:
+        gate.release(1000)
+    assert not any(on_gui_thread)  # no block was computed on the GUI thread
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert w.status.value == "cancelled"
     assert not (tmp_path / "slow.n5").exists()  # no empty folder left behind
