@@ -91,6 +91,22 @@ def test_save_labels_layer(make_napari_viewer, tmp_path):
 
 
 @pytest.mark.napari
+def test_save_one_layer_reopens_with_the_layer_name(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.add_image(volume(), name="nuclei stain", scale=(2.0, 1.0, 1.0))
+    viewer.add_labels(np.ones((10, 24, 40), np.uint8), name="cells")
+    viewer.layers.selection = {viewer.layers["nuclei stain"]}
+    viewer.layers.save(str(tmp_path / "one.n5"), selected=True, plugin="napari-n5zarr")
+    viewer.layers.selection = {viewer.layers["cells"]}
+    viewer.layers.save(str(tmp_path / "two.n5"), selected=True, plugin="napari-n5zarr")
+    viewer.layers.clear()
+    [image] = viewer.open(str(tmp_path / "one.n5"), plugin="napari-n5zarr")
+    [labels] = viewer.open(str(tmp_path / "two.n5"), plugin="napari-n5zarr")
+    assert image.name == "nuclei stain" and labels.name == "cells"  # not "one.n5" / "two.n5"
+    np.testing.assert_allclose(image.scale, (2.0, 1.0, 1.0))
+
+
+@pytest.mark.napari
 def test_save_multiscale_layer_as_is(make_napari_viewer, tmp_path):
     viewer = make_napari_viewer()
     base = volume((16, 64, 64))
