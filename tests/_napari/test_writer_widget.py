@@ -292,6 +292,62 @@ def test_widget_message_says_tick_overwrite(widget, qtbot, tmp_path):
 
 
 @pytest.mark.napari
+def test_widget_refuses_an_empty_destination(widget, tmp_path, monkeypatch):
+    viewer, w = widget
+    monkeypatch.chdir(tmp_path)  # napari's working directory: an empty field used to export here
+    viewer.add_image(volume(), name="raw")
+    shown = []
+    monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
+    for text in ("", "   ", "."):
+        w.destination.line_edit.value = text
+        assert w.start() is None and w.worker is None
+        assert w.status.value.startswith("Choose a destination") and shown[-1] == w.status.value
+    assert list(tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+def _shown_whole(label) -> bool:
+    """The label's full text is on screen: as tall as its wrapped text, nothing clipped."""
+    visible = label.visibleRegion().boundingRect()
+    return label.height() >= label.heightForWidth(label.width()) and visible.size() == label.size()
+
+
+@pytest.mark.napari
+def test_widget_status_uses_the_full_width_in_words(widget, qtbot, tmp_path):
+    from qtpy.QtWidgets import QApplication
+
+    viewer, w = widget
+    viewer.window._qt_window.resize(1280, 720)
+    viewer.window._qt_window.show()
+    viewer.add_image(volume(), name="raw")
+    (tmp_path / "a file.n5").write_text("not a folder")  # an export cannot create it: Errno 17
+    w.destination.value = tmp_path / "a file.n5"
+    w.start()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    QApplication.processEvents()
+    label = w.status.native
+    assert "[Errno" not in w.status.value and "already exists" in w.status.value, w.status.value
+    assert label.width() >= w.native.width() - 30, (label.width(), w.native.width())  # not a narrow column
+    assert label.wordWrap() and _shown_whole(label), (label.size(), label.heightForWidth(label.width()))
+
+
+def test_os_errors_are_said_in_words():
+    import errno
+    import os
+
+    from napari_n5zarr._napari.export_widget import gui_wording
+
+    def said(code: int) -> str:
+        return gui_wording(OSError(code, os.strerror(code), "/data/out.n5"))
+
+    assert said(errno.EEXIST) == '/data/out.n5 already exists: choose another name, or tick "overwrite" to replace an N5/Zarr container'
+    assert said(errno.EROFS) == "/data/out.n5 is on a read-only location: choose a folder you can write to"
+    assert said(errno.EACCES).startswith("/data/out.n5 cannot be written here (permission denied): choose a folder you can write to")
+    assert said(errno.ENOSPC).startswith("no space left on the disk")
+    for code in (errno.EEXIST, errno.EROFS, errno.EACCES, errno.ENOSPC, errno.ENOENT, errno.EIO):
+        assert "[Errno" not in said(code)
+
+
+@pytest.mark.napari
 def test_save_layers_onto_an_existing_n5_explains(make_napari_viewer, tmp_path):
     viewer = make_napari_viewer()
     viewer.add_image(volume(), name="raw")
