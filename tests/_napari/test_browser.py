@@ -356,3 +356,59 @@ def test_url_location_lists_and_opens(browser, qtbot, tmp_path: Path, corpus_dir
         np.testing.assert_array_equal(np.asarray(browser.viewer.layers[0].data), expected)
     finally:
         server.shutdown()
+
+
+def _unclipped(widget) -> bool:
+    """``widget`` is drawn whole: no part of it is cut off by its parents."""
+    return widget.isVisible() and widget.visibleRegion().boundingRect().size() == widget.size()
+
+
+def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot, pyramid: Path, tmp_path: Path) -> None:
+    """``n5zarr view``'s window at 1280×720: name, shape and dtype fit without a horizontal
+    scrollbar, a details pane of many lines, no clipped button, the destination's start."""
+    from qtpy.QtWidgets import QApplication, QDockWidget
+
+    from napari_n5zarr._napari.viewer_launch import add_to_viewer, add_widgets, fit_after_layout
+
+    viewer = make_napari_viewer()  # not shown yet, as in ``view``: fit_after_layout shows it
+    viewer.window._qt_window.resize(1280, 720)
+    add_to_viewer(viewer, str(pyramid))
+    browser, exporter = add_widgets(viewer, str(pyramid))
+    fit_after_layout(viewer)
+    wait_listed(qtbot, browser)
+    browser.tree.setCurrentItem(item(browser, "img"))
+    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    qtbot.wait(100)
+    QApplication.processEvents()
+    viewer.screenshot(str(tmp_path / "view.png"), canvas_only=False)
+    print("screenshot:", tmp_path / "view.png")
+
+    tree = browser.tree
+    for i, name in enumerate(("name", "shape", "dtype")):
+        assert not tree.isColumnHidden(i), name
+        need = max(tree.sizeHintForColumn(i), tree.header().sectionSizeHint(i))
+        assert tree.columnWidth(i) >= need, (name, tree.columnWidth(i), need)
+    shown = [i for i in range(tree.columnCount()) if not tree.isColumnHidden(i)]
+    assert sum(tree.columnWidth(i) for i in shown) <= tree.viewport().width()
+    assert not tree.horizontalScrollBar().isVisible()
+    lines = browser.details.height() // browser.details.fontMetrics().lineSpacing()
+    assert lines >= 12, f"details pane shows {lines} lines"
+    assert not browser.visibleRegion().isEmpty() and exporter.native.visibleRegion().isEmpty()  # browser in front
+
+    def whole(button) -> None:
+        assert button.width() >= button.sizeHint().width() and _unclipped(button), (button.text(), button.width(), button.sizeHint().width())
+
+    whole(browser.browse_button)
+    whole(browser.open_button)
+    dock = exporter.native.parent()
+    while not isinstance(dock, QDockWidget):
+        dock = dock.parent()
+    dock.raise_()  # the export tab
+    qtbot.waitUntil(lambda: not exporter.native.visibleRegion().isEmpty(), timeout=5000)
+    viewer.screenshot(str(tmp_path / "export.png"), canvas_only=False)
+    whole(exporter.export_button.native)
+    whole(exporter.destination.choose_btn.native)
+    dest = exporter.destination.line_edit.native
+    fits = dest.fontMetrics().horizontalAdvance(dest.text()) <= dest.contentsRect().width()
+    assert fits or dest.cursorPosition() == 0, (dest.text(), dest.cursorPosition())  # its start, or all of it
+    assert dest.toolTip() == dest.text()  # the full path on hover

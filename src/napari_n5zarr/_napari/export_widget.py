@@ -186,6 +186,9 @@ class ExportWidget(Container):
         self._cancel = threading.Event()
         self.export_button.changed.connect(self.start)
         self.cancel_button.changed.connect(self.cancel)
+        self.destination.choose_btn.text = "…"  # the path gets the room "Select file" took
+        self.destination.choose_btn.tooltip = "Choose the destination (a folder name ending in .n5)"
+        self.destination.changed.connect(self._show_destination)
         self.layer.changed.connect(self._suggest_destination)
         self.layer.changed.connect(self._levels_for_layer)
         self._close_guard = _CloseGuard(self)
@@ -221,6 +224,14 @@ class ExportWidget(Container):
         folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
         self._suggested = folder / f"{layer.name}.n5"
         self.destination.value = self._suggested
+
+    def _show_destination(self, _value: Any = None) -> None:
+        """The field shows the path's start (its folder) when it is too long to fit, the
+        whole path in its tooltip (a QLineEdit set by code shows the end)."""
+        line = self.destination.line_edit.native
+        if not line.hasFocus():
+            line.setCursorPosition(0)
+        line.setToolTip(line.text())
 
     def options(self) -> dict[str, Any]:  # type: ignore[override]  # shadows magicgui's options property
         """The export keywords the form describes."""
