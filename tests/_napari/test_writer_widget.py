@@ -91,6 +91,22 @@ def test_save_labels_layer(make_napari_viewer, tmp_path):
 
 
 @pytest.mark.napari
+def test_save_one_layer_reopens_with_the_layer_name(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    viewer.add_image(volume(), name="nuclei stain", scale=(2.0, 1.0, 1.0))
+    viewer.add_labels(np.ones((10, 24, 40), np.uint8), name="cells")
+    viewer.layers.selection = {viewer.layers["nuclei stain"]}
+    viewer.layers.save(str(tmp_path / "one.n5"), selected=True, plugin="napari-n5zarr")
+    viewer.layers.selection = {viewer.layers["cells"]}
+    viewer.layers.save(str(tmp_path / "two.n5"), selected=True, plugin="napari-n5zarr")
+    viewer.layers.clear()
+    [image] = viewer.open(str(tmp_path / "one.n5"), plugin="napari-n5zarr")
+    [labels] = viewer.open(str(tmp_path / "two.n5"), plugin="napari-n5zarr")
+    assert image.name == "nuclei stain" and labels.name == "cells"  # not "one.n5" / "two.n5"
+    np.testing.assert_allclose(image.scale, (2.0, 1.0, 1.0))
+
+
+@pytest.mark.napari
 def test_save_multiscale_layer_as_is(make_napari_viewer, tmp_path):
     viewer = make_napari_viewer()
     base = volume((16, 64, 64))
@@ -173,27 +189,42 @@ def test_widget_exports_in_a_worker(widget, qtbot, tmp_path):
 
 @pytest.mark.napari
 def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
+    """Every block is computed off the GUI thread, and the event loop runs while the export
+    waits: a gate lets blocks through only as the test allows, so start() cannot have
+    returned after the work, timers fire while nothing can have been written, and Cancel
+    comes before the end."""
+    import threading
+
     from qtpy.QtCore import QTimer
 
     viewer, w = widget
-    viewer.add_image(slow_volume(), name="slow")
+    gate, armed, on_gui_thread = threading.Semaphore(0), threading.Event(), []
+
+    def gated(block):
+        if armed.is_set():  # napari's own slicing for the canvas (before start) passes
+            on_gui_thread.append(threading.current_thread() is threading.main_thread())
+            gate.acquire(timeout=60)
+        return block + 1
+
+    viewer.add_image(da.zeros((32, 128, 128), dtype="uint16", chunks=16).map_blocks(gated, dtype="uint16"), name="slow")
     w.destination.value = tmp_path / "slow.n5"
     w.block_size.value = 16
-    t0 = time.perf_counter()
-    w.start()
-    assert time.perf_counter() - t0 < 1.0  # returns at once: the export runs in a worker
-    ticks = []
-    timer = QTimer()
-    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-    timer.start(20)
-    qtbot.waitUntil(lambda: any((tmp_path / "slow.n5").rglob("*/0/0/*")), timeout=20000)
-    qtbot.wait(200)
-    timer.stop()
-    assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
-    qtbot.waitUntil(lambda: w.progress.value > 0, timeout=5000)
-    assert w.worker is not None  # still exporting while the event loop ran
-    assert len(ticks) >= 5 and max(np.diff(ticks)) < 0.5
-    w.cancel_button.clicked.emit()
+    armed.set()
+    try:
+        assert w.start() is not None  # returned while every block is held at the gate
+        ticks = []
+        timer = QTimer()
+        timer.timeout.connect(lambda: ticks.append(1))
+        timer.start(10)
+        qtbot.waitUntil(lambda: len(ticks) >= 5 and bool(on_gui_thread), timeout=20000)  # the GUI thread runs timers
+        timer.stop()
+        assert w.worker is not None and w.progress.value == 0  # still exporting, nothing written
+        assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
+        qtbot.waitUntil(lambda: gate.release() or w.progress.value > 0, timeout=20000)  # a block at a time
+        w.cancel_button.clicked.emit()
+    finally:
+        gate.release(1000)
+    assert not any(on_gui_thread)  # no block was computed on the GUI thread
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert w.status.value == "cancelled"
     assert not (tmp_path / "slow.n5").exists()  # no empty folder left behind
@@ -258,6 +289,62 @@ def test_widget_message_says_tick_overwrite(widget, qtbot, tmp_path):
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert 'tick "overwrite"' in w.status.value or "overwrite" in w.status.value and "=True" not in w.status.value
+
+
+@pytest.mark.napari
+def test_widget_refuses_an_empty_destination(widget, tmp_path, monkeypatch):
+    viewer, w = widget
+    monkeypatch.chdir(tmp_path)  # napari's working directory: an empty field used to export here
+    viewer.add_image(volume(), name="raw")
+    shown = []
+    monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
+    for text in ("", "   ", "."):
+        w.destination.line_edit.value = text
+        assert w.start() is None and w.worker is None
+        assert w.status.value.startswith("Choose a destination") and shown[-1] == w.status.value
+    assert list(tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+def _shown_whole(label) -> bool:
+    """The label's full text is on screen: as tall as its wrapped text, nothing clipped."""
+    visible = label.visibleRegion().boundingRect()
+    return label.height() >= label.heightForWidth(label.width()) and visible.size() == label.size()
+
+
+@pytest.mark.napari
+def test_widget_status_uses_the_full_width_in_words(widget, qtbot, tmp_path):
+    from qtpy.QtWidgets import QApplication
+
+    viewer, w = widget
+    viewer.window._qt_window.resize(1280, 720)
+    viewer.window._qt_window.show()
+    viewer.add_image(volume(), name="raw")
+    (tmp_path / "a file.n5").write_text("not a folder")  # an export cannot create it: Errno 17
+    w.destination.value = tmp_path / "a file.n5"
+    w.start()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    QApplication.processEvents()
+    label = w.status.native
+    assert "[Errno" not in w.status.value and "already exists" in w.status.value, w.status.value
+    assert label.width() >= w.native.width() - 30, (label.width(), w.native.width())  # not a narrow column
+    assert label.wordWrap() and _shown_whole(label), (label.size(), label.heightForWidth(label.width()))
+
+
+def test_os_errors_are_said_in_words():
+    import errno
+    import os
+
+    from napari_n5zarr._napari.export_widget import gui_wording
+
+    def said(code: int) -> str:
+        return gui_wording(OSError(code, os.strerror(code), "/data/out.n5"))
+
+    assert said(errno.EEXIST) == '/data/out.n5 already exists: choose another name, or tick "overwrite" to replace an N5/Zarr container'
+    assert said(errno.EROFS) == "/data/out.n5 is on a read-only location: choose a folder you can write to"
+    assert said(errno.EACCES).startswith("/data/out.n5 cannot be written here (permission denied): choose a folder you can write to")
+    assert said(errno.ENOSPC).startswith("no space left on the disk")
+    for code in (errno.EEXIST, errno.EROFS, errno.EACCES, errno.ENOSPC, errno.ENOENT, errno.EIO):
+        assert "[Errno" not in said(code)
 
 
 @pytest.mark.napari

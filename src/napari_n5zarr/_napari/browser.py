@@ -53,6 +53,9 @@ COLUMNS = ("name", "shape", "dtype", "kind", "compression", "blocks", "voxel", "
 """Columns in order of importance: at the default dock width (~315 px) name, shape and
 dtype are visible; the rest scroll into view and are all in the details pane."""
 WIDTHS = (120, 118, 50, 130, 80, 80, 120, 70)
+"""Starting widths; columns grow to fit their content (see ``_Tree``)."""
+NAME_MIN = 90
+"""The name column never gets narrower (names are elided in the middle)."""
 HEADERS = {"name": "name", "shape": "shape", "dtype": "dtype", "kind": "kind", "compression": "compression",
            "blocks": "blocks", "voxel": "voxel size", "size": "size"}  # fmt: skip
 DOCK_NAME = "N5 browser"
@@ -159,9 +162,59 @@ class _Bridge(QObject):
 
 
 class _Tree(QTreeWidget):
-    """The tree view: Enter opens, tooltips show a row's full text (built on demand)."""
+    """The tree view: Enter opens, tooltips show a row's full text (built on demand).
+
+    Columns are as wide as the rows on screen (and the header) need and never narrower
+    than what they held before; in order of importance, as many as fit the view are shown
+    (shape and dtype always), the rest are hidden (all in the tooltip and the details), and
+    the name column takes what is left: no horizontal scrollbar at any dock width where
+    name, shape and dtype fit."""
 
     open_requested = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._content = [0] * len(COLUMNS)
+        self._fit_timer = QTimer(self, singleShot=True, interval=0)
+        self._fit_timer.timeout.connect(self.fit_columns)
+        self.header().setStretchLastSection(False)
+        self.header().setSectionsMovable(False)
+
+    def setColumnCount(self, columns: int) -> None:  # noqa: N802 (Qt's name)
+        super().setColumnCount(columns)
+        self._content = [0] * columns
+        model = self.model()
+        model.rowsInserted.connect(self.schedule_fit)  # rows stream in: refit once per turn
+        self.itemExpanded.connect(self.schedule_fit)
+        self.verticalScrollBar().valueChanged.connect(self.schedule_fit)
+
+    def schedule_fit(self, *_args: Any) -> None:
+        if not self._fit_timer.isActive():
+            self._fit_timer.start()
+
+    def clear(self) -> None:
+        super().clear()
+        self._content = [0] * self.columnCount()
+        self.schedule_fit()
+
+    def fit_columns(self) -> None:
+        """Widen each column to what its rows on screen and its header need, then lay out."""
+        header = self.header()
+        for i in range(1, self.columnCount()):
+            self._content[i] = max(self._content[i], header.sectionSizeHint(i), self.sizeHintForColumn(i))
+        self.layout_columns()
+
+    def layout_columns(self) -> None:
+        room = self.viewport().width()
+        used = NAME_MIN
+        for i in range(1, self.columnCount()):
+            width = self._content[i] or WIDTHS[i]
+            show = i <= 2 or (not self.isColumnHidden(i - 1) and used + width <= room)
+            self.setColumnHidden(i, not show)
+            if show:
+                self.setColumnWidth(i, width)
+                used += width
+        self.setColumnWidth(0, max(NAME_MIN, room - used + NAME_MIN))
 
     def keyPressEvent(self, event: Any) -> None:  # noqa: N802 (Qt's name)
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
@@ -169,14 +222,9 @@ class _Tree(QTreeWidget):
             return
         super().keyPressEvent(event)
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802
-        """The name column takes what shape and dtype leave (they stay visible)."""
-        super().resizeEvent(event)
-        bar = self.verticalScrollBar().sizeHint().width() if self.verticalScrollBar().isVisible() else 0
-        room = event.size().width() - 2 * self.frameWidth() - bar - WIDTHS[1] - WIDTHS[2]
-        self.setColumnWidth(0, max(WIDTHS[0], room))
-
     def viewportEvent(self, event: Any) -> bool:  # noqa: N802
+        if event.type() == QEvent.Type.Resize:
+            self.layout_columns()  # the view's width changed (dock resized, scrollbar shown)
         if event.type() == QEvent.Type.ToolTip:
             item = self.itemAt(event.pos())
             node = item.data(0, NODE_ROLE) if item is not None else None
@@ -241,9 +289,8 @@ class BrowserWidget(QWidget):
         menu = QMenu(browse)
         menu.addAction("Folder…", self._pick_folder)
         menu.addAction("File (.zip, BigDataViewer .xml)…", self._pick_file)
-        browse.setMenu(menu)
-        browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        self.browse_button = browse
+        browse.clicked.connect(lambda: menu.exec(browse.mapToGlobal(browse.rect().bottomLeft())))
+        self.browse_button = browse  # no setMenu(): its arrow was drawn over the "…"
         row = QHBoxLayout()
         row.addWidget(self.combo, 1)
         row.addWidget(browse)
@@ -259,8 +306,6 @@ class BrowserWidget(QWidget):
         self.tree.setIndentation(12)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.tree.setExpandsOnDoubleClick(True)
-        header = self.tree.header()
-        header.setStretchLastSection(False)
         for i, w in enumerate(WIDTHS):
             self.tree.setColumnWidth(i, w)
         self.tree.itemExpanded.connect(self._expanded)
@@ -289,12 +334,12 @@ class BrowserWidget(QWidget):
         pane_layout = QVBoxLayout(pane)
         pane_layout.setContentsMargins(0, 0, 0, 0)
         pane_layout.addWidget(self.thumbnail, 1)
-        pane_layout.addWidget(self.details, 1)
+        pane_layout.addWidget(self.details, 2)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.tree)
         split.addWidget(pane)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
+        split.setStretchFactor(0, 2)  # details get the larger part: every field, the
+        split.setStretchFactor(1, 3)  # reader's scale table and the attributes
 
         layout = QVBoxLayout(self)
         layout.addLayout(row)

@@ -10,7 +10,9 @@ traceback; closing napari during an export asks first.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,23 @@ MAX_BLOCKS = 250_000
 """Most blocks one export may write from the widget (over all levels)."""
 ORDINARY = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError, OSError)
 """Errors that are a person's mistake or situation: explained, never shown as a traceback."""
+
+
+NO_DESTINATION = "Choose a destination: a folder name ending in .n5 (type it, or pick it with …)"
+
+
+def _full_width_message(form: Any, label: Any) -> None:
+    """Put ``label`` under the form, across its whole width (no label column), wrapping
+    at word boundaries and as tall as its text: a long message is never cut off."""
+    from qtpy.QtCore import Qt
+    from qtpy.QtWidgets import QSizePolicy
+
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
+    policy.setHeightForWidth(True)
+    label.setSizePolicy(policy)
+    form.layout().addWidget(label)
 
 
 def _count_box(label: str, maximum: int, tooltip: str) -> FloatSpinBox:
@@ -91,8 +110,39 @@ def check_block_size(total: int, block_bytes: int, block_size: int) -> str | Non
     return None
 
 
+_CHOOSE_WRITABLE = "choose a folder you can write to"
+OS_ERROR_WORDS = {
+    errno.EEXIST: 'already exists: choose another name, or tick "overwrite" to replace an N5/Zarr container',
+    errno.EROFS: f"is on a read-only location: {_CHOOSE_WRITABLE}",
+    errno.EACCES: f"cannot be written here (permission denied): {_CHOOSE_WRITABLE}",
+    errno.EPERM: f"cannot be written here (not permitted): {_CHOOSE_WRITABLE}",
+    errno.ENOENT: "is in a folder that does not exist: choose an existing folder",
+    errno.ENOTDIR: "is inside a file, not a folder: choose another destination",
+    errno.EISDIR: "is a folder where a file was expected: choose another destination",
+    errno.ENAMETOOLONG: "has a name that is too long: choose a shorter one",
+}
+"""What an OSError's errno means for an export destination, and what to do."""
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OSError as a sentence without its ``[Errno N]`` prefix: what happened to which path
+    and what to do. A message this package wrote (not the system's short text) is kept."""
+    if exc.errno is not None and exc.strerror and exc.strerror != os.strerror(exc.errno):
+        return exc.strerror
+    path = exc.filename if exc.filename is not None else ""
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on the disk{f' writing {path}' if path else ''}: free some space or choose another disk"
+    words = OS_ERROR_WORDS.get(exc.errno) if exc.errno is not None else None
+    if words is not None:
+        return f"{path} {words}" if path else f"the destination {words}"
+    detail = exc.strerror or (str(exc.args[0]) if exc.args else type(exc).__name__)
+    return f"{detail}: {path}" if path else detail
+
+
 def gui_wording(exc: BaseException) -> str:
     """An error in the words of this form (``overwrite=True`` is the "overwrite" box)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return os_error_words(exc)
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     text = text.replace("(pass overwrite=True to replace it)", '(tick "overwrite" to replace it)')
     return text.replace("pass overwrite=True", 'tick "overwrite"').replace("overwrite=True", '"overwrite" ticked')
@@ -126,19 +176,21 @@ class ExportWidget(Container):
         self.cancel_button = PushButton(text="Cancel", enabled=False)
         self.progress = ProgressBar(label="progress", value=0, min=0, max=1, visible=False)
         self.status = Label(value="")
-        self.status.native.setWordWrap(True)  # long messages wrap instead of widening the dock
-        self.status.native.setMinimumWidth(1)
         super().__init__(
             widgets=[
                 self.layer, self.destination, self.compression, self.block_size, self.levels,
-                self.overwrite, self.export_button, self.cancel_button, self.progress, self.status,
+                self.overwrite, self.export_button, self.cancel_button, self.progress,
             ]
         )  # fmt: skip
+        _full_width_message(self.native, self.status.native)
         self.worker: FunctionWorker | None = None
         self._suggested: Path | None = None
         self._cancel = threading.Event()
         self.export_button.changed.connect(self.start)
         self.cancel_button.changed.connect(self.cancel)
+        self.destination.choose_btn.text = "…"  # the path gets the room "Select file" took
+        self.destination.choose_btn.tooltip = "Choose the destination (a folder name ending in .n5)"
+        self.destination.changed.connect(self._show_destination)
         self.layer.changed.connect(self._suggest_destination)
         self.layer.changed.connect(self._levels_for_layer)
         self._close_guard = _CloseGuard(self)
@@ -175,6 +227,14 @@ class ExportWidget(Container):
         self._suggested = folder / f"{layer.name}.n5"
         self.destination.value = self._suggested
 
+    def _show_destination(self, _value: Any = None) -> None:
+        """The field shows the path's start (its folder) when it is too long to fit, the
+        whole path in its tooltip (a QLineEdit set by code shows the end)."""
+        line = self.destination.line_edit.native
+        if not line.hasFocus():
+            line.setCursorPosition(0)
+        line.setToolTip(line.text())
+
     def options(self) -> dict[str, Any]:  # type: ignore[override]  # shadows magicgui's options property
         """The export keywords the form describes."""
         return {
@@ -195,6 +255,9 @@ class ExportWidget(Container):
             return None
         if self.worker is not None:
             return self.worker
+        if str(self.destination.line_edit.value).strip() in ("", "."):
+            self._refuse(NO_DESTINATION)  # an empty field would mean napari's working directory
+            return None
         problem, total = self._check(layer)
         if problem:
             self._refuse(problem)

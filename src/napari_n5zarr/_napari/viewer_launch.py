@@ -28,8 +28,27 @@ def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
         browser.location.setText(str(path))
         browser.load()
     exporter = ExportWidget(viewer)
-    viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right")
+    # a tab beside the browser: stacked under it, in a 720 px tall window neither had room
+    viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right", tabify=True)
+    show_first(viewer, browser)
     return [browser, exporter]
+
+
+def show_first(viewer: napari.Viewer, widget: Any) -> None:
+    """Bring ``widget``'s dock to the front of its tabs and give the right docks the width
+    the widget asks for (napari gives them less in a 1280 px window)."""
+    from qtpy.QtCore import Qt, QTimer
+    from qtpy.QtWidgets import QDockWidget
+
+    dock = widget.parent()
+    while dock is not None and not isinstance(dock, QDockWidget):
+        dock = dock.parent()
+    if dock is None:
+        return
+    dock.raise_()
+    QTimer.singleShot(0, dock.raise_)  # napari shows a newly tabified dock once it is laid out
+    width = widget.sizeHint().width() + dock.width() - dock.contentsRect().width()
+    dock.window().resizeDocks([dock], [width], Qt.Orientation.Horizontal)
 
 
 def fit_after_layout(viewer: napari.Viewer) -> None:
@@ -38,10 +57,16 @@ def fit_after_layout(viewer: napari.Viewer) -> None:
     from qtpy.QtCore import QTimer
     from qtpy.QtWidgets import QApplication
 
+    from napari_n5zarr._napari.browser import DOCK_NAME
+
     window = viewer.window._qt_window
     if not window.isVisible():
         window.show()  # lay out the docks (an offscreen window for --screenshot)
     QApplication.processEvents()
+    browser = dict(viewer.window.dock_widgets).get(DOCK_NAME)
+    if browser is not None:
+        show_first(viewer, browser)  # the docks' width, now that the window has its size
+        QApplication.processEvents()
     viewer.reset_view()
     QTimer.singleShot(0, viewer.reset_view)  # once more after the first paint settles the sizes
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.spatial import COLOUR_AXES
+from napari_n5zarr.spatial.detect import NAME_KEY
 from napari_n5zarr.write.exporter import export
 
 LayerData = tuple[Any, dict[str, Any], str]
@@ -60,8 +61,10 @@ def _warn_transforms(meta: dict[str, Any]) -> None:
 
 
 def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **kwargs: Any) -> str:
-    """Export one layer's data + metadata (the writers' and the export widget's core)."""
-    return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, **kwargs)
+    """Export one layer's data + metadata (the writers' and the export widget's core). The
+    layer's name is kept in the pyramid group (``"name"``): the reader names the layer by it."""
+    attributes = {NAME_KEY: str(meta["name"])} if meta.get("name") else None
+    return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, attributes=attributes, **kwargs)
 
 
 SAVE_EXISTS = (

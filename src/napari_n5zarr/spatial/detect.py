@@ -357,6 +357,17 @@ def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
     )
 
 
+NAME_KEY = "name"
+"""Attribute of a pyramid group: the name it was saved under (napari's layer name). It names
+the pyramid opened at that group, in place of the container's folder name."""
+
+
+def stored_name(attrs: Mapping[str, Any]) -> str | None:
+    """The pyramid's own name (``NAME_KEY``), if it carries one."""
+    name = attrs.get(NAME_KEY)
+    return name.strip() if isinstance(name, str) and name.strip() else None
+
+
 def detect(
     node: zarr.Array | zarr.Group | NodeView,
     name: str | None = None,
@@ -416,7 +427,7 @@ def _detect_group(
     if pyramid is None:
         pyramid = _paintera(attrs, groups, prefix, merged, on_error)
     if pyramid is not None:
-        found.append(_finish(pyramid, name, prefix))
+        found.append(_finish(pyramid, (not prefix and stored_name(attrs)) or name, prefix))
         used.update(p.split("/", 1)[0] for p in pyramid.paths)
         if "painteraData" in attrs:
             used.update(k for k in PAINTERA_BOOKKEEPING if k in children)
