@@ -56,6 +56,11 @@ def is_label_multiset(attrs: Mapping[str, Any] | None) -> bool:
     return bool(attrs) and attrs.get(ATTRIBUTE) is True  # type: ignore[union-attr]
 
 
+def file_itemsize(data_type: Any, attrs: Mapping[str, Any] | None) -> int:
+    """Item size for the block-file size check of a dataset (:data:`FILE_ITEMSIZE` for a multiset)."""
+    return FILE_ITEMSIZE if is_label_multiset(attrs) else np.dtype(data_type).itemsize
+
+
 def payload_cap(voxels: int) -> int:
     """Largest decompressed payload accepted for a block of ``voxels`` voxels."""
     return min(max_block_bytes(), MAX_BYTES_PER_VOXEL * voxels + 65536)
@@ -179,6 +184,7 @@ __all__ = [
     "assignment_table",
     "cell_shape",
     "decode_multiset_block",
+    "file_itemsize",
     "is_label_multiset",
     "payload_cap",
 ]

@@ -18,7 +18,6 @@ import stat
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
@@ -28,6 +27,7 @@ from napari_n5zarr.errors import BLOCK_NAME_ATTR
 from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.describe import describe_store, store_location
+from napari_n5zarr.n5.label_multiset import file_itemsize
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
@@ -154,7 +154,7 @@ class N5DefaultStore(_ReadsThroughGet):
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
             block = doc["chunk_grid"]["configuration"]["chunk_shape"]
-            itemsize = np.dtype(str(doc["data_type"])).itemsize
+            itemsize = file_itemsize(str(doc["data_type"]), doc.get("attributes"))
             self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block), itemsize)
         except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
             logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)

@@ -30,6 +30,7 @@ import numpy as np
 
 from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.label_multiset import file_itemsize, is_label_multiset
 from napari_n5zarr.read.block_cache import store_token
 from napari_n5zarr.spatial.detect import OUTER_LEVELS, NodeView, merge_outer_attrs
 from napari_n5zarr.spatial.model import ArrayInfo, ErrorHandler
@@ -206,7 +207,7 @@ class LocalNode(NodeView):
         except OSError:
             info = None  # missing (fill value) or unreadable: the read decides
         if info is not None and stat.S_ISREG(info.st_mode):
-            check_block_file_size(info.st_size, meta.block_size, np.dtype(meta.data_type).itemsize, where)
+            check_block_file_size(info.st_size, meta.block_size, file_itemsize(meta.data_type, meta.attributes), where)
         try:
             data = files.read_regular_file(path, metadata=False)
         except files.MISSING:
@@ -234,6 +235,11 @@ class LocalNode(NodeView):
             return array
 
         reopen = functools.partial(reopen_level, self.container.root, self.path)
+        if is_label_multiset(self.metadata.attributes):  # Paintera: its own decoder, never zarr's values
+            from napari_n5zarr.read.label_multiset import MultisetLevel, source_for_local
+
+            level_cls = cls if cls is not None and issubclass(cls, MultisetLevel) else MultisetLevel
+            return level_cls.over_source(source_for_local(self), open_array=open_array, report=report, reopen=reopen)
         return (cls or LazyLevel).over_source(BlockSource.for_local_n5(self), open_array=open_array, report=report, reopen=reopen)
 
 

@@ -132,6 +132,8 @@ def levels_for(
     one dask chunk per storage block, read errors raised (a copy must never write the fill
     value for a block it could not read), no preview levels.
     """
+    if ms.label_multiset and not ms.time_paths:  # Paintera: blocks decoded by the multiset reader only
+        return _multiset_levels(node, ms, report, strict)
     if isinstance(node, LocalNode):
         if not strict and not ms.time_paths:  # a local N5 folder read without zarr
             levels = [_local_level(node, path, report) for path in ms.paths]
@@ -153,6 +155,36 @@ def levels_for(
     if len(arrays) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
         return preview_levels(LazyLevel(arrays[0], n5_order=spatial.n5_ordered(arrays[0]), report=report))
     return [LazyLevel(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays]
+
+
+def _multiset_levels(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
+    """Label-multiset levels (:class:`~napari_n5zarr.read.label_multiset.MultisetLevel`), with
+    the Paintera group's fragment-segment assignment applied unless fragments are asked for
+    (:func:`~napari_n5zarr.read.label_multiset.show_fragments`); ``strict``: dask arrays that
+    raise on unreadable blocks."""
+    from napari_n5zarr.read.label_multiset import (
+        ASSIGNMENT,
+        MultisetLevel,
+        read_assignment,
+        show_fragments,
+    )
+
+    if isinstance(node, LocalNode):
+        levels: list[Any] = [_local_level(node, path, report) for path in ms.paths]
+    else:
+        levels = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
+    group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
+    if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
+        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT)
+        for level in levels:
+            level.assignment = table
+    if strict:  # one dask chunk per storage block, as the other levels of a copy
+        from napari_n5zarr.read.levels import _from_reader
+
+        for level in levels:
+            level.strict = True
+        return [_from_reader(level, level.storage_blocks) for level in levels]
+    return levels
 
 
 def _local_level(node: LocalNode, path: str, report: Report | None) -> LazyLevel:

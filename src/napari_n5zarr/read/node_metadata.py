@@ -92,6 +92,8 @@ def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]
     if len(info.shape) < 2:
         node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
     mark_unreadable(node, spatial.unreadable_reason(info.attrs))
+    if info.attrs.get("isLabelMultiset") is True:  # read as uint64 labels (issue 21): its kind says how it is stored
+        node.encoding = "label multiset"
 
 
 def mark_unreadable(node: Node, reason: str | None) -> None:

@@ -19,7 +19,6 @@ from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
     _TIMEPOINT,
-    LABEL_MULTISET,
     ArrayInfo,
     Attrs,
     ErrorHandler,
@@ -353,7 +352,7 @@ def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
         name=name,
         paths=tuple(_join(prefix, p) for p in ms.paths),
         time_paths=tuple(tuple(_join(prefix, p) for p in t) for t in ms.time_paths),
-        is_labels=is_labels(name, ms.attrs, ms.dtype) or ms.unreadable == LABEL_MULTISET,
+        is_labels=is_labels(name, ms.attrs, ms.dtype) or ms.label_multiset,
     )
 
 

@@ -27,7 +27,7 @@ LABEL_WORDS = frozenset({"label", "labels", "seg", "segmentation", "segmentation
 CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
 """Names with these endings are containers (or point at one): never a labels name."""
 LABEL_MULTISET = "Paintera label multiset (isLabelMultiset): not readable yet"
-"""Why a label-multiset dataset is not shown (its blocks are not voxel arrays)."""
+"""Why a label-multiset dataset was not shown before they were read (issue 21); kept for callers."""
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
 
@@ -76,7 +76,10 @@ class Multiscale:
     attrs: Attrs = field(default_factory=dict, compare=False, repr=False)
     unreadable: str = ""
     """Why its blocks cannot be decoded, by design (:func:`~napari_n5zarr.spatial.unreadable_reason`:
-    a Paintera label multiset); "" when they can. Such a pyramid is described, never shown."""
+    none today); "" when they can. Such a pyramid is described, never shown."""
+    label_multiset: bool = False
+    """Paintera label multisets (``isLabelMultiset``): read as uint64 labels (``dtype``) by
+    :mod:`napari_n5zarr.read.label_multiset`."""
 
     @property
     def ndim(self) -> int:

@@ -15,7 +15,6 @@ from napari_n5zarr.spatial.model import (
     _TIMEPOINT,
     _WORD,
     CONTAINER_SUFFIXES,
-    LABEL_MULTISET,
     LABEL_WORDS,
     ArrayInfo,
     Attrs,
@@ -45,6 +44,7 @@ def _assemble(
         channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
     unreadable = unreadable_reason(attrs, *(infos[i].attrs for i in keep))
+    multiset = any(a.get("isLabelMultiset") is True for a in (attrs, *(infos[i].attrs for i in keep)))
     base = cals[0]
     downsampling = tuple(
         tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
@@ -59,10 +59,11 @@ def _assemble(
         downsampling=downsampling,
         convention=convention,
         shapes=tuple(tuple(infos[i].shape) for i in keep),
-        dtype=infos[0].dtype,
+        dtype="uint64" if multiset else infos[0].dtype,
         channel_axis=channel_axis,
         attrs=dict(attrs),
         unreadable=unreadable or "",
+        label_multiset=multiset,
     )
 
 
@@ -292,10 +293,8 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
 
 def unreadable_reason(*attrs: Attrs) -> str | None:
     """Why data described by these attributes (a dataset's, or a pyramid group's and its
-    levels') cannot be decoded by design, else None: Paintera label multisets
-    (``isLabelMultiset: true``; their varlength blocks hold label lists, not voxels)."""
-    if any(a.get("isLabelMultiset") is True for a in attrs):
-        return LABEL_MULTISET
+    levels') cannot be decoded by design, else None. None for every kind known today:
+    Paintera label multisets (which returned :data:`LABEL_MULTISET`) are read since issue 21."""
     return None
 
 

@@ -1,0 +1,168 @@
+"""Paintera label multisets read lazily as uint64 labels, at every pyramid level.
+
+A multiset level is a :class:`MultisetLevel`: a :class:`~napari_n5zarr.read.levels.LazyLevel`
+whose every read goes through its :class:`MultisetSource` (the block path of
+:mod:`~napari_n5zarr.read.fetch`: cache, concurrency, prefetch, errors naming the block),
+which decodes blocks with :func:`~napari_n5zarr.n5.label_multiset.decode_multiset_block`.
+zarr is never asked for the values (its ``n5_default`` codec refuses varlength blocks): a
+local N5 folder is read without zarr, any other store through the zarr array's store chain.
+Blocks never written read as 0 (background). Strided reads read the covering region.
+
+Paintera's ``fragment-segment-assignment`` (:func:`read_assignment`) maps fragments to
+segments per read (:attr:`MultisetLevel.assignment`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from napari_n5zarr.errors import N5FormatError
+from napari_n5zarr.n5.label_multiset import (
+    apply_assignment,
+    assignment_table,
+    cell_shape,
+    decode_multiset_block,
+)
+from napari_n5zarr.read.fetch import BlockSource
+from napari_n5zarr.read.levels import LazyLevel, Report
+
+if TYPE_CHECKING:
+    import zarr
+
+    from napari_n5zarr.read.local import LocalNode
+
+ASSIGNMENT = "fragment-segment-assignment"
+"""The dataset of a Paintera label group mapping fragments to segments."""
+FRAGMENTS_ENV = "N5ZARR_PAINTERA_FRAGMENTS"
+"""Environment variable: ``1`` shows (and converts) Paintera labels as raw fragments, not
+segments (the default, as Paintera shows them)."""
+UINT64 = np.dtype("uint64")
+
+
+def show_fragments() -> bool:
+    return os.environ.get(FRAGMENTS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class MultisetSource(BlockSource):
+    """The blocks of a label-multiset dataset as uint64 labels (napari order)."""
+
+    def __init__(self, layout: Any, decompress: Any, cache: Any = None) -> None:
+        super().__init__(dataclasses.replace(layout, dtype=UINT64, fill=0), cache)
+        self._decompress = decompress
+
+    def decode(self, raw: Any, key: str) -> np.ndarray:
+        where = self.where(key)
+        data = raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
+        try:
+            index = tuple(int(p) for p in key[len(self.prefix) :].split("/"))
+        except ValueError:
+            raise N5FormatError(f"{where}: not a block key") from None
+        cell = cell_shape(index, self.shape[::-1], self.blocks[::-1])
+        out = decode_multiset_block(data, cell, where, self._decompress).T  # napari order, C-contiguous
+        out.flags.writeable = False
+        return out
+
+
+def _decompress_of(compression: Any) -> Any:
+    from napari_n5zarr.n5.blocks import n5_decompress
+
+    return n5_decompress(dict(compression))
+
+
+def source_for_local(dataset: LocalNode) -> MultisetSource:
+    """The block path of a multiset dataset of a local N5 folder (no zarr)."""
+    plain = BlockSource.for_local_n5(dataset)
+    return MultisetSource(plain.layout, _decompress_of(dataset.metadata.compression))
+
+
+def source_for_array(array: zarr.Array) -> MultisetSource:
+    """The block path of a multiset dataset opened with zarr (any store)."""
+    plain = BlockSource.for_array(array)
+    codecs = tuple(getattr(array.metadata, "codecs", ()))
+    if plain is None or not codecs:
+        raise N5FormatError(f"{array.path or '/'}: a label multiset this store cannot serve block by block")
+    return MultisetSource(plain.layout, codecs[0]._decompress)  # the n5_default codec's bounded decompression
+
+
+class MultisetLevel(LazyLevel):
+    """One label-multiset level in napari order, uint64 (see the module docstring)."""
+
+    assignment: tuple[np.ndarray, np.ndarray] | None = None
+    """(sorted fragments, their segments) applied to every read; None: fragments as stored."""
+
+    def __init__(self, array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> None:
+        source = source_for_array(array)
+        self._setup(source.shape, source.blocks, UINT64, n5_order=True, source=source, report=report)
+        self._array = array
+        self._open_array = None
+        self._reopen = None
+
+    def _fast(self, basic: tuple[slice, ...]) -> bool:
+        return True
+
+    def read(self, basic: tuple[slice, ...], squeeze: Any = frozenset(), rest: tuple | None = None) -> np.ndarray:
+        steps = tuple(s.step or 1 for s in basic)
+        cover = tuple(slice(s.start, max(s.start, s.stop), 1) for s in basic)
+        out = self._read_fast(cover)
+        if any(k != 1 for k in steps):
+            out = out[tuple(slice(None, None, k) for k in steps)]
+        out = apply_assignment(out, self.assignment)
+        if squeeze:
+            out = out.reshape([n for i, n in enumerate(out.shape) if i not in squeeze])
+        return out[rest] if rest is not None else out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_with_assignment, (super().__reduce__(), self.assignment))
+
+
+def _with_assignment(reduced: tuple[Any, ...], assignment: Any) -> MultisetLevel:
+    level = reduced[0](*reduced[1])
+    level.assignment = assignment
+    return level
+
+
+def is_multiset_array(array: Any) -> bool:
+    from napari_n5zarr.n5.label_multiset import is_label_multiset
+
+    try:
+        return is_label_multiset(dict(array.attrs))
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def read_assignment(node: Any, path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Paintera's fragment -> segment table at ``path`` below ``node`` (a
+    :class:`~napari_n5zarr.read.local.LocalNode` or a zarr group), None where there is none.
+    A table that cannot be read raises (N5FormatError): segments must not silently be fragments."""
+    from napari_n5zarr.read.local import LocalNode
+
+    try:
+        if isinstance(node, LocalNode):
+            dataset = node.get(path)
+            if not isinstance(dataset, LocalNode) or not dataset.is_array:
+                return None
+            level = dataset.level()
+            level.strict = True
+            pairs = np.asarray(level.read(tuple(slice(0, n, 1) for n in level.shape)))
+        else:
+            import zarr
+
+            try:
+                array = node[path]
+            except KeyError:
+                return None
+            if not isinstance(array, zarr.Array):
+                return None
+            pairs = np.asarray(array[...]).T  # zarr sees N5 order: [N, 2]
+    except KeyError:
+        return None
+    except Exception as e:  # noqa: BLE001 (one clear line, naming the table)
+        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+    return assignment_table(pairs)
+
+
+__all__ = ["ASSIGNMENT", "FRAGMENTS_ENV", "MultisetLevel", "MultisetSource", "read_assignment", "show_fragments"]
