@@ -1,49 +1,82 @@
-"""A Paintera label-multiset dataset (written by hand, as Paintera writes one) is never a layer
-of zeros: the reader says once what it is and why it is not shown, and adds no layer for it
-(its siblings open); the browser, ``n5zarr tree`` and ``n5zarr info`` mark it (issue 18 item 2)."""
+"""Paintera label multisets (issue 21): read lazily as uint64 labels at every level, through
+the local zarr-free path and through zarr's store chain alike; the Paintera group opens as one
+labels layer (segments: fragments through the fragment-segment assignment) beside the raw image;
+``n5zarr convert`` turns the multiset pyramid into a plain uint64 labels pyramid;
+``add-zarr-metadata`` keeps skipping multiset datasets with its reason."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
-from paintera_multiset import IDS, write_paintera_container
+from paintera_multiset import IDS, expected_s0, expected_s1, segments, write_paintera_container
 
+import napari_n5zarr
 from napari_n5zarr import spatial
 from napari_n5zarr._napari.reader import read_path
 from napari_n5zarr.cli import main
-
-MESSAGE = "napari-n5zarr: labels/fragments: Paintera label multiset (isLabelMultiset): not readable yet; not shown"
+from napari_n5zarr.read.local import open_local
+from napari_n5zarr.read.multiscale import find_multiscales, levels_for
 
 
 @pytest.fixture(scope="module", params=["gzip", "raw"])
 def paintera(tmp_path_factory, request) -> Path:
-    return write_paintera_container(tmp_path_factory.mktemp("paintera") / "c.n5", request.param)
+    return write_paintera_container(tmp_path_factory.mktemp("paintera") / "c.n5", request.param, assignment=True)
 
 
-def test_reader_shows_siblings_and_says_once_why_the_multiset_is_not_shown(paintera):
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Path:
+    """No fragment-segment assignment: the labels are the fragments."""
+    return write_paintera_container(tmp_path_factory.mktemp("paintera") / "c.n5", "gzip")
+
+
+def _multiset(node):
+    found = find_multiscales(node)
+    return next(ms for ms in found.multiscales if ms.label_multiset)
+
+
+@pytest.mark.parametrize("opener", ["local", "zarr"])
+def test_every_level_reads_the_labels_the_fixture_encodes(plain, opener):
+    node = open_local(plain) if opener == "local" else napari_n5zarr.open(plain)
+    assert node is not None
+    ms = _multiset(node)
+    assert ms.dtype == "uint64" and ms.is_labels and not ms.unreadable and ms.paths == ("labels/fragments/data/s0", "labels/fragments/data/s1")
+    s0, s1 = levels_for(node, ms)
+    assert s0.dtype == np.uint64 and s0.shape == IDS.shape[::-1]
+    np.testing.assert_array_equal(np.asarray(s0[...]), expected_s0().T)  # missing block: background
+    np.testing.assert_array_equal(np.asarray(s1[...]), expected_s1().T)  # computed argMax, edge headers
+    np.testing.assert_array_equal(np.asarray(s0[2, 3:11, ::3]), expected_s0().T[2, 3:11, ::3])  # strided, no zarr
+    copy = levels_for(node, ms, strict=True)
+    np.testing.assert_array_equal(copy[1].compute(), expected_s1().T)
+
+
+def test_segments_by_default_fragments_on_request(paintera, monkeypatch):
+    node = open_local(paintera)
+    s0, s1 = levels_for(node, _multiset(node))
+    np.testing.assert_array_equal(np.asarray(s0[...]), segments(expected_s0()).T)
+    np.testing.assert_array_equal(np.asarray(s1[1]), segments(expected_s1()).T[1])
+    monkeypatch.setenv("N5ZARR_PAINTERA_FRAGMENTS", "1")
+    s0, _ = levels_for(node, _multiset(node))
+    np.testing.assert_array_equal(np.asarray(s0[...]), expected_s0().T)
+
+
+def test_reader_opens_raw_and_one_labels_layer(paintera):
     notes: list[tuple[str, str]] = []
     layers = read_path(paintera, notify=lambda level, message: notes.append((level, message)))
-    assert [(layer[1]["name"], layer[2]) for layer in layers] == [("raw", "image")]  # no zeros, no lookup tables
-    assert notes == [("warning", MESSAGE)]
+    assert sorted((layer[1]["name"], layer[2]) for layer in layers) == [("labels/fragments", "labels"), ("raw", "image")]
+    assert notes == []
+    labels = next(layer for layer in layers if layer[2] == "labels")
+    assert tuple(labels[1]["scale"]) == (40.0, 4.0, 4.0)
+    np.testing.assert_array_equal(np.asarray(labels[0][1][...]), segments(expected_s1()).T)
 
 
-def test_multiset_opened_directly_is_not_shown_either(paintera):
-    for path, name in ((paintera / "labels/fragments", "fragments"), (paintera / "labels/fragments/data/s0", "s0")):
-        notes: list[tuple[str, str]] = []
-        assert read_path(path, notify=lambda level, message, notes=notes: notes.append((level, message))) == []
-        assert notes == [("warning", f"napari-n5zarr: {name}: {spatial.LABEL_MULTISET}; not shown")]
-
-
-def test_detection_marks_multisets_from_metadata():
-    multiset = spatial.ArrayInfo({"isLabelMultiset": True}, (20, 12, 6), "uint8")
-    ms = spatial.n5viewer_pyramid({}, {"s0": multiset})
-    assert ms is not None and ms.unreadable == spatial.LABEL_MULTISET
-    on_group = spatial.n5viewer_pyramid({"isLabelMultiset": True}, {"s0": multiset._replace(attrs={})})
-    assert on_group is not None and on_group.unreadable
-    plain = spatial.n5viewer_pyramid({}, {"s0": multiset._replace(attrs={})})
-    assert plain is not None and not plain.unreadable
+def test_a_level_opened_directly_is_labels(paintera):
+    layers = read_path(paintera / "labels/fragments/data/s0")
+    assert [layer[2] for layer in layers] == ["labels"]
+    data = layers[0][0][0] if isinstance(layers[0][0], list) else layers[0][0]
+    np.testing.assert_array_equal(np.asarray(data[...]), expected_s0().T)  # no group: fragments
 
 
 def test_tree_marks_the_multiset_lines(paintera, capsys):
@@ -51,79 +84,55 @@ def test_tree_marks_the_multiset_lines(paintera, capsys):
     lines: dict[str, str] = {}
     for line in capsys.readouterr().out.splitlines()[1:]:
         lines.setdefault(line.split("── ")[-1].split()[0], line)  # the first s0 is data/s0
-    assert "label multiset" in lines["data/"] and spatial.LABEL_MULTISET in lines["data/"]
-    assert "label multiset" in lines["s0"] and spatial.LABEL_MULTISET in lines["s0"]
+    assert spatial.LABEL_MULTISET not in lines["s0"] and "cannot open" not in lines["s0"]
     assert "cannot open" in lines["unique-labels/"]
-    assert "cannot open" not in lines["raw"]
 
 
-def test_tree_json_marks_the_multiset(paintera, capsys):
-    main(["tree", "--json", str(paintera)])
-    nodes = {n["path"]: n for n in map(json.loads, capsys.readouterr().out.splitlines())}
-    data = nodes["labels/fragments/data"]
-    assert data["encoding"] == "label multiset" and not data["openable"] and data["reason"] == spatial.LABEL_MULTISET
-    assert nodes["raw"]["openable"]
-
-
-def test_info_says_the_multiset_cannot_be_opened(paintera, capsys):
+def test_info_describes_the_multiset_as_uint64_labels(paintera, capsys):
     main(["info", str(paintera)])
     out = capsys.readouterr().out
     block = out.split("labels/fragments: ", 1)[1].split("\nraw:", 1)[0]
-    assert block.startswith("labels uint8, 2 level(s)")
-    assert f"cannot open: {spatial.LABEL_MULTISET}" in block
-    main(["info", str(paintera / "labels/fragments/data/s0")])
-    out = capsys.readouterr().out
-    assert "dataset, label multiset" in out.splitlines()[0]
-    assert f"cannot open: {spatial.LABEL_MULTISET}" in out
+    assert block.startswith("labels uint64, 2 level(s)") and "cannot open" not in block
 
 
-def test_convert_skips_the_multiset_with_its_reason_and_converts_the_rest(paintera, tmp_path, capsys):
-    import numpy as np
-
-    from napari_n5zarr import open as n5open
+def test_convert_writes_a_uint64_labels_pyramid(paintera, tmp_path):
     from napari_n5zarr.write.convert import convert
 
     report = convert(paintera, tmp_path / "out.n5")
-    assert [image.name for image in report.images] == ["raw"]
-    assert f"labels/fragments: {spatial.LABEL_MULTISET}" in report.skipped
-    raw = n5open(paintera / "raw")
-    np.testing.assert_array_equal(n5open(tmp_path / "out.n5/raw/s0")[...], raw[...])
-    assert not (tmp_path / "out.n5/labels_fragments").exists()
+    assert sorted(image.name for image in report.images) == ["labels/fragments", "raw"] and report.skipped == []
+    out = tmp_path / "out.n5/labels_fragments"
+    s0 = napari_n5zarr.open(out / "s0")
+    assert s0.dtype == np.uint64
+    np.testing.assert_array_equal(s0[...], segments(expected_s0()))
+    attrs = json.loads((out / "s0/attributes.json").read_text())
+    assert "isLabelMultiset" not in attrs and attrs["dataType"] == "uint64"
+    import zarr
+
+    as_zarr = zarr.open_array(zarr.storage.LocalStore(out / "s0"), mode="r")  # Zarr v3 of the same files
+    np.testing.assert_array_equal(np.asarray(as_zarr[...]).T if as_zarr.shape != IDS.shape else as_zarr[...], segments(expected_s0()))
+
+
+def test_add_zarr_metadata_keeps_skipping_multisets(paintera, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "c.n5"
+    shutil.copytree(paintera, copy)
+    main(["add-zarr-metadata", str(copy)])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "labels/fragments/data/s0" in text and "varlength mode" in text
+    assert not (copy / "labels/fragments/data/s0/zarr.json").exists()
+    assert (copy / "raw/zarr.json").exists()
 
 
 @pytest.mark.napari
-def test_viewer_open_adds_the_siblings_and_one_notification(make_napari_viewer, paintera, monkeypatch):
-    shown: list[str] = []
-    monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
+def test_viewer_shows_raw_and_segmentation_with_the_right_scale(make_napari_viewer, paintera):
     viewer = make_napari_viewer()
     layers = viewer.open(str(paintera), plugin="napari-n5zarr")
-    assert [(type(layer).__name__, layer.name) for layer in layers] == [("Image", "raw")]
-    assert shown == [MESSAGE]
-    assert IDS.shape[::-1] == layers[0].data.shape
-
-
-@pytest.mark.napari
-def test_browser_row_tooltip_and_details(make_napari_viewer, qtbot, paintera, monkeypatch, tmp_path):
-    from napari_n5zarr._napari.browser import GREY, NODE_ROLE, BrowserWidget, tooltip
-
-    monkeypatch.setenv("NAPARI_N5ZARR_CONFIG", str(tmp_path / "config"))
-    viewer = make_napari_viewer()
-    browser = BrowserWidget(viewer)
-    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
-    browser.load(str(paintera))
-
-    def listed(path: str):
-        qtbot.waitUntil(lambda: path in browser._items and not browser.busy and not browser._loading, timeout=30_000)
-        return browser._items[path]
-
-    for group in ("labels", "labels/fragments"):
-        listed(group).setExpanded(True)
-    row = listed("labels/fragments/data")
-    node = row.data(0, NODE_ROLE)
-    assert row.text(3) == "N5 Viewer, 2 levels, label multiset"
-    assert row.foreground(0).color() == GREY
-    assert "label multiset" in tooltip(node) and spatial.LABEL_MULTISET in tooltip(node)
-    browser.tree.setCurrentItem(row)
-    assert not browser.open_button.isEnabled()
-    qtbot.waitUntil(lambda: spatial.LABEL_MULTISET in browser.details.toPlainText(), timeout=10_000)
-    assert "Cannot be opened" in browser.details.toPlainText()
+    kinds = sorted((type(layer).__name__, layer.name) for layer in layers)
+    assert kinds == [("Image", "raw"), ("Labels", "labels/fragments")]
+    labels = next(layer for layer in layers if type(layer).__name__ == "Labels")
+    assert tuple(labels.scale) == (40.0, 4.0, 4.0) and labels.multiscale
+    assert labels.data[0].dtype == np.uint64 and labels.data[0].shape == IDS.shape[::-1]
+    viewer.dims.set_point(0, 2 * 40.0)
+    np.testing.assert_array_equal(np.asarray(labels.data[0][2]), segments(expected_s0()).T[2])
