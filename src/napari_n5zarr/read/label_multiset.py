@@ -33,8 +33,6 @@ from napari_n5zarr.read.levels import LazyLevel, Report
 if TYPE_CHECKING:
     import zarr
 
-    from napari_n5zarr.read.local import LocalNode
-
 ASSIGNMENT = "fragment-segment-assignment"
 """The dataset of a Paintera label group mapping fragments to segments."""
 FRAGMENTS_ENV = "N5ZARR_PAINTERA_FRAGMENTS"
@@ -73,8 +71,9 @@ def _decompress_of(compression: Any) -> Any:
     return n5_decompress(dict(compression))
 
 
-def source_for_local(dataset: LocalNode) -> MultisetSource:
-    """The block path of a multiset dataset of a local N5 folder (no zarr)."""
+def source_for_local(dataset: Any) -> MultisetSource:
+    """The block path of a multiset dataset (a :class:`~napari_n5zarr.read.local.LocalNode`)
+    of a local N5 folder (no zarr)."""
     plain = BlockSource.for_local_n5(dataset)
     return MultisetSource(plain.layout, _decompress_of(dataset.metadata.compression))
 
@@ -138,12 +137,10 @@ def read_assignment(node: Any, path: str) -> tuple[np.ndarray, np.ndarray] | Non
     """Paintera's fragment -> segment table at ``path`` below ``node`` (a
     :class:`~napari_n5zarr.read.local.LocalNode` or a zarr group), None where there is none.
     A table that cannot be read raises (N5FormatError): segments must not silently be fragments."""
-    from napari_n5zarr.read.local import LocalNode
-
     try:
-        if isinstance(node, LocalNode):
+        if hasattr(node, "container") and hasattr(node, "read_block"):  # a LocalNode (zarr-free)
             dataset = node.get(path)
-            if not isinstance(dataset, LocalNode) or not dataset.is_array:
+            if not getattr(dataset, "is_array", False):
                 return None
             level = dataset.level()
             level.strict = True
