@@ -65,11 +65,19 @@ def test_segments_by_default_fragments_on_request(paintera, monkeypatch):
 def test_reader_opens_raw_and_one_labels_layer(paintera):
     notes: list[tuple[str, str]] = []
     layers = read_path(paintera, notify=lambda level, message: notes.append((level, message)))
-    assert sorted((layer[1]["name"], layer[2]) for layer in layers) == [("labels/fragments", "labels"), ("raw", "image")]
+    assert sorted((layer[1]["name"], layer[2]) for layer in layers) == [
+        ("labels/fragments", "labels"), ("labels/fragments fragments", "labels"), ("raw", "image")
+    ]
     assert notes == []
-    labels = next(layer for layer in layers if layer[2] == "labels")
-    assert tuple(labels[1]["scale"]) == (40.0, 4.0, 4.0)
+    by_name = {layer[1]["name"]: layer for layer in layers}
+    labels, fragments = by_name["labels/fragments"], by_name["labels/fragments fragments"]
+    assert tuple(labels[1]["scale"]) == (40.0, 4.0, 4.0) and labels[1].get("visible", True)
     np.testing.assert_array_equal(np.asarray(labels[0][1][...]), segments(expected_s1()).T)
+    # the raw fragments: a second labels layer, hidden, at every level (the switch a person ticks)
+    assert fragments[1]["visible"] is False and tuple(fragments[1]["scale"]) == (40.0, 4.0, 4.0)
+    np.testing.assert_array_equal(np.asarray(fragments[0][0][...]), expected_s0().T)
+    np.testing.assert_array_equal(np.asarray(fragments[0][1][...]), expected_s1().T)
+    np.testing.assert_array_equal(np.asarray(labels[0][0][...]), segments(expected_s0()).T)  # untouched
 
 
 def test_a_level_opened_directly_is_labels(paintera):
@@ -129,9 +137,9 @@ def test_add_zarr_metadata_keeps_skipping_multisets(paintera, tmp_path, capsys):
 def test_viewer_shows_raw_and_segmentation_with_the_right_scale(make_napari_viewer, paintera):
     viewer = make_napari_viewer()
     layers = viewer.open(str(paintera), plugin="napari-n5zarr")
-    kinds = sorted((type(layer).__name__, layer.name) for layer in layers)
-    assert kinds == [("Image", "raw"), ("Labels", "labels/fragments")]
-    labels = next(layer for layer in layers if type(layer).__name__ == "Labels")
+    kinds = sorted((type(layer).__name__, layer.name, layer.visible) for layer in layers)
+    assert kinds == [("Image", "raw", True), ("Labels", "labels/fragments", True), ("Labels", "labels/fragments fragments", False)]
+    labels = next(layer for layer in layers if layer.name == "labels/fragments")
     assert tuple(labels.scale) == (40.0, 4.0, 4.0) and labels.multiscale
     assert labels.data[0].dtype == np.uint64 and labels.data[0].shape == IDS.shape[::-1]
     viewer.dims.set_point(0, 2 * 40.0)

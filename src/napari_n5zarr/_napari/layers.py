@@ -236,7 +236,9 @@ def _build_layers(
     layers: list[Any] = []  # full (data, kwargs, layer_type) tuples with mutable kwargs
     for ms in found.multiscales:
         try:
-            layers.append(layer_data(node, ms, source=source, report=report))
+            layer = layer_data(node, ms, source=source, report=report)
+            layers.append(layer)
+            layers.extend(_fragments_beside(node, ms, layer, report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'
             problems.append(spatial.describe_error(ms.name, exc))
     layers.sort(key=lambda layer: layer[2] == "labels")  # labels drawn over images
@@ -314,6 +316,21 @@ def layer_data(
     blocks = getattr(coarsest, "storage_blocks", None) or storage_blocks(node, ms)
     kwargs["contrast_limits"] = contrast_limits(coarsest, blocks)
     return (data, kwargs, "image")
+
+
+def _fragments_beside(
+    node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, segments: LayerData, report: Callable[[str], None] | None
+) -> list[LayerData]:
+    """Paintera labels shown as segments get their raw fragments as a second, hidden labels
+    layer (``NAME fragments``): a person switches by ticking one visible, the other not."""
+    levels = levels_for(node, ms, report) if ms.label_multiset else []
+    if not any(getattr(level, "assignment", None) is not None for level in levels):
+        return []
+    for level in levels:
+        level.assignment = None  # these levels are this layer's own (levels_for builds new ones)
+    kwargs = {**segments[1], "name": f"{ms.name} fragments", "visible": False, "metadata": dict(segments[1]["metadata"])}
+    split = [_as_dask(level) for level in levels]
+    return [(split if len(split) > 1 else split[0], kwargs, "labels")]
 
 
 def _as_dask(level: Any) -> Any:
