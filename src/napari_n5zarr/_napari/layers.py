@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from napari_n5zarr import spatial
 from napari_n5zarr.read.levels import contrast_limits
@@ -328,7 +328,8 @@ def _fragments_beside(
         return []
     for level in levels:
         level.assignment = None  # these levels are this layer's own (levels_for builds new ones)
-    kwargs = {**segments[1], "name": f"{ms.name} fragments", "visible": False, "metadata": dict(segments[1]["metadata"])}
+    shown = dict(cast("tuple[Any, dict[str, Any], str]", segments)[1])  # layer_data returns all three
+    kwargs = {**shown, "name": f"{ms.name} fragments", "visible": False, "metadata": dict(shown["metadata"])}
     split = [_as_dask(level) for level in levels]
     return [(split if len(split) > 1 else split[0], kwargs, "labels")]
 
