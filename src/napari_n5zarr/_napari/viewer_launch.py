@@ -97,6 +97,8 @@ def view(path: str | None = None, *, block: bool = True, screenshot: str | None 
 
     location = str(path or make_sample())
     viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
+    if screenshot is not None:  # the first screen the README describes (1280x720), not Qt's default
+        viewer.window._qt_window.resize(1280, 720)
     add_to_viewer(viewer, location)
     browser, _ = add_widgets(viewer, location)
     fit_after_layout(viewer)
