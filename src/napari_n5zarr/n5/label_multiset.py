@@ -114,11 +114,26 @@ def argmax_per_voxel(payload: np.ndarray, voxels: int) -> np.ndarray:
         raise N5BlockError(f"payload of {size} bytes is too short for {arg_size} argMax values and {voxels} list offsets")
     offsets = payload[start:lists_at].view(">i4")
     lists = payload[lists_at:]
-    firsts, inverse = np.unique(offsets, return_inverse=True)
-    table = _list_argmax(lists, firsts.astype(np.int64))
+    firsts, inverse = _distinct(offsets, len(lists))
+    table = _list_argmax(lists, firsts)
     if arg_size:
         return payload[4:start].view(">u8").astype(np.uint64)
-    return table[inverse.ravel()]
+    return table[inverse]
+
+
+def _distinct(offsets: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct offsets as int64, each voxel's index into them). Lists written one
+    after another start at multiples of 4 (4 + 12 n bytes each): then a mark per 4-byte slot
+    finds them in linear time (a sort, ``np.unique``, costs ~10x more per block)."""
+    at = offsets.astype(np.int32)  # native order: the arithmetic below runs on it
+    if len(at) and at.min() >= 0 and at.max() < size and not np.bitwise_or.reduce(at) & 3:
+        slots = at >> 2
+        mark = np.zeros(size // 4 + 1, dtype=bool)
+        mark[slots] = True
+        rank = np.cumsum(mark, dtype=np.int32) - 1
+        return np.flatnonzero(mark).astype(np.int64) << 2, rank[slots]
+    firsts, inverse = np.unique(at, return_inverse=True)  # odd offsets: checked in _list_argmax
+    return firsts.astype(np.int64), inverse.ravel()
 
 
 def _list_argmax(lists: np.ndarray, firsts: np.ndarray) -> np.ndarray:
