@@ -195,3 +195,65 @@ def test_request_timeout_setting(server: FaultyServer) -> None:
     result = read_in_subprocess("metadata", f"{server.url}/java.n5/gzip", N5ZARR_READ_TIMEOUT="60", N5ZARR_REQUEST_TIMEOUT="1")
     assert result["error"] == "N5StoreError" and "within 1 s" in result["message"], result
     assert result["seconds"] < TIME_GUARD, result
+
+
+# -- time: n5zarr tree says what it waits for ------------------------------------------------
+def test_tree_streams_and_names_what_it_waits_for(tmp_path: Path) -> None:
+    """A child whose metadata trickles: the root line is out at once, stderr names the wait
+    (``waiting for the metadata of URL``), the child ends as an unreadable row (timed out)
+    after the deadline, its siblings are listed."""
+    import time
+
+    root = tmp_path / "c.n5"
+    attrs = {"dimensions": [8, 8], "blockSize": [4, 4], "dataType": "uint8", "compression": {"type": "raw"}}
+    for name in ("a", "b", "c"):
+        (root / name).mkdir(parents=True)
+        (root / name / "attributes.json").write_text(json.dumps(attrs))
+    (root / "attributes.json").write_text(json.dumps({"n5": "4.0.0"}))
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(SRC), "N5ZARR_READ_TIMEOUT": "2",
+           "N5ZARR_RETRIES": "1", "N5ZARR_RETRY_BACKOFF": "0.05"}  # fmt: skip
+    code = "import sys; from napari_n5zarr.cli import main; sys.exit(main(sys.argv[1:]))"
+    for server in serve(FaultyServer(root=tmp_path)):
+        server.faults["/c.n5/b/attributes.json"] = "trickle"
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-c", code, "tree", f"{server.url}/c.n5"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # streamed: the root before the slow child is done
+        first_at = time.monotonic() - start
+        rest, err = proc.communicate(timeout=120)
+        seconds = time.monotonic() - start
+    print(f"tree: first line after {first_at:.1f} s, done after {seconds:.1f} s; stderr {err!r}")  # noqa: T201
+    assert first.startswith(f"{server.url}/c.n5"), first
+    assert f"waiting for the metadata of 3 nodes in {server.url}/c.n5" in err, err
+    lines = rest.splitlines()
+    assert [line.split()[1] for line in lines] == ["a", "b", "c"], rest
+    assert "unreadable" in lines[1] and "c.n5/b/attributes.json" in lines[1] and "timed out" in lines[1], lines[1]
+    assert proc.returncode == 1  # an unreadable node
+    assert seconds < TIME_GUARD
+
+
+def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> None:
+    """At most HTTP_IN_FLIGHT requests at once per HTTP filesystem (a plane of 64 blocks, a
+    tree page of 200 documents): small servers drop connections under 100 at once (2,000
+    children took 84-122 s to list, 17-19 s now), and a request waiting for a slot is not
+    timed by the deadline."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.storage.remote import HTTP_IN_FLIGHT
+
+    for i in range(64):
+        (tmp_path / f"k{i}").write_bytes(b"x" * 10)
+    url, state = counting_http(tmp_path, latency=0.3)
+    store = base_store(url)
+    proto = default_buffer_prototype()
+
+    async def all_at_once() -> list:
+        return await asyncio.gather(*(store.get(f"k{i}", proto) for i in range(64)))
+
+    assert all(b.to_bytes() == b"x" * 10 for b in sync(all_at_once()))
+    assert state["peak"] == HTTP_IN_FLIGHT == 32, state["peak"]

@@ -64,6 +64,10 @@ _TRANSIENT_NAMES = frozenset({
 
 MAX_CONNECTIONS = 100
 """Connections (requests in flight) per S3 store, as aiohttp's default for HTTP stores."""
+HTTP_IN_FLIGHT = 32
+"""Requests in flight per HTTP filesystem (browsers open 6 per host). Small servers drop
+connections under more: Python's ``http.server`` (a listen backlog of 5) served the 4,000
+metadata reads of a 2,000-child ``n5zarr tree`` in 13-20 s at 16-32, 91-122 s at 64-100."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,7 @@ def _slots(fs: Any) -> asyncio.Semaphore:
     connection while its deadline runs."""
     slots = _SLOTS.get(fs)
     if slots is None:
-        slots = _SLOTS[fs] = asyncio.Semaphore(MAX_CONNECTIONS)
+        slots = _SLOTS[fs] = asyncio.Semaphore(HTTP_IN_FLIGHT if "http" in _protocols(fs) else MAX_CONNECTIONS)
     return slots
 
 
