@@ -43,9 +43,9 @@ def watchdog():
 t0 = time.monotonic()
 threading.Thread(target=watchdog, daemon=True).start()
 import napari_n5zarr
-what, location, inner = sys.argv[1], sys.argv[2], sys.argv[3]
+what, location, inner, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 try:
-    node = napari_n5zarr.open(location)
+    node = napari_n5zarr.open(location, storage_options=options)
     if inner:
         node = node[inner]
     if what == "block":
@@ -59,13 +59,13 @@ print(json.dumps(out), flush=True)
 """
 
 
-def read_in_subprocess(what: str, location: str, inner: str = "", **env: str) -> dict:
+def read_in_subprocess(what: str, location: str, inner: str = "", options: dict | None = None, **env: str) -> dict:
     """Open ``location`` (its node ``inner`` if given; and read its first block if ``what == "block"``) in a fresh
     interpreter: {error class, message, peak_mb, seconds}."""
     environ = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(SRC), "WATCHDOG_MB": str(WATCHDOG_MB),
                "N5ZARR_MAX_BLOCK_BYTES": str(BLOCK_CAP), "N5ZARR_READ_TIMEOUT": "2", "N5ZARR_CONNECT_TIMEOUT": "2",
                "N5ZARR_RETRIES": "1", "N5ZARR_RETRY_BACKOFF": "0.05", **env}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", READER, what, location, inner], env=environ, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", READER, what, location, inner, json.dumps(options)], env=environ, capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result (exit {done.returncode}): {done.stderr[-2000:]}"
     result = json.loads(lines[-1])
@@ -186,6 +186,18 @@ def test_one_byte_a_second_ends_at_the_deadline(server: FaultyServer, what: str)
     result = read_in_subprocess(what, f"{server.url}/java.n5/gzip")
     assert result["error"] == "N5StoreError", result
     assert f"java.n5{key}" in result["message"] and "timed out" in result["message"] and "after 2 attempts" in result["message"], result
+    assert result["seconds"] < TIME_GUARD, result
+
+
+def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None:
+    """The same over S3 (moto behind the faulting front): botocore's read timeout is per
+    byte too; the deadline holds."""
+    for server in serve(FaultyServer(upstream=s3_bucket["endpoint_url"], s3=True)):
+        server.faults["/java.n5/gzip/0/0/0"] = "trickle"
+        options = {**s3_bucket, "endpoint_url": server.url}
+        result = read_in_subprocess("block", "s3://n5-data/java.n5/gzip", options=options)
+    assert result["error"] == "N5StoreError", result
+    assert "java.n5/gzip/0/0/0" in result["message"] and "timed out" in result["message"], result
     assert result["seconds"] < TIME_GUARD, result
 
 

@@ -200,17 +200,18 @@ class DeadlineExceeded(TimeoutError):
     """One attempt took longer than :attr:`RemoteSettings.deadline` (retried as a timeout)."""
 
 
-_SLOTS: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_SLOTS: weakref.WeakKeyDictionary[Any, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
 
 
 def _slots(fs: Any) -> asyncio.Semaphore:
     """Requests in flight per filesystem (fsspec shares one per set of options, and with it
-    the connection pool): no more than the pool holds, so that no request waits for a
-    connection while its deadline runs."""
-    slots = _SLOTS.get(fs)
-    if slots is None:
-        slots = _SLOTS[fs] = asyncio.Semaphore(HTTP_IN_FLIGHT if "http" in _protocols(fs) else MAX_CONNECTIONS)
-    return slots
+    the connection pool) and event loop: no more than the pool holds, so that no request
+    waits for a connection while its deadline runs."""
+    loop = asyncio.get_running_loop()
+    known = _SLOTS.get(fs)
+    if known is None or known[0] is not loop:
+        known = _SLOTS[fs] = (loop, asyncio.Semaphore(HTTP_IN_FLIGHT if "http" in _protocols(fs) else MAX_CONNECTIONS))
+    return known[1]
 
 
 def _range_header(byte_range: ByteRequest | None) -> str | None:
@@ -249,6 +250,8 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
         headers["Range"] = spec
     session = await fs.set_session()
     async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
+        if r.status == 416 and byte_range is not None:  # a range past the end: nothing (as fsspec)
+            return b""
         fs._raise_not_found_for_status(r, url)
         whole = byte_range is not None and r.status != 206  # the server ignored the range
         limit = byte_range.end if whole and isinstance(byte_range, RangeByteRequest) else None
