@@ -73,6 +73,13 @@ def read_in_subprocess(what: str, location: str, inner: str = "", options: dict 
     return result
 
 
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process stores: 2 s timeouts (the subprocesses get theirs from read_in_subprocess)."""
+    monkeypatch.setenv("N5ZARR_READ_TIMEOUT", "2")
+    monkeypatch.delenv("N5ZARR_REQUEST_TIMEOUT", raising=False)
+
+
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyServer]:
     import shutil
@@ -269,3 +276,19 @@ def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> No
 
     assert all(b.to_bytes() == b"x" * 10 for b in sync(all_at_once()))
     assert state["peak"] == HTTP_IN_FLIGHT == 32, state["peak"]
+
+
+def test_a_users_own_timeout_sets_the_deadline(server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user who gave aiohttp (or S3) a longer timeout is not cut off at our default
+    deadline; N5ZARR_REQUEST_TIMEOUT still wins."""
+    import aiohttp
+
+    from napari_n5zarr.access import base_store
+
+    url = f"{server.url}/java.n5"
+    assert base_store(url).settings.deadline == 2.0  # N5ZARR_READ_TIMEOUT of the autouse fixture below
+    slow = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=300)}}
+    assert base_store(url, storage_options=slow).settings.deadline == 300
+    assert base_store(url, storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=90)}}).settings.deadline == 90
+    monkeypatch.setenv("N5ZARR_REQUEST_TIMEOUT", "5")
+    assert base_store(url, storage_options=slow).settings.deadline == 5

@@ -20,7 +20,7 @@ or when ``Content-Length`` declares more; other protocols ask for a range of cap
 Settings (environment variables, read when a store is opened):
 ``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
 default 20), ``N5ZARR_REQUEST_TIMEOUT`` (s for a whole request, body included; default:
-the read timeout), ``N5ZARR_RETRIES`` (default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default
+the read timeout, or the user's own timeout in ``storage_options``), ``N5ZARR_RETRIES`` (default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default
 0.5, doubled per retry). Worst case for one key: (retries + 1) x request timeout + backoffs. Timeouts given in ``storage_options`` (``client_kwargs["timeout"]`` for
 HTTP, ``config_kwargs`` for S3) take precedence, as does ``max_pool_connections`` (S3 stores
 get :data:`MAX_CONNECTIONS`, botocore's default of 10 would queue a plane's block requests).
@@ -29,6 +29,7 @@ get :data:`MAX_CONNECTIONS`, botocore's default of 10 would queue a plane's bloc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import random
@@ -130,6 +131,19 @@ def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | No
         # big objects into parallel ranges): one wasted round trip per N5 block.
         opts.setdefault("max_concurrency", 1)
     return opts
+
+
+def user_deadline(url: str, storage_options: dict[str, Any] | None) -> float | None:
+    """The deadline a user's own timeout in ``storage_options`` implies (aiohttp ``total``,
+    else ``sock_read``; S3 ``read_timeout``), or None: a user who allows a slow server more
+    time must not be cut off by our default deadline."""
+    opts = storage_options or {}
+    if url.startswith(("http://", "https://")):
+        timeout = (opts.get("client_kwargs") or {}).get("timeout")
+        value = getattr(timeout, "total", None) or getattr(timeout, "sock_read", None)
+    else:
+        value = (opts.get("config_kwargs") or {}).get("read_timeout")
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:
@@ -282,6 +296,8 @@ class RemoteStore(FsspecStore):
     def open_url(cls, url: str, storage_options: dict[str, Any] | None = None, *, read_only: bool = True) -> RemoteStore:
         """The store at ``url`` with this module's timeouts and retries."""
         settings = RemoteSettings.from_env()
+        if settings.request_timeout is None and (user := user_deadline(url, storage_options)) is not None:
+            settings = dataclasses.replace(settings, request_timeout=user)
         store = cls.from_url(url, storage_options=storage_options_with_defaults(url, storage_options, settings),
                              read_only=read_only)  # fmt: skip
         assert isinstance(store, RemoteStore)
