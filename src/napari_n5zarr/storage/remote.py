@@ -20,8 +20,9 @@ or when ``Content-Length`` declares more; other protocols ask for a range of cap
 Settings (environment variables, read when a store is opened):
 ``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
 default 20), ``N5ZARR_REQUEST_TIMEOUT`` (s for a whole request, body included; default:
-the read timeout, or the user's own timeout in ``storage_options``), ``N5ZARR_RETRIES`` (default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default
-0.5, doubled per retry). Worst case for one key: (retries + 1) x request timeout + backoffs. Timeouts given in ``storage_options`` (``client_kwargs["timeout"]`` for
+the read timeout, or the user's own timeout in ``storage_options``), ``N5ZARR_RETRIES``
+(default 2), ``N5ZARR_RETRY_BACKOFF`` (s, default 0.5, doubled per retry). Worst case for
+one key: (retries + 1) x request timeout + backoffs. Timeouts given in ``storage_options`` (``client_kwargs["timeout"]`` for
 HTTP, ``config_kwargs`` for S3) take precedence, as does ``max_pool_connections`` (S3 stores
 get :data:`MAX_CONNECTIONS`, botocore's default of 10 would queue a plane's block requests).
 """
@@ -330,11 +331,14 @@ class RemoteStore(FsspecStore):
         async with _slots(self.fs):
             if not deadline:
                 return await call()
+            timer = asyncio.timeout(self.settings.deadline)
             try:
-                async with asyncio.timeout(self.settings.deadline):
+                async with timer:
                     return await call()
             except TimeoutError as e:
-                raise DeadlineExceeded(str(e)) from e
+                if timer.expired():  # ours, not a library's per-byte timeout
+                    raise DeadlineExceeded(f"not complete within {self.settings.deadline:g} s") from e
+                raise
 
     async def _retrying(self, name: str | Callable[[], str], call: Callable[[], Awaitable[T]], *, deadline: bool = True) -> T:
         """``await call()``, retried on transient faults, each attempt within the deadline;
