@@ -1,6 +1,8 @@
 """A faulting HTTP server on 127.0.0.1 for tests: serves a folder (or forwards to an
 upstream such as moto's S3 server) and injects faults per path (403/500/503, resets,
-truncated or empty bodies, HTML pages, slow answers). Shared by ``storage/test_remote.py``
+truncated or empty bodies, HTML pages, slow answers; and hostile bodies: a gzip
+``Content-Encoding`` bomb, an endless chunked body, a huge declared ``Content-Length``,
+one byte per second). Shared by ``storage/test_remote.py``
 and ``test_cli_faults.py``; ``tests/`` is on ``sys.path`` through its ``conftest.py``.
 """
 
@@ -11,6 +13,8 @@ import http.server
 import socket
 import struct
 import threading
+import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +24,22 @@ HANG_GUARD = 120  # s: a "slow" answer ends at teardown, or after this at the la
 HTML_PAGE = b"<!DOCTYPE html><html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
 S3_ERRORS = {403: ("AccessDenied", "Access Denied"), 500: ("InternalError", "We encountered an internal error."),
              503: ("SlowDown", "Please reduce your request rate.")}  # fmt: skip
+
+
+ZEROS = bytes(2**20)
+
+
+def _gzip_of_endless_zeros() -> tuple[bytes, bytes]:
+    """(first piece, repeated piece) of a gzip stream of zeros without end: each piece is
+    1 MiB of zeros deflated (~1 KiB) and fully flushed, so every later piece is the same bytes."""
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    first = c.compress(ZEROS) + c.flush(zlib.Z_FULL_FLUSH)
+    again = c.compress(ZEROS) + c.flush(zlib.Z_FULL_FLUSH)
+    assert again == c.compress(ZEROS) + c.flush(zlib.Z_FULL_FLUSH)
+    return first, again * 16  # 16 MiB inflated per write
+
+
+GZIP_BOMB = _gzip_of_endless_zeros()
 
 
 class FaultyServer(http.server.ThreadingHTTPServer):
@@ -123,7 +143,17 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             self.server.release.wait(HANG_GUARD)
             self.close_connection = True
             return
+        if fault in ("gzip-bomb", "endless", "huge-length"):
+            return self._endless(fault)
         _, _, body = self._real()
+        if fault == "trickle":  # the real Content-Length, then one byte a second
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self._stream(body[i : i + 1] for i in range(len(body)))
+            self.close_connection = True
+            return
         if fault == "truncated":  # the full Content-Length, half the body, then close
             self._send(200, body[: len(body) // 2], "application/octet-stream", length=len(body))
             self.close_connection = True
@@ -133,6 +163,46 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             self._send(200, b"", "application/octet-stream")
         else:
             raise AssertionError(f"unknown fault {fault!r}")
+
+    def _endless(self, fault: str) -> None:
+        """200 and a body without end (until the client hangs up, teardown or HANG_GUARD):
+        gzip-encoded zeros (chunked), plain zeros (chunked), or zeros under a Content-Length
+        of 1 TB."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if fault == "huge-length":
+            self.send_header("Content-Length", str(10**12))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        if fault == "gzip-bomb":
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+        first, again = GZIP_BOMB if fault == "gzip-bomb" else (ZEROS, ZEROS)
+
+        def pieces() -> Iterator[bytes]:
+            yield first
+            while True:
+                yield again
+
+        chunked = fault != "huge-length"
+        self._stream((b"%x\r\n%s\r\n" % (len(p), p) if chunked else p for p in pieces()), delay=0)
+
+    def _stream(self, pieces: Iterator[bytes], delay: float = 1.0) -> None:
+        """Write ``pieces`` (``delay`` s apart) until they end, the client hangs up, or teardown."""
+        end = time.monotonic() + HANG_GUARD
+        try:
+            for piece in pieces:
+                if self.server.release.is_set() or time.monotonic() > end:
+                    return
+                self.wfile.write(piece)
+                self.wfile.flush()
+                if delay:
+                    self.server.release.wait(delay)
+        except OSError:  # the client hung up: what a bounded reader does
+            return
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _respond
 

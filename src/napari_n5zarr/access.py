@@ -13,7 +13,6 @@ import zarr
 from zarr.abc.store import Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import ZipStore
 
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
 from napari_n5zarr.n5.constants import ZARR_JSON
@@ -21,6 +20,7 @@ from napari_n5zarr.n5.registry import ensure_codecs_registered
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
 from napari_n5zarr.storage.local import SafeLocalStore
+from napari_n5zarr.storage.zip import BoundedZipStore
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -32,7 +32,10 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
 
     Local folders refuse non-regular files (FIFOs, devices) and oversized metadata
     (:class:`~napari_n5zarr.storage.local.SafeLocalStore`); URLs get timeouts, retries with
-    backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`).
+    backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`);
+    zip members are size-checked before they inflate
+    (:class:`~napari_n5zarr.storage.zip.BoundedZipStore`). Every read stops at its cap
+    (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`).
 
     Parameters
     ----------
@@ -68,7 +71,7 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
             _refuse_foreign_zip(path)
         # Opened here (zarr's public Store.open): zarr < 3.4.2 fails a read of a ZipStore that
         # nobody opened, and our wrappers read it directly.
-        return sync(ZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
+        return sync(BoundedZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
     if read_only and not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():

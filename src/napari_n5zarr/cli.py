@@ -122,21 +122,23 @@ def cmd_tree(args: argparse.Namespace) -> int:
     """Print the hierarchy as it is read: shape (napari order, axis names), dtype, blocks,
     N5 compression, voxel size, uncompressed size; unreadable nodes in place. ``--json``:
     one JSON object per line (JSON Lines), depth first."""
-    from napari_n5zarr.read.tree import open_tree
+    from napari_n5zarr.read.tree import Activity, open_tree, report_waits
 
-    tree = open_tree(args.path)
-    tree.raise_for_root()  # nothing to list: one line, the fault's exit status
+    activity = Activity()  # a wait over 1.5 s is named on stderr; the nodes stream on stdout
     counts: dict[str, int] = {}
-    if getattr(args, "json", False):
-        for depth, node in tree.walk():
-            counts[node.kind] = counts.get(node.kind, 0) + 1
-            _print(json.dumps({"depth": depth, **node.to_json()}))
-    else:
-        root = tree.root
-        counts[root.kind] = 1
-        _print(_tree_line(root, args.path.rstrip("/")))
-        if root.has_children:
-            _print_tree(tree, root, "", counts)
+    with report_waits(activity, lambda text: print(f"n5zarr: {text}", file=sys.stderr, flush=True)):  # noqa: T201
+        tree = open_tree(args.path, activity=activity)
+        tree.raise_for_root()  # nothing to list: one line, the fault's exit status
+        if getattr(args, "json", False):
+            for depth, node in tree.walk():
+                counts[node.kind] = counts.get(node.kind, 0) + 1
+                _print(json.dumps({"depth": depth, **node.to_json()}))
+        else:
+            root = tree.root
+            counts[root.kind] = 1
+            _print(_tree_line(root, args.path.rstrip("/")))
+            if root.has_children:
+                _print_tree(tree, root, "", counts)
     return 1 if counts.get("error") else 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from napari_n5zarr.errors import N5MetadataError
+from napari_n5zarr.errors import N5BlockError, N5MetadataError
 from napari_n5zarr.n5.constants import (
     DEFAULT_MAX_BLOCK_BYTES,
     DEFAULT_MAX_METADATA_BYTES,
@@ -50,6 +50,35 @@ def check_metadata_size(size: int, where: str | None) -> None:
         raise N5MetadataError(
             f"{where + ': ' if where else ''}metadata document is over the size limit of {cap} bytes; "
             f"set the environment variable {MAX_METADATA_BYTES_ENV} to raise it"
+        )
+
+
+def max_stored_block_bytes() -> int:
+    """The most bytes one stored block (header and compressed payload) may take, from any
+    store: :func:`max_block_bytes` plus room for the block header and the worst growth of
+    any N5 compression on incompressible data (1/64 of it and 64 KiB)."""
+    cap = max_block_bytes()
+    return cap + cap // 64 + 2**16
+
+
+def max_stored_bytes(metadata: bool) -> int:
+    """The cap on one stored object: :func:`max_metadata_bytes` for a metadata document,
+    else :func:`max_stored_block_bytes`. Every store read stops one byte past it."""
+    return max_metadata_bytes() if metadata else max_stored_block_bytes()
+
+
+def check_stored_size(size: int, where: str | None, *, metadata: bool) -> None:
+    """Refuse ``size`` bytes (declared or read) of a metadata document or block over its cap
+    (:func:`max_stored_bytes`): N5MetadataError or N5BlockError naming ``where`` and the limit."""
+    if metadata:
+        check_metadata_size(size, where)
+        return
+    cap = max_stored_block_bytes()
+    if size > cap:
+        raise N5BlockError(
+            f"{where + ': ' if where else ''}stored block is over the size limit of {cap} bytes "
+            f"({MAX_BLOCK_BYTES_ENV}={max_block_bytes()} decoded, plus header and compression overhead); "
+            f"set the environment variable {MAX_BLOCK_BYTES_ENV} to raise it"
         )
 
 

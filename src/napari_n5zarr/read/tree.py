@@ -12,6 +12,10 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
 * Pyramids: a group that the reader opens as one multiscale image (N5 Viewer, COSEM,
   OME-NGFF, BigDataViewer setup, neuroglancer/tensorstore) is one ``kind == "pyramid"``
   node, found with the pyramid functions of :mod:`napari_n5zarr.spatial`.
+* Says what it waits for: with an :class:`Activity`, each listing and metadata read is
+  named while it runs, and :func:`report_waits` reports one that takes longer than a second
+  or two (``n5zarr tree`` of a slow server prints ``waiting for the listing of URL ...`` on
+  stderr while its output streams on stdout).
 * Row fields are in napari order (z, y, x): shape with axis names, dtype, voxel size and
   units, uncompressed size, block size, N5 compression name and level.
 
@@ -27,7 +31,9 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,13 +70,76 @@ _LEVEL = re.compile(r"^s(\d+)$")
 _TIMEPOINT = re.compile(r"^timepoint(\d+)$")
 
 
+class Activity:
+    """What a tree is waiting for now (a listing, a page of metadata), and since when;
+    thread-safe. Read by :func:`report_waits`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._now: tuple[str, float, int] | None = None
+        self._serial = 0
+
+    @contextmanager
+    def doing(self, text: str) -> Iterator[None]:
+        """Name the wait for the duration of the block."""
+        with self._lock:
+            self._serial += 1
+            mine = self._now = (text, time.monotonic(), self._serial)
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._now is mine:
+                    self._now = None
+
+    def current(self) -> tuple[str, float, int] | None:
+        """(what, started at (``time.monotonic``), serial number) or None when idle."""
+        with self._lock:
+            return self._now
+
+
+@contextmanager
+def report_waits(activity: Activity, report: Callable[[str], None], after: float = 1.5, every: float = 10.0) -> Iterator[None]:
+    """Within the block, ``report("waiting for WHAT (N s)")`` from a watcher thread when a
+    wait of ``activity`` lasts longer than ``after`` seconds, and every ``every`` seconds
+    while it goes on."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        told: tuple[int, float] | None = None  # (serial, when) of the last report
+        while not stop.wait(0.2):
+            now = activity.current()
+            if now is None:
+                continue
+            text, since, serial = now
+            t = time.monotonic()
+            due = t - since >= after if told is None or told[0] != serial else t - told[1] >= every
+            if due:
+                told = (serial, t)
+                try:
+                    report(f"waiting for {text} ({t - since:.0f} s)")
+                except Exception:  # noqa: BLE001, S110 (a closed stderr must not kill the watcher's owner)
+                    return
+
+    thread = threading.Thread(target=watch, name="n5zarr-waits", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(1.0)
+
+
 class Tree:
     """The hierarchy at one location, read lazily; safe to list from one worker thread
     while another thread reads the nodes it has handed out."""
 
     def __init__(self, location: str, source: LocalSource | StoreSource, *, n5_location: str | None = None,
-                 bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 activity: Activity | None = None) -> None:  # fmt: skip
         self.location = location
+        self.activity = activity
+        """Names each wait while it runs (see :func:`report_waits`); None: not tracked."""
         """What the user gave (folder, .zip, .xml or URL)."""
         self.n5_location = n5_location or location
         """The container the nodes live in (a BigDataViewer XML's N5 folder)."""
@@ -110,6 +179,14 @@ class Tree:
         raise N5FormatError(text)
 
     # -- listing -------------------------------------------------------------------
+    @contextmanager
+    def _waiting(self, what: Callable[[], str]) -> Iterator[None]:
+        if self.activity is None:
+            yield
+            return
+        with self.activity.doing(what()):
+            yield
+
     def _names_or_error(self, path: str) -> list[str]:
         try:
             return self.names(path)
@@ -121,7 +198,9 @@ class Tree:
         with self._lock:
             if path in self._names:
                 return self._names[path]
-        names = sorted(self._source.names(path), key=natural_key)
+        with self._waiting(lambda: f"the listing of {self._source.where(path)}/"):
+            found = self._source.names(path)
+        names = sorted(found, key=natural_key)
         with self._lock:
             self._names[path] = names
         return names
@@ -190,8 +269,9 @@ class Tree:
             cached = {p: self._nodes[p] for p in paths if p in self._nodes}
         todo = [p for p in paths if p not in cached]
         if todo:
-            n5 = self._source.read_many([_join(p, N5_JSON) for p in todo])
-            zj = self._source.read_many([_join(p, ZARR_JSON) for p in todo])
+            with self._waiting(lambda: self._what_metadata(todo)):
+                n5 = self._source.read_many([_join(p, N5_JSON) for p in todo])
+                zj = self._source.read_many([_join(p, ZARR_JSON) for p in todo])
             for p, a, z in zip(todo, n5, zj, strict=True):
                 try:
                     node = self._node(p, a, z, inherited)
@@ -202,6 +282,23 @@ class Tree:
                     self._nodes[p] = node
                 cached[p] = node
         return [cached[p] for p in paths]
+
+    def _what_metadata(self, paths: Sequence[str]) -> str:
+        if len(paths) == 1:
+            return f"the metadata of {self._source.where(paths[0])}"
+        parent = paths[0].rsplit("/", 1)[0] if "/" in paths[0] else ""
+        return f"the metadata of {len(paths)} nodes in {self._source.where(parent)}"
+
+    def _is_group_dir(self, path: str) -> bool:
+        """A folder without metadata documents is an implicit group if anything is in it:
+        its listing (kept: the group's children need it next) or the source's own check."""
+        try:
+            if self.names(path):
+                return True
+        except Exception:  # noqa: BLE001 (unlistable: not a group folder; reading it reports the error)
+            return False
+        with self._waiting(lambda: f"the listing of {self._source.where(path)}/"):
+            return self._source.is_group_dir(path)
 
     def _node(self, path: str, n5_raw: Any, zarr_raw: Any, inherited: dict[str, Any]) -> Node | None:
         name = path.rsplit("/", 1)[-1]
@@ -218,7 +315,7 @@ class Tree:
             elif zarr_raw is not None:
                 node.raw = zarr_raw
                 fill_from_zarr(node, parse_metadata(zarr_raw))
-            elif not path or self._source.is_group_dir(path):
+            elif not path or self._is_group_dir(path):
                 pass  # an implicit group (N5 groups need no attributes.json)
             else:
                 return None  # a stray file: not a node
@@ -392,8 +489,9 @@ class Tree:
 # ---------------------------------------------------------------------------
 
 
-def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Tree:
-    """The tree at a folder, ``.zip``, BigDataViewer ``.xml`` or URL (``s3://``, ``http(s)://``).
+def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, activity: Activity | None = None) -> Tree:
+    """The tree at a folder, ``.zip``, BigDataViewer ``.xml`` or URL (``s3://``, ``http(s)://``);
+    ``activity`` names its waits (see :func:`report_waits`).
 
     Raises FileNotFoundError when nothing is there (the root itself unreadable is an
     error node, not an exception)."""
@@ -401,7 +499,8 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
     if is_url(text):
         from napari_n5zarr.access import base_store
 
-        return Tree(text.rstrip("/"), StoreSource(base_store(text, "r", storage_options), text), storage_options=storage_options)
+        source = StoreSource(base_store(text, "r", storage_options), text)
+        return Tree(text.rstrip("/"), source, storage_options=storage_options, activity=activity)
     path = Path(node_location(text))
     if path.suffix.lower() == ".xml" and path.is_file():
         found = bdv_xml_target(path)
@@ -410,13 +509,13 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
         folder, setups = Path(found[0]), found[1]
         if not folder.is_dir():
             raise NodeNotFoundError(f"{path} points at {folder}, which does not exist")
-        return Tree(str(path), LocalSource(folder), n5_location=str(folder), bdv_setups=setups)
+        return Tree(str(path), LocalSource(folder), n5_location=str(folder), bdv_setups=setups, activity=activity)
     if path.suffix.lower() == ".zip":
         from napari_n5zarr.access import base_store
 
-        return Tree(str(path), StoreSource(base_store(path, "r"), str(path)))
+        return Tree(str(path), StoreSource(base_store(path, "r"), str(path)), activity=activity)
     if not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if not path.is_dir():
         raise NodeNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
-    return Tree(str(path), LocalSource(path))
+    return Tree(str(path), LocalSource(path), activity=activity)

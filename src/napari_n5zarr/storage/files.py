@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.limits import check_metadata_size
+from napari_n5zarr.n5.limits import check_metadata_size, check_stored_size
 
 Span = Callable[[int], tuple[int, int]]
 """file size -> (start, end) of the bytes to read."""
@@ -36,8 +36,10 @@ def _kind(mode: int) -> str:
 
 def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *, metadata: bool) -> bytes:
     """The bytes of ``path`` (all, or ``span(size)``) if it is a regular file; N5StoreError
-    naming it if it is a FIFO, device or socket; N5MetadataError if ``metadata`` and over
-    the cap; the ``OSError`` of :data:`MISSING` when nothing is there."""
+    naming it if it is a FIFO, device or socket; N5MetadataError (``metadata``) or
+    N5BlockError if what is to be read is over its cap
+    (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`); the ``OSError`` of
+    :data:`MISSING` when nothing is there."""
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: opening a FIFO must not wait for a writer
     except OSError as e:
@@ -53,5 +55,8 @@ def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *,
         if metadata:
             check_metadata_size(info.st_size, str(path))
         start, end = (0, info.st_size) if span is None else span(info.st_size)
+        if end <= start:
+            return b""
+        check_stored_size(end - start, str(path), metadata=metadata)
         f.seek(start)
-        return f.read(max(0, end - start)) if end > start else b""
+        return f.read(end - start)

@@ -1,0 +1,65 @@
+"""zarr's ``ZipStore`` with every read bounded: a zip bomb costs nothing.
+
+zarr's ``ZipStore`` reads a whole member (``f.read()``): a 3 MB zip whose member inflates to
+3 GB took 3 GB before anything could refuse it, a block or a zipped ``attributes.json``
+alike. :class:`BoundedZipStore` checks the size the member's header declares against the
+cap (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`) before reading, then reads at most
+one byte past the cap (``zipfile`` stops at the declared size: a header that lies about it
+ends in a CRC error, reported naming the member).
+"""
+
+from __future__ import annotations
+
+import lzma
+import zipfile
+import zlib
+from typing import TYPE_CHECKING
+
+from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+from zarr.storage import ZipStore
+
+from napari_n5zarr.errors import N5StoreError
+from napari_n5zarr.n5.limits import check_stored_size, max_stored_bytes
+from napari_n5zarr.storage.local import is_metadata_key
+
+if TYPE_CHECKING:
+    from zarr.abc.store import ByteRequest
+    from zarr.core.buffer import Buffer, BufferPrototype
+
+
+def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
+    """(start, end) of ``byte_range`` in a member of ``size`` bytes."""
+    if byte_range is None:
+        return 0, size
+    if isinstance(byte_range, RangeByteRequest):
+        return min(byte_range.start, size), min(byte_range.end, size)
+    if isinstance(byte_range, OffsetByteRequest):
+        return min(byte_range.offset, size), size
+    if isinstance(byte_range, SuffixByteRequest):
+        return max(0, size - byte_range.suffix), size
+    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+
+
+class BoundedZipStore(ZipStore):
+    """``ZipStore`` whose reads are capped before and while they inflate."""
+
+    def where(self, key: str) -> str:
+        """``archive.zip/key`` (for messages)."""
+        return f"{self.path}/{key}"
+
+    def _get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+        metadata = is_metadata_key(key)
+        try:
+            info = self._zipfile().getinfo(key)
+        except KeyError:
+            return None
+        start, end = _span(byte_range, info.file_size)
+        check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata)
+        try:
+            with self._zipfile().open(info) as f:
+                f.seek(start)
+                data = f.read(min(end - start, max_stored_bytes(metadata) + 1))
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as e:
+            raise N5StoreError(f"cannot read {self.where(key)}: broken zip member ({e})") from None
+        check_stored_size(len(data), self.where(key), metadata=metadata)
+        return prototype.buffer.from_bytes(data)
