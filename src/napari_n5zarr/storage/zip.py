@@ -47,16 +47,26 @@ class BoundedZipStore(ZipStore):
         """``archive.zip/key`` (for messages)."""
         return f"{self.path}/{key}"
 
+    def _archive(self) -> zipfile.ZipFile:
+        """The open archive: zarr >= 3.4.2 opens it on first use (``_zipfile()``); older
+        ZipStores open it in ``_sync_open`` and keep it as ``_zf`` (checked on 3.3.0)."""
+        opener = getattr(super(), "_zipfile", None)
+        if callable(opener):
+            return opener()
+        if not self._is_open:
+            self._sync_open()
+        return self._zf
+
     def _get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         metadata = is_metadata_key(key)
         try:
-            info = self._zipfile().getinfo(key)
+            info = self._archive().getinfo(key)
         except KeyError:
             return None
         start, end = _span(byte_range, info.file_size)
         check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata)
         try:
-            with self._zipfile().open(info) as f:
+            with self._archive().open(info) as f:
                 f.seek(start)
                 data = f.read(min(end - start, max_stored_bytes(metadata) + 1))
         except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as e:
