@@ -1,0 +1,46 @@
+"""Fault campaign, the small ones (issue 19 item 8): BigDataViewer voxel sizes of 0 or
+NaN, a full disk under add-zarr-metadata, a dual folder whose documents disagree, a dead
+dask scheduler."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from napari_n5zarr import export
+from napari_n5zarr._napari.reader import read_path
+
+BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<SpimData version="0.2"><BasePath type="relative">.</BasePath><SequenceDescription>
+<ImageLoader format="bdv.n5" version="1.0"><n5 type="relative">c.n5</n5></ImageLoader>
+<ViewSetups><ViewSetup><id>0</id><name>0</name><size>8 8 8</size>
+<voxelSize><unit>nm</unit><size>{size}</size></voxelSize></ViewSetup></ViewSetups>
+</SequenceDescription></SpimData>
+"""
+
+
+def bdv_container(tmp_path: Path, size: str) -> Path:
+    root = tmp_path / "c.n5"
+    export(np.ones((8, 8, 8), "uint16"), root, path="setup0/timepoint0", levels=1, zarr_json=False)
+    (root / "setup0" / "attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"}))
+    xml = tmp_path / "dataset.xml"
+    xml.write_text(BDV_XML.format(size=size))
+    return xml
+
+
+@pytest.mark.parametrize("size", ["0 4 40", "NaN 4 40", "4 -1 inf"])
+def test_bdv_voxel_size_of_zero_or_nan_falls_back_to_one(tmp_path: Path, size: str) -> None:
+    xml = bdv_container(tmp_path, size)
+    notes: list[str] = []
+    layers = read_path(str(xml), lambda level, text: notes.append(text))
+    [(_, meta, _)] = layers
+    assert all(math.isfinite(s) and s > 0 for s in meta["scale"]), meta["scale"]
+    assert any("voxel size" in n and size in n for n in notes), notes
