@@ -44,3 +44,27 @@ def test_bdv_voxel_size_of_zero_or_nan_falls_back_to_one(tmp_path: Path, size: s
     [(_, meta, _)] = layers
     assert all(math.isfinite(s) and s > 0 for s in meta["scale"]), meta["scale"]
     assert any("voxel size" in n and size in n for n in notes), notes
+
+
+def run_py(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "NAPARI_CONFIG": os.devnull}, check=False)  # fmt: skip
+
+
+def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    export(np.ones((8, 8), "uint16"), root, levels=1, zarr_json=False)
+    # A full disk, simulated: files may not grow past 64 bytes (EFBIG; SIGXFSZ ignored).
+    run = run_py(f"""
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+        from napari_n5zarr.cli import main
+        sys.exit(main(["add-zarr-metadata", {str(root)!r}]))
+    """)
+    assert run.returncode == 4, run.stdout + run.stderr  # 4: cannot write
+    assert "Traceback" not in run.stderr
+    [line] = [ln for ln in run.stderr.splitlines() if ln.startswith("n5zarr: error:")]
+    assert "zarr.json" in line and str(root) in line, line
+    left = [p for p in root.rglob("*") if "zarr.json" in p.name]  # no truncated zarr.json, no temporary file
+    assert not left, left
