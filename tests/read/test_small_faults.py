@@ -96,3 +96,27 @@ def test_removing_the_n5_pattern_in_napari_preferences_stands(tmp_path: Path) ->
     second = run_py(env_code + "print(sorted(plugins.extension2reader))")
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip().splitlines()[-1] == "['/data/a.n5/']", second.stdout
+
+
+def test_dual_folder_whose_documents_disagree_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from napari_n5zarr.cli import main
+    from napari_n5zarr.read.tree import open_tree
+
+    root = tmp_path / "dual.n5"
+    export(np.full((8, 8), 40000, "uint16"), root, path="d", levels=1, zarr_json=True)
+    doc_path = root / "d" / "s0" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["data_type"] = "int16"  # zarr-python would read -25536 where attributes.json says 40000
+    doc_path.write_text(json.dumps(doc))
+    node = open_tree(root).find("d/s0")
+    assert node.dtype == "uint16"  # attributes.json wins (README: which document the reader uses)
+    assert "zarr.json disagrees" in node.kind_text  # the browser's kind column
+    assert "uint16 vs int16" in (node.warning or "")
+    main(["tree", str(root)])
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if "s0" in ln]
+    assert "! zarr.json disagrees" in line and "uint16 vs int16" in line
+    main(["info", str(root / "d" / "s0")])
+    assert "! zarr.json disagrees" in capsys.readouterr().out
+    # documents that agree are not flagged
+    export(np.ones((8, 8), "uint16"), tmp_path / "ok.n5", levels=1, zarr_json=True)
+    assert open_tree(tmp_path / "ok.n5").find("s0").warning is None
