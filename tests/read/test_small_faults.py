@@ -120,3 +120,23 @@ def test_dual_folder_whose_documents_disagree_is_flagged(tmp_path: Path, capsys:
     # documents that agree are not flagged
     export(np.ones((8, 8), "uint16"), tmp_path / "ok.n5", levels=1, zarr_json=True)
     assert open_tree(tmp_path / "ok.n5").find("s0").warning is None
+
+
+def test_dead_scheduler_address_is_one_line_exit_4(tmp_path: Path) -> None:
+    import socket
+
+    pytest.importorskip("distributed")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = tmp_path / "src.n5"
+    export(np.ones((8, 8), "uint16"), src, levels=1, zarr_json=False)
+    address = f"tcp://127.0.0.1:{port}"
+    run = run_py(f"""
+        import sys
+        from napari_n5zarr.cli import main
+        sys.exit(main(["convert", {str(src)!r}, {str(tmp_path / "out.n5")!r}, "--scheduler", {address!r}]))
+    """, timeout=25)  # dask's own connect timeout is 30 s: this fails if it is still in charge
+    assert run.returncode == 4, run.stdout + run.stderr
+    [line] = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"n5zarr: error: cannot connect to the dask scheduler at {address}"), run.stderr
