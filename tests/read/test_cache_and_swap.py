@@ -43,3 +43,45 @@ def test_cache_of_tiny_blocks_bounds_traced_memory() -> None:
     assert stats.nbytes <= limit
     assert held <= 1.25 * limit, f"{stats.entries} entries of 1 byte hold {held} bytes under a {limit}-byte cache"
     assert stats.entries > 100  # still a cache
+
+
+@pytest.mark.parametrize("cache_bytes", [20_000, 2**26], ids=["small-cache", "large-cache"])
+def test_planes_read_while_an_export_replaces_the_dataset_are_never_mixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                         cache_bytes: int) -> None:  # fmt: skip
+    from napari_n5zarr._napari.reader import read_path
+    from napari_n5zarr.read import block_cache as bc
+
+    monkeypatch.setattr(bc, "_cache", BlockCache(cache_bytes))  # small: blocks of one plane evicted and read again
+
+    root = tmp_path / "live.n5"
+    shape = (8, 64, 64)  # a plane spans 16 blocks of 16×16
+    export(np.full(shape, 1, "uint8"), root, levels=1, chunks=16, compression="raw", zarr_json=False)
+    notes: list[str] = []
+    [(data, _meta, _kind)] = read_path(str(root), lambda level, text: notes.append(text))
+    level = data[0] if isinstance(data, list) else data
+    seen: list[tuple[int, ...]] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for z in range(shape[0]):
+                try:
+                    plane = np.asarray(level[z])
+                except Exception as e:  # noqa: BLE001 (a clean error is allowed; recorded)
+                    errors.append(f"{type(e).__name__}: {e}")
+                    continue
+                seen.append(tuple(int(v) for v in np.unique(plane)))
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    try:
+        for value in range(2, 12):
+            export(np.full(shape, value, "uint8"), root, levels=1, chunks=16, compression="raw", zarr_json=False, overwrite=True)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    mixed = sorted({s for s in seen if len(s) != 1})
+    assert seen and not mixed, f"{len(mixed)} kinds of torn planes out of {len(seen)}: {mixed[:5]}"
+    assert all(s[0] in range(1, 12) for s in seen), sorted(set(seen))  # never the fill value

@@ -331,7 +331,7 @@ def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes
     arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["gzip"])
     source = BlockSource.for_array(arr)
     assert source is not None
-    key = (source.token, source.prefix, (1, 0, 0))
+    key = (source.cache_token(), source.prefix, (1, 0, 0))  # a local dataset: its folder version too
     future: Future = Future()
     fetch._inflight[key] = future
     prefetched = np.asarray(arr[:, :, 4:8]).T.copy()

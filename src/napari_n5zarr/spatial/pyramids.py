@@ -279,7 +279,7 @@ def bdv_xml(text: str) -> tuple[str | None, dict[int, BdvSetup]]:
             voxel = None
         problem = None
         if voxel and not all(math.isfinite(v) and v > 0 for v in voxel):
-            problem = f"setup{setup_id}: the XML's voxel size '{size.strip()}' is not positive and finite; 1 used for those axes"
+            problem = f"setup{setup_id}: the XML's voxel size '{(size or '').strip()}' is not positive and finite; 1 used for those axes"
             voxel = tuple(v if math.isfinite(v) and v > 0 else 1.0 for v in voxel)
         unit = (vs.findtext("voxelSize/unit") or "").strip() or None
         setups[setup_id] = BdvSetup(vs.findtext("name"), voxel, unit, problem)

@@ -15,6 +15,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from napari_n5zarr.errors import N5StoreError
 from napari_n5zarr.n5.limits import check_metadata_size
@@ -72,6 +73,9 @@ class LinkGuard:
         self.root = os.path.realpath(root)
         self._first: dict[tuple[int, int], str] = {}
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (LinkGuard, (self.root,))  # a copy (another process) starts its own walk
 
     def _inside_root(self, real: str) -> bool:
         """``real`` is the container, inside it, or one of its ancestors (a loop)."""
