@@ -21,6 +21,7 @@ from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
 from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.storage.zip import BoundedZipStore
+from napari_n5zarr.storage.zip_names import check_member_names
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -71,7 +72,13 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
             _refuse_foreign_zip(path)
         # Opened here (zarr's public Store.open): zarr < 3.4.2 fails a read of a ZipStore that
         # nobody opened, and our wrappers read it directly.
-        return sync(BoundedZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
+        store = sync(BoundedZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
+        try:
+            check_member_names(store.member_names(), path)  # one place per member, or one clear error
+        except N5FormatError:
+            store.close()
+            raise
+        return store
     if read_only and not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if mode in ("r", "r+") and not path.is_dir():

@@ -90,10 +90,11 @@ def _tree_line(node: Any, name: str | None = None) -> str:
         return f"{row['name']}  ! unreadable: {node.error}"
     marker = "  (N5 only)" if node.n5 and not node.zarr else ""
     if node.kind == "group":
-        return f"{row['name']}/{marker}"
+        return f"{row['name']}/{marker}" + (f"  ! {node.warning}" if node.warning else "")
     parts = [row["shape"], row["dtype"], f"blocks {row['blocks']}", row["compression"], row["voxel"], row["size"]]
     head = f"{row['name']}/  [{row['kind']}]" if node.kind == "pyramid" else row["name"]
     text = "  ".join([head, *[p for p in parts if p]]) + marker
+    text += f"  ! {node.warning}" if node.warning else ""
     return text + (f"  ! cannot open: {node.reason}" if node.reason else "")
 
 
@@ -177,6 +178,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"  {'on disk':<11} {on_disk}{more} of {expected} blocks{sparse}")
     if root.reason:
         _print(f"  cannot open: {root.reason}")
+    if root.warning:
+        _print(f"  ! {root.warning}")
     user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])

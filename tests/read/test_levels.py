@@ -233,20 +233,21 @@ def test_a_container_opened_again_does_not_see_old_blocks(tmp_path, decodes):
 
 
 def test_cache_is_bounded_and_least_recently_used_goes_first(tmp_path, monkeypatch):
-    cache = bc.BlockCache(1000)
     blocks = {k: np.zeros(100, np.uint8) for k in "abcdefghijklmn"}
+    unit = bc.entry_cost("a", blocks["a"])  # 100 bytes of data, the entry's objects and bookkeeping
+    cache = bc.BlockCache(10 * unit)
     for k in "abcdefghij":
         cache.put(k, blocks[k])
     assert cache.get("a") is blocks["a"]  # a is now the most recent
     for k in "klmn":
         cache.put(k, blocks[k])
     stats = cache.stats()
-    assert stats.nbytes <= 1000 and stats.entries == 10
+    assert stats.nbytes <= 10 * unit and stats.entries == 10
     assert cache.get("b") is None and cache.get("e") is None and cache.get("a") is blocks["a"]
-    cache.put("huge", np.zeros(400, np.uint8))  # more than a quarter: not kept
+    cache.put("huge", np.zeros(3 * unit, np.uint8))  # more than a quarter: not kept
     assert "huge" not in cache
-    cache.resize(300)
-    assert cache.stats().nbytes <= 300 and "l" not in cache and "a" in cache and "n" in cache  # a: read last
+    cache.resize(3 * unit)
+    assert cache.stats().nbytes <= 3 * unit and "l" not in cache and "a" in cache and "n" in cache  # a: read last
     monkeypatch.setenv(bc.ENV_VAR, "12345")
     assert bc.default_cache_bytes() == 12345
     monkeypatch.setenv(bc.ENV_VAR, "lots")
@@ -330,7 +331,7 @@ def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes
     arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["gzip"])
     source = BlockSource.for_array(arr)
     assert source is not None
-    key = (source.token, source.prefix, (1, 0, 0))
+    key = (source.cache_token(), source.prefix, (1, 0, 0))  # a local dataset: its folder version too
     future: Future = Future()
     fetch._inflight[key] = future
     prefetched = np.asarray(arr[:, :, 4:8]).T.copy()

@@ -7,18 +7,59 @@ choice" stores that one folder's absolute path (``/data/a.n5/``) in
 entry names this plugin, :func:`remember_n5_folders` adds the pattern ``*.n5/`` beside it
 (unless the user already chose a reader for ``*.n5/``), so every ``.n5`` folder opens
 with this plugin from then on. Preferences > Plugins lists (and removes) it.
+
+The pattern is offered once: a file beside napari's settings (:data:`STATE_FILE`) records
+that it was, so a person who removes ``*.n5/`` keeps it removed (in this session and the
+next ones).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 PLUGIN = "napari-n5zarr"
 N5_FOLDERS = f"*.n5{os.sep}"
 
+STATE_FILE = "napari-n5zarr.json"
+"""Beside napari's settings file: ``{"n5_folders_offered": true}`` once ``*.n5/`` was offered."""
+
 _watched: list[Any] = []  # the settings object watched (napari may replace it, e.g. in tests)
+_offered_here: set[str] = set()  # state files marked in this process (or "" without one)
+
+
+def _state_path(settings: Any) -> Path | None:
+    config = getattr(settings, "config_path", None)
+    if not config or os.fspath(config) == os.devnull:
+        return None
+    return Path(config).parent / STATE_FILE
+
+
+def _offered(settings: Any) -> bool:
+    """Whether ``*.n5/`` was offered already (then the person's choice stands)."""
+    path = _state_path(settings)
+    if str(path or "") in _offered_here:
+        return True
+    if path is None:
+        return False
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("n5_folders_offered") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _mark_offered(settings: Any) -> None:
+    path = _state_path(settings)
+    _offered_here.add(str(path or ""))
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"n5_folders_offered": True}), encoding="utf-8")
+        except OSError:  # a read-only config folder: offered once per session then
+            pass
 
 
 def generalize(mapping: dict[str, str]) -> dict[str, str] | None:
@@ -36,10 +77,18 @@ def generalize(mapping: dict[str, str]) -> dict[str, str] | None:
 def _on_change(event: Any = None) -> None:
     from napari.settings import get_settings
 
-    plugins = get_settings().plugins
-    updated = generalize(dict(plugins.extension2reader))
+    settings = get_settings()
+    plugins = settings.plugins
+    mapping = dict(plugins.extension2reader)
+    if mapping.get(N5_FOLDERS) == PLUGIN:
+        _mark_offered(settings)  # set (by us or the person): removing it later is their choice
+        return
+    if _offered(settings):
+        return  # offered once already: the person removed it, and that stands
+    updated = generalize(mapping)
     if updated is None:
         return
+    _mark_offered(settings)
     plugins.extension2reader = updated
     try:
         from napari.utils.notifications import show_info

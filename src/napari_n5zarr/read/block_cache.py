@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -25,6 +26,29 @@ DEFAULT_MAX_BYTES = 2**30
 """Upper bound of the default size (the default is also at most 1/8 of the RAM)."""
 ABSENT_COST = 64
 """Bytes charged for remembering that a block does not exist (fill value)."""
+ENTRY_OVERHEAD = 200
+"""Bytes charged per entry beyond its key and value: the LRU's link and table slot, the
+(value, cost) pair. With the key's and the value's objects counted too (see
+:func:`entry_cost`), a cache of 1-byte blocks holds what its size says, not 500 times more."""
+
+
+def _object_chain_size(value: Any) -> int:
+    """The bytes ``value`` keeps alive: each object of its view chain (an ndarray's header,
+    the array or bytes object that owns the data) counted once."""
+    size, obj, seen = 0, value, 0
+    while obj is not None and seen < 8:
+        size += sys.getsizeof(obj)  # an ndarray counts its data only if it owns it; bytes always
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
+        seen += 1
+    return size
+
+
+def entry_cost(key: Hashable, value: Any) -> int:
+    """Bytes one cache entry holds: the block's data and objects, its key, the LRU's share."""
+    key_size = sys.getsizeof(key) + (sum(sys.getsizeof(k) for k in key) if isinstance(key, tuple) else 0)
+    if value is None:
+        return ABSENT_COST + key_size + ENTRY_OVERHEAD
+    return max(int(getattr(value, "nbytes", 0)), _object_chain_size(value)) + key_size + ENTRY_OVERHEAD
 
 
 class CacheStats(NamedTuple):
@@ -37,8 +61,9 @@ class CacheStats(NamedTuple):
 
 class BlockCache:
     """LRU mapping of hashable keys to decoded blocks (numpy arrays, or None for a block
-    that does not exist), holding at most ``max_bytes`` of array data. A block larger than
-    a quarter of the cache is not kept (it would evict everything else)."""
+    that does not exist), holding at most ``max_bytes`` (array data plus each entry's
+    objects and bookkeeping: :func:`entry_cost`). A block larger than a quarter of the
+    cache is not kept (it would evict everything else)."""
 
     def __init__(self, max_bytes: int) -> None:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
@@ -69,7 +94,7 @@ class BlockCache:
 
     def put(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` (an array, or None for an absent block), evicting the least recently used."""
-        cost = ABSENT_COST if value is None else int(getattr(value, "nbytes", ABSENT_COST))
+        cost = entry_cost(key, value)
         with self._lock:
             if cost > self._max // 4:
                 return

@@ -26,10 +26,12 @@ lowest CPU priority: it must not slow the plane being drawn).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.errors import N5BlockError, located
+from napari_n5zarr.errors import N5BlockError, N5StoreError, located
 from napari_n5zarr.n5.blocks import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 
@@ -132,6 +134,28 @@ def _n5_decoder(compression: dict[str, Any]) -> Callable[[Any, np.dtype, int, st
     return lambda data, dtype, ndim, where: decode_block(data, dtype, ndim, where, decompress)
 
 
+GENERATION_TRIES = 5
+"""Reads of a local dataset's blocks tried again when it was replaced meanwhile."""
+
+
+def folder_generation(folder: str) -> tuple[int, int, int] | None:
+    """(device, inode, change time) of ``folder``: another value once it is replaced (a new
+    folder renamed into place), None while nothing is there."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+def _local_generation(store: Any, path: str) -> Callable[[], Any] | None:
+    from zarr.storage import LocalStore
+
+    if not isinstance(store, LocalStore):
+        return None
+    return functools.partial(folder_generation, os.path.join(str(store.root), path) if path else str(store.root))
+
+
 def _is_local(store: Any) -> bool:
     """True for stores whose ``get_sync`` is a plain file or memory read (no event loop)."""
     from zarr.storage import LocalStore, MemoryStore
@@ -164,6 +188,8 @@ class BlockLayout:
     read through their event loop (:attr:`store`)."""
     store: Any = None
     """The zarr store, for asynchronous reads (remote stores)."""
+    generation: Callable[[], Any] | None = None
+    """A local dataset's folder identity now (:func:`folder_generation`); None elsewhere."""
 
 
 class BlockSource:
@@ -186,6 +212,7 @@ class BlockSource:
         self.container = layout.container
         self.synchronous = layout.get_sync is not None
         self.token = layout.token
+        self._generation = layout.generation
         self._encode_key = layout.encode_key
         self._decode_block = layout.decode_block
         self._get_sync = layout.get_sync
@@ -225,6 +252,7 @@ class BlockSource:
                 token=store_token(store),
                 get_sync=store.get_sync if synchronous else None,  # type: ignore[attr-defined]
                 store=store,
+                generation=_local_generation(chain[-1], path),
             )
         except (AttributeError, TypeError, ValueError, NotImplementedError):
             return None
@@ -251,6 +279,7 @@ class BlockSource:
             container=dataset.container.name,
             token=dataset.container.token,
             get_sync=dataset.read_block,
+            generation=functools.partial(folder_generation, dataset.container.path(dataset.path)),
         )
         return cls(layout, cache)
 
@@ -333,6 +362,33 @@ class BlockSource:
         return [value.result() if isinstance(value, Future) else value for value in fetched]
 
     def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
+        """Decoded block (or None: absent or unreadable) of every cell (see :meth:`_blocks_for`),
+        all from one version of the dataset: a local dataset replaced while its blocks are
+        read (an export's ``overwrite=True`` swap) is read again, never mixed. The folder's
+        identity (device, inode, change time) is part of the cache key and is checked before
+        and after the reads; blocks cached for a version whose folder is gone are never
+        found again."""
+        if self._generation is None:
+            return self._blocks_for(cells, on_error, self.token)
+        for _ in range(GENERATION_TRIES):
+            before = self._generation()
+            if before is not None:
+                errors: list[str] = []
+                found = self._blocks_for(cells, errors.append, (self.token, before))
+                if self._generation() == before:
+                    for message in errors:
+                        on_error(message)
+                    return found
+            time.sleep(0.01)  # the folder is being swapped: let the rename finish
+        raise N5StoreError(
+            f"{self.container}/{self.prefix.rstrip('/')}: replaced again and again while being read; nothing returned (read again)"
+        )
+
+    def cache_token(self) -> Any:
+        """The cache key part for blocks read now (see :meth:`blocks_for`)."""
+        return self.token if self._generation is None else (self.token, self._generation())
+
+    def _blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError, token: Any) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
         it can, the rest fetched and decoded concurrently and cached. Over the network, the
         missing blocks of the whole planes (y/x block slabs) holding ``cells`` are requested
@@ -342,7 +398,7 @@ class BlockSource:
         found: dict[tuple[int, ...], np.ndarray | None] = {}
         missing = []
         for cell in cells:
-            value = cache.get((self.token, self.prefix, cell), _MISS)
+            value = cache.get((token, self.prefix, cell), _MISS)
             if value is _MISS:
                 missing.append(cell)
             else:
@@ -350,22 +406,22 @@ class BlockSource:
         if not missing:
             return found
         with _inflight_lock:  # blocks another read is fetching right now: wait for it, not again
-            waiting = {c: _inflight[k] for c in missing if (k := (self.token, self.prefix, c)) in _inflight}
-            failed = {c: _unclaimed.pop(k) for c in missing if (k := (self.token, self.prefix, c)) in _unclaimed}
+            waiting = {c: _inflight[k] for c in missing if (k := (token, self.prefix, c)) in _inflight}
+            failed = {c: _unclaimed.pop(k) for c in missing if (k := (token, self.prefix, c)) in _unclaimed}
             own = [c for c in missing if c not in waiting and c not in failed]
             load = own
             if own and not self.synchronous:
-                load = own + self._rest_of_planes(own, cache)
+                load = own + self._rest_of_planes(own, cache, token)
                 for cell in load:
-                    _inflight[(self.token, self.prefix, cell)] = Future()
+                    _inflight[(token, self.prefix, cell)] = Future()
         results: dict[tuple[int, ...], Any] = dict(failed)  # a failure fetched for us: reported once, not fetched again
         if load:
-            results.update(zip(own, self._load_and_release(load, len(own))[: len(own)], strict=True))
+            results.update(zip(own, self._load_and_release(load, len(own), token)[: len(own)], strict=True))
         for cell, future in waiting.items():
             results[cell] = future.result()
             if isinstance(results[cell], BaseException):
                 with _inflight_lock:  # claimed here: a later read tries the block again
-                    _unclaimed.pop((self.token, self.prefix, cell), None)
+                    _unclaimed.pop((token, self.prefix, cell), None)
         for cell in missing:
             value = results[cell]
             if isinstance(value, BaseException):
@@ -375,7 +431,7 @@ class BlockSource:
                 found[cell] = value
         return found
 
-    def _rest_of_planes(self, cells: Sequence[tuple[int, ...]], cache: BlockCache) -> list[tuple[int, ...]]:
+    def _rest_of_planes(self, cells: Sequence[tuple[int, ...]], cache: BlockCache, token: Any) -> list[tuple[int, ...]]:
         """The blocks besides ``cells`` of the y/x block slabs holding them that are neither
         cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
         exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
@@ -390,23 +446,24 @@ class BlockSource:
         for head in lead:
             for yx in itertools.product(*(range(g) for g in grid)):
                 cell = head + yx
-                key = (self.token, self.prefix, cell)
+                key = (token, self.prefix, cell)
                 if cell not in asked and key not in _inflight and key not in cache:
                     extra.append(cell)
         return extra
 
-    def _load_and_release(self, cells: list[tuple[int, ...]], asked: int | None = None) -> list[Any]:
+    def _load_and_release(self, cells: list[tuple[int, ...]], asked: int | None = None, token: Any = None) -> list[Any]:
         """:meth:`_load_many`, caching what decoded, then hand every result to the readers
         waiting for it (remote reads register their blocks as in flight). Failures of the
         cells past the first ``asked`` (fetched for other reads) that nobody waited for
         are kept for the first read that asks for them (so a failing block is requested,
         and reported, once per attempt rather than once per dask task)."""
+        token = self.token if token is None else token
         try:
             values = self._load_many(cells)
         except BaseException as exc:  # noqa: BLE001 (waiters must be released whatever happens)
             values = [exc] * len(cells)
         for i, (cell, value) in enumerate(zip(cells, values, strict=True)):
-            key = (self.token, self.prefix, cell)
+            key = (token, self.prefix, cell)
             if not isinstance(value, BaseException):
                 self.cache.put(key, value)
             with _inflight_lock:
@@ -448,25 +505,26 @@ class BlockSource:
         if len(plane) > PREFETCH_MAX_BLOCKS or len(plane) * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
             return
         todo = []
+        token = self.cache_token()
         with _inflight_lock:
             for rest in plane:
                 cell = rest[:z] + (target,) + rest[z:]
-                key = (self.token, self.prefix, cell)
+                key = (token, self.prefix, cell)
                 if key in _inflight or key in cache:
                     continue
                 _inflight[key] = Future()
                 todo.append(cell)
         if todo:
-            _prefetch_pool().submit(self._prefetch, todo)
+            _prefetch_pool().submit(self._prefetch, todo, token)
 
-    def _prefetch(self, cells: list[tuple[int, ...]]) -> None:
+    def _prefetch(self, cells: list[tuple[int, ...]], token: Any) -> None:
         """Decode ``cells`` into the cache (local stores one after another, remote ones
         requested all at once), releasing their waiters."""
         if not self.synchronous:
-            self._load_and_release(cells)
+            self._load_and_release(cells, None, token)
             return
         for cell in cells:
-            key = (self.token, self.prefix, cell)
+            key = (token, self.prefix, cell)
             try:
                 value = self._load_sync(cell)
             except BaseException as exc:  # noqa: BLE001 (handed to the waiting reader)

@@ -57,6 +57,7 @@ class LocalContainer:
         self.root = str(root)
         self.name = self.root  # describe_store(SafeLocalStore(root)): the same text in errors
         self.token = store_token(self)
+        self.links = files.LinkGuard(self.root)  # each real folder once: link loops and fan-out end
         self._zarr: Any = None
         self._lock = threading.Lock()
         self._nodes: dict[str, LocalNode | None] = {}  # read once per opening
@@ -157,11 +158,11 @@ class LocalNode(NodeView):
         out: dict[str, NodeView] = {}
         for entry in self.entries():
             try:
-                is_dir = entry.is_dir()
+                is_dir = entry.is_dir() and self.container.links.follows(entry.path, entry.is_symlink())
             except OSError as e:
                 raise NeedsZarr(str(e)) from None
             if not is_dir:
-                continue  # a file is no node
+                continue  # a file is no node, nor a link back into the container
             child = self.container.node(self.prefix + entry.name)
             if child is not None:
                 out[entry.name] = child

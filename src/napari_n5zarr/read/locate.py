@@ -86,11 +86,16 @@ def resolve(location: str | os.PathLike[str]) -> Source:
 def bdv_xml_target(xml: Path) -> tuple[str, dict[int, BdvSetup]] | None:
     """(N5 folder, setups) of a BigDataViewer XML with a ``bdv.n5`` loader, else None."""
     from napari_n5zarr.spatial.pyramids import bdv_xml
+    from napari_n5zarr.storage.files import read_regular_file
 
+    try:  # a regular file only (a FIFO or a link to /dev/zero named *.xml must not block or fill memory)
+        raw = read_regular_file(xml, lambda size: (0, size if size <= XML_MAX_BYTES else 0), metadata=False)
+    except OSError:
+        return None
+    if not raw:
+        return None
     try:
-        if xml.stat().st_size > XML_MAX_BYTES:
-            return None
-        n5, setups = bdv_xml(xml.read_text(errors="replace"))
+        n5, setups = bdv_xml(raw.decode(errors="replace"))
     except OSError:
         return None
     if n5 is None:
@@ -156,10 +161,11 @@ def _is_n5_url(url: str) -> bool:
 
 
 def _zarr_json(path: Path) -> dict[str, Any] | None:
-    try:
-        if path.stat().st_size > ZARR_JSON_MAX_BYTES:
-            return None
-        doc = json.loads(path.read_text())
+    from napari_n5zarr.storage.files import read_regular_file
+
+    try:  # a regular file only: a FIFO named zarr.json must not block the sniffer
+        raw = read_regular_file(path, lambda size: (0, size if size <= ZARR_JSON_MAX_BYTES else 0), metadata=False)
+        doc = json.loads(raw) if raw else None
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -71,6 +71,7 @@ def find_multiscales(
     )
     if limit is not None and len(found) > limit:
         return Found([], problems, too_many=True)
+    problems += [s.problem for s in (bdv_setups or {}).values() if s.problem]  # their voxel size fell back to 1
     return Found([with_bdv_setups(ms, bdv_setups) for ms in found], problems)
 
 

@@ -78,6 +78,8 @@ class Node:
     """Why a readable node cannot be opened as a layer (e.g. 1-D data)."""
     encoding: str = ""
     """A block encoding that cannot be read yet ("label multiset"), shown in its kind; else ""."""
+    warning: str | None = None
+    """A readable node's metadata documents disagree (zarr.json vs attributes.json)."""
     n5: bool = False
     """An attributes.json is present."""
     zarr: bool = False
@@ -144,15 +146,16 @@ class Node:
     @property
     def kind_text(self) -> str:
         """"dataset", "group", "unreadable", or "COSEM, 3 levels" for a pyramid."""
+        flag = ", zarr.json disagrees" if self.warning else ""
         if self.kind == "pyramid":
             label = _CONVENTIONS.get(self.convention, self.convention)
             n = len(self.levels)
             text = f"{label}, {n} level{'s' if n != 1 else ''}"
             text += f", {self.timepoints} timepoints" if self.timepoints > 1 else ""
-            return text + (f", {self.encoding}" if self.encoding else "")
+            return text + (f", {self.encoding}" if self.encoding else "") + flag
         if self.kind == "array" and self.encoding:
-            return f"dataset, {self.encoding}"
-        return {"array": "dataset", "error": "unreadable"}.get(self.kind, self.kind)
+            return f"dataset, {self.encoding}{flag}"
+        return {"array": "dataset", "error": "unreadable"}.get(self.kind, self.kind) + flag
 
     def row(self) -> dict[str, str]:
         """Display text of every column (the widget and ``n5zarr tree`` use the same)."""
@@ -166,6 +169,7 @@ class Node:
             "size": human_bytes(self.nbytes) if self.nbytes is not None else "",
             "blocks": "×".join(str(b) for b in self.blocks),
             "problem": self.problem or "",
+            "warning": self.warning or "",
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -190,6 +194,7 @@ class Node:
             "openable": self.openable,
             "error": self.error,
             "reason": self.reason,
+            "warning": self.warning,
             "encoding": self.encoding or None,
         }
 

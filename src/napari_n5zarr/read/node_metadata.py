@@ -74,6 +74,40 @@ def fill_from_zarr(node: Node, doc: Any) -> None:
     node.blocks = tuple(int(c) for c in chunks)[::-1]
     node.compression = zarr_compression(doc)
 
+def _chunks(doc: Mapping[str, Any]) -> Any:
+    grid = doc.get("chunk_grid")
+    return grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, Mapping) else None
+
+
+def documents_disagree(n5_attrs: Any, zarr_raw: bytes) -> str | None:
+    """Where a folder's zarr.json contradicts its attributes.json (node type, shape, data
+    type, chunk shape), as one line saying which one this reader uses; None if they agree
+    (or zarr.json cannot be compared)."""
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+
+    try:
+        theirs = parse_metadata(zarr_raw)
+        ours = attributes_to_zarr(n5_attrs, path="/") if isinstance(n5_attrs, dict) else None
+    except Exception:  # noqa: BLE001 (display only: an untranslatable pair is not compared)
+        return None
+    if not isinstance(theirs, dict) or not isinstance(ours, dict):
+        return None
+    fields = [("node type", ours.get("node_type"), theirs.get("node_type"))]
+    if ours.get("node_type") == "array" == theirs.get("node_type"):
+        fields += [("shape", ours.get("shape"), theirs.get("shape")),
+                   ("data type", ours.get("data_type"), theirs.get("data_type")),
+                   ("chunk shape", _chunks(ours), _chunks(theirs))]  # fmt: skip
+    diffs = [f"{name} {_text(a)} vs {_text(b)}" for name, a, b in fields if a != b]
+    if not diffs:
+        return None
+    return (f"zarr.json disagrees with attributes.json ({'; '.join(diffs)}): this reader uses attributes.json, "
+            "Zarr-only tools use zarr.json (n5zarr add-zarr-metadata rewrites it)")  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    return "×".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
     """What the conventions need to know about an array node."""
     from napari_n5zarr.n5.model import user_attributes

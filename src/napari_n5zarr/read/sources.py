@@ -16,6 +16,7 @@ from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.limits import max_metadata_bytes
 from napari_n5zarr.read.node import human_bytes
+from napari_n5zarr.storage.files import LinkGuard, read_regular_file
 from napari_n5zarr.storage.location import join
 
 if TYPE_CHECKING:
@@ -31,13 +32,13 @@ class LocalSource:
 
     def __init__(self, root: Path) -> None:
         self.root = str(root).rstrip(os.sep) or os.sep  # str, not Path: pathlib costs ~40 us a join
+        self.links = LinkGuard(self.root)  # each real folder once: link loops and fan-out end
 
     def where(self, key: str) -> str:
         return f"{self.root}{os.sep}{key}" if key else self.root
 
     def names(self, path: str) -> list[str]:
-        with os.scandir(self.where(path)) as entries:
-            return [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
+        return [name for name in self.links.folders(self.where(path)) if not name.startswith(".")]
 
     def read(self, key: str) -> bytes | None:
         path = self.where(key)
@@ -49,8 +50,7 @@ class LocalSource:
             raise N5MetadataError(f"{path}: not a regular file")
         if st.st_size > max_metadata_bytes():
             raise N5MetadataError(f"{path}: {human_bytes(st.st_size)} is over the {human_bytes(max_metadata_bytes())} metadata limit")
-        with open(path, "rb") as f:
-            return f.read(max_metadata_bytes() + 1)
+        return read_regular_file(path, metadata=True)  # opened without blocking; checked again once open
 
     def read_many(self, keys: Sequence[str]) -> list[bytes | None | BaseException]:
         out: list[bytes | None | BaseException] = []

@@ -47,6 +47,7 @@ from napari_n5zarr.read.node import join_path as _join
 from napari_n5zarr.read.node_metadata import (
     array_info,
     calibrate_array,
+    documents_disagree,
     error_text,
     fill_from_n5,
     fill_from_zarr,
@@ -309,7 +310,10 @@ class Tree:
                 raise n5_raw
             if n5_raw is not None:
                 node.raw = n5_raw
-                fill_from_n5(node, parse_metadata(n5_raw))
+                attrs = parse_metadata(n5_raw)
+                fill_from_n5(node, attrs)
+                if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
+                    node.warning = documents_disagree(attrs, zarr_raw)
             elif isinstance(zarr_raw, BaseException):
                 raise zarr_raw
             elif zarr_raw is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -248,6 +249,8 @@ class BdvSetup(NamedTuple):
     name: str | None
     voxel_size: tuple[float, ...] | None
     unit: str | None
+    problem: str | None = None
+    """What was wrong with the XML's voxel size (a size of 0, negative or NaN: 1 used)."""
 
 
 def bdv_xml(text: str) -> tuple[str | None, dict[int, BdvSetup]]:
@@ -275,8 +278,12 @@ def bdv_xml(text: str) -> tuple[str | None, dict[int, BdvSetup]]:
             voxel = tuple(float(v) for v in size.split()) if size else None
         except ValueError:
             voxel = None
+        problem = None
+        if voxel and not all(math.isfinite(v) and v > 0 for v in voxel):
+            problem = f"setup{setup_id}: the XML's voxel size '{(size or '').strip()}' is not positive and finite; 1 used for those axes"
+            voxel = tuple(v if math.isfinite(v) and v > 0 else 1.0 for v in voxel)
         unit = (vs.findtext("voxelSize/unit") or "").strip() or None
-        setups[setup_id] = BdvSetup(vs.findtext("name"), voxel, unit)
+        setups[setup_id] = BdvSetup(vs.findtext("name"), voxel, unit, problem)
     return (n5.strip() if n5 else None), setups
 
 

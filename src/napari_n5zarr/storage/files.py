@@ -3,7 +3,7 @@
 Opening a FIFO named like a block blocks the read forever, and a link to ``/dev/zero``
 reads until memory runs out: :func:`read_regular_file` opens without blocking, checks the
 opened file (no race between the check and the read), and refuses anything that is not a
-regular file, naming it. Used by :class:`~napari_n5zarr.storage.local.SafeLocalStore` and
+regular file, naming it; :class:`LinkGuard` keeps walks through symbolic links finite. Used by :class:`~napari_n5zarr.storage.local.SafeLocalStore` and
 by the zarr-free local block reader (:mod:`napari_n5zarr.read.local`).
 """
 
@@ -13,7 +13,9 @@ import errno
 import io
 import os
 import stat
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from napari_n5zarr.errors import N5StoreError
 from napari_n5zarr.n5.limits import check_metadata_size, check_stored_size
@@ -60,3 +62,54 @@ def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *,
         check_stored_size(end - start, str(path), metadata=metadata)
         f.seek(start)
         return f.read(end - start)
+
+
+class LinkGuard:
+    """One walk's rule for symbolic links to folders: every real folder is listed once.
+
+    A walk lists real folders as they are. A link to a folder is followed only if it leads
+    out of the container (``root``) and to a folder this walk has not reached through
+    another link: a link to the container itself, to one of its ancestors or to anything
+    inside it (the node is listed under its real name) is not followed, nor a second link to
+    the same folder. Loops (``up -> ..``) and fan-out (24 links to the parent) therefore
+    end; the answer for a given name is the same however often it is asked."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = os.path.realpath(root)
+        self._first: dict[tuple[int, int], str] = {}
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (LinkGuard, (self.root,))  # a copy (another process) starts its own walk
+
+    def _inside_root(self, real: str) -> bool:
+        """``real`` is the container, inside it, or one of its ancestors (a loop)."""
+        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep) or (
+            self.root.startswith(real.rstrip(os.sep) + os.sep)
+        )
+
+    def follows(self, path: str, is_link: bool) -> bool:
+        """Whether the walk lists the folder at ``path`` (a folder, or a link to one)."""
+        if not is_link:
+            return True
+        try:
+            info = os.stat(path)
+            real = os.path.realpath(path)
+        except (OSError, ValueError, RuntimeError):
+            return False
+        if self._inside_root(real):
+            return False
+        with self._lock:
+            return self._first.setdefault((info.st_dev, info.st_ino), path) == path
+
+    def folders(self, folder: str) -> list[str]:
+        """Names of the folders in ``folder`` that the walk lists (see the class)."""
+        out = []
+        with os.scandir(folder) as entries:
+            for e in entries:
+                try:
+                    if e.is_dir() and self.follows(e.path, e.is_symlink()):
+                        out.append(e.name)
+                except OSError:
+                    continue
+        return out

@@ -9,6 +9,7 @@ which refuses anything that is not a regular file, naming it.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import TYPE_CHECKING
 
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
@@ -19,7 +20,7 @@ from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES
 from napari_n5zarr.storage import files
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncIterator, Iterable
 
     from zarr.abc.store import ByteRequest
     from zarr.core.buffer import Buffer, BufferPrototype
@@ -47,7 +48,26 @@ def _span(byte_range: ByteRequest | None) -> files.Span | None:
 
 
 class SafeLocalStore(LocalStore):
-    """``LocalStore`` that refuses non-regular files and oversized metadata documents."""
+    """``LocalStore`` that refuses non-regular files and oversized metadata documents, and
+    lists each real folder once (:class:`~napari_n5zarr.storage.files.LinkGuard`: links back
+    into the container are not listed, so walks through link loops and fan-out end)."""
+
+    _links: files.LinkGuard | None = None
+
+    def _listed(self, prefix: str) -> list[str]:
+        folder = os.path.join(self.root, prefix) if prefix else str(self.root)
+        if self._links is None:
+            self._links = files.LinkGuard(self.root)
+        try:
+            with os.scandir(folder) as entries:
+                found = [(e.name, e.path, e.is_symlink()) for e in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [name for name, path, link in found if not link or not os.path.isdir(path) or self._links.follows(path, True)]
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        for name in await asyncio.to_thread(self._listed, prefix.rstrip("/")):
+            yield name
 
     def __repr__(self) -> str:
         return f"SafeLocalStore('{self.root}')"

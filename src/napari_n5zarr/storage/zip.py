@@ -57,6 +57,10 @@ class BoundedZipStore(ZipStore):
             self._sync_open()
         return self._zf
 
+    def member_names(self) -> list[str]:
+        """Every member's name, as the archive stores it."""
+        return self._archive().namelist()
+
     def _get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         metadata = is_metadata_key(key)
         try:

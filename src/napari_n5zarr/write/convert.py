@@ -197,5 +197,22 @@ def _scheduler(value: Any) -> tuple[Any, Any]:
     except ModuleNotFoundError:
         raise ValueError("a scheduler address needs dask.distributed: pip install 'napari-n5zarr[distributed]'") from None
     _logger.debug("connecting to the dask.distributed scheduler at %s", value)
-    client = Client(value)
+    try:
+        client = Client(value, timeout=scheduler_connect_timeout())
+    except (OSError, TimeoutError) as e:
+        from napari_n5zarr.errors import N5StoreError
+
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise N5StoreError(f"cannot connect to the dask scheduler at {value} ({reason})") from None
     return client, client
+
+
+SCHEDULER_TIMEOUT_ENV = "N5ZARR_SCHEDULER_TIMEOUT"
+"""Seconds to wait for a dask.distributed scheduler to answer (default 5; dask's own is 30)."""
+
+
+def scheduler_connect_timeout() -> float:
+    try:
+        return max(0.1, float(os.environ.get(SCHEDULER_TIMEOUT_ENV, "5")))
+    except ValueError:
+        return 5.0

@@ -39,7 +39,7 @@ from typing import Any, TypeGuard
 
 from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
-from napari_n5zarr.storage import location
+from napari_n5zarr.storage import files, location
 
 LOCK_SUFFIX = ".n5zarr-lock"
 """``.<node name>.n5zarr-lock`` beside the target node: held while an export writes it."""
@@ -320,8 +320,8 @@ def _metadata(folder: Path) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     for name in (ZARR_JSON, N5_JSON):
         try:
-            with open(folder / name, "rb") as f:
-                parsed = json.loads(f.read(_METADATA_LIMIT))
+            raw = files.read_regular_file(folder / name, lambda size: (0, min(size, _METADATA_LIMIT)), metadata=False)
+            parsed = json.loads(raw)  # a FIFO or device named like metadata is refused, never opened to wait
         except (OSError, ValueError):
             continue
         if isinstance(parsed, dict):
@@ -332,7 +332,7 @@ def _metadata(folder: Path) -> dict[str, Any]:
 def _count(entry: os.DirEntry[str]) -> int:
     if not entry.is_dir(follow_symlinks=False):
         return 1
-    return 1 + sum(len(dirs) + len(files) for _, dirs, files in os.walk(entry.path))
+    return 1 + sum(len(dirs) + len(names) for _, dirs, names in os.walk(entry.path))
 
 
 def foreign_entries(folder: Path) -> tuple[list[str], int]:

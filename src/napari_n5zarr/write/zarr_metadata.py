@@ -7,15 +7,20 @@ sits behind its ``zarr migrate`` command): the walk returns a report, the CLI pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from napari_n5zarr.errors import N5StoreError
 from napari_n5zarr.n5.constants import METADATA_FILES
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from zarr.abc.store import Store
 
 __all__ = ["ZarrMetadataReport", "ZarrMetadataStep", "add_zarr_metadata"]
@@ -129,6 +134,8 @@ def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
 
 
 def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataReport) -> None:
+    from zarr.storage import LocalStore
+
     from napari_n5zarr.write.blocks import store_get, store_set
 
     key = f"{prefix}zarr.json"
@@ -137,9 +144,29 @@ def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataR
         report.steps.append(ZarrMetadataStep("unchanged", key))
         return
     if not report.dry_run:
-        store_set(store, key, json.dumps(doc, indent=2).encode())
+        data = json.dumps(doc, indent=2).encode()
+        if isinstance(store, LocalStore):
+            replace_file(store.root / key, data)
+        else:
+            store_set(store, key, data)
     _logger.debug("%s %s", "would write" if report.dry_run else "wrote", key)
     report.steps.append(ZarrMetadataStep("written", key, replaced=existing is not None))
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``data`` beside ``path`` and rename it into place: a full disk or a kill
+    leaves the old file (or none), never a truncated one. OSError names ``path``."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise N5StoreError(f"cannot write {path}: {e.strerror or e}; it was left as it was") from None
 
 
 def _skip(report: ZarrMetadataReport, where: str, reason: str) -> None:
