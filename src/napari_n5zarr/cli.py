@@ -180,6 +180,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"  cannot open: {root.reason}")
     if root.warning:
         _print(f"  ! {root.warning}")
+    for label, text in root.facts:
+        _print(f"  {label:<11} {text}")
     user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])

@@ -96,6 +96,57 @@ def test_tree_marks_the_multiset_lines(paintera, capsys):
     assert "cannot open" in lines["unique-labels/"]
 
 
+def test_tree_shows_a_paintera_group_as_one_row_and_never_its_bookkeeping(paintera, capsys):
+    assert main(["tree", str(paintera)]) == 0
+    lines = {line.split("── ")[-1].split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    row = lines["fragments/"]
+    assert "[Paintera labels, 2 levels, label multisets]" in row and "uint64" in row and "40 × 4 × 4" in row
+    assert "cannot open" not in row
+    for table in ("fragment-segment-assignment", "unique-labels/"):
+        assert "cannot open: Paintera lookup table" in lines[table]
+    main(["tree", "--json", str(paintera)])
+    nodes = {n["path"]: n for n in map(json.loads, capsys.readouterr().out.splitlines())}
+    group = nodes["labels/fragments"]
+    assert group["openable"] and group["convention"] == "paintera-label" and group["encoding"] == "label multisets"
+    assert group["facts"] == {"maxId": "39", "bookkeeping": "unique-labels, fragment-segment-assignment (not layers)"}
+    assert nodes["labels/fragments/data/s0"]["dtype"] == "uint64"  # what it opens as
+    assert not nodes["labels/fragments/unique-labels/s0"]["openable"]  # a level of a lookup table
+    assert not nodes["labels/fragments/fragment-segment-assignment"]["openable"]
+
+
+def test_info_lists_maxid_and_the_bookkeeping(paintera, capsys):
+    assert main(["info", str(paintera / "labels/fragments")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith("labels/fragments: Paintera labels, 2 levels, label multisets, N5")
+    assert "  maxId       39" in out and "bookkeeping unique-labels, fragment-segment-assignment" in out
+
+
+@pytest.mark.napari
+def test_browser_row_details_and_open(make_napari_viewer, qtbot, paintera, monkeypatch, tmp_path):
+    from napari_n5zarr._napari.browser import GREY, BrowserWidget
+
+    monkeypatch.setenv("NAPARI_N5ZARR_CONFIG", str(tmp_path / "config"))
+    viewer = make_napari_viewer()
+    browser = BrowserWidget(viewer)
+    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+    browser.load(str(paintera))
+    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    browser.expand_all()
+    qtbot.waitUntil(lambda: "labels/fragments/unique-labels/s0" in browser._items and not browser.busy, timeout=60_000)
+    row = browser._items["labels/fragments"]
+    assert row.text(3) == "Paintera labels, 2 levels, label multisets" and row.text(2) == "uint64"
+    for table in ("labels/fragments/fragment-segment-assignment", "labels/fragments/unique-labels", "labels/fragments/unique-labels/s0"):
+        assert browser._items[table].foreground(0).color() == GREY
+    browser.tree.setCurrentItem(row)
+    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    text = browser.details.toPlainText()
+    assert "maxId" in text and "39" in text and "unique-labels, fragment-segment-assignment (not layers)" in text
+    assert browser.open_button.isEnabled()
+    browser.open_selected()
+    qtbot.waitUntil(lambda: len(viewer.layers) >= 1 and not browser.busy, timeout=30_000)
+    assert [(type(layer).__name__, layer.name) for layer in viewer.layers][0] == ("Labels", "fragments")
+
+
 def test_info_describes_the_multiset_as_uint64_labels(paintera, capsys):
     main(["info", str(paintera)])
     out = capsys.readouterr().out

@@ -807,6 +807,7 @@ class BrowserWidget(QWidget):
             parts.append(f"<p style='color:#c33'>{label}: {esc(node.problem)}</p>")
         table = [(HEADERS[c], row[c]) for c in COLUMNS[1:] if c != "kind" and row[c]]
         table.append(("stored as", " + ".join(x for x, on in (("N5", node.n5), ("Zarr v3", node.zarr)) if on) or "implicit group"))
+        table.extend(node.facts)
         blocks = extra.get("blocks")
         if blocks is not None:
             on_disk, expected, partial = blocks

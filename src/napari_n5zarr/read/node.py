@@ -27,6 +27,9 @@ _CONVENTIONS = {
     "tensorstore": "tensorstore",
     "imagej": "ImageJ",
     "none": "uncalibrated",
+    "paintera-label": "Paintera labels",
+    "paintera-raw": "Paintera raw",
+    "paintera-channel": "Paintera channels",
 }
 
 def natural_key(name: str) -> list[Any]:
@@ -77,9 +80,11 @@ class Node:
     reason: str | None = None
     """Why a readable node cannot be opened as a layer (e.g. 1-D data)."""
     encoding: str = ""
-    """A block encoding that cannot be read yet ("label multiset"), shown in its kind; else ""."""
+    """How the blocks are stored where it is not the default ("label multiset(s)"), shown in its kind."""
     warning: str | None = None
     """A readable node's metadata documents disagree (zarr.json vs attributes.json)."""
+    facts: tuple[tuple[str, str], ...] = ()
+    """Further (label, text) lines for details panes (a Paintera group's maxId, bookkeeping)."""
     n5: bool = False
     """An attributes.json is present."""
     zarr: bool = False
@@ -196,6 +201,7 @@ class Node:
             "reason": self.reason,
             "warning": self.warning,
             "encoding": self.encoding or None,
+            **({"facts": dict(self.facts)} if self.facts else {}),
         }
 
 

@@ -128,6 +128,7 @@ def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]
     mark_unreadable(node, spatial.unreadable_reason(info.attrs))
     if info.attrs.get("isLabelMultiset") is True:  # read as uint64 labels (issue 21): its kind says how it is stored
         node.encoding = "label multiset"
+        node.dtype = "uint64"  # what it opens as (attributes.json says uint8: the varlength blocks' bytes)
 
 
 def mark_unreadable(node: Node, reason: str | None) -> None:

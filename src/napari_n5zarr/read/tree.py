@@ -336,6 +336,9 @@ class Tree:
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
             calibrate_array(node, inherited, attrs)
+            table = self._paintera_table(path)
+            if table:
+                node.reason = f"Paintera lookup table ({table}), not an image"
         return node
 
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
@@ -369,6 +372,8 @@ class Tree:
 
     def _classify(self, group: Node) -> None:
         """Make ``group`` a pyramid node if the reader would open it as one multiscale image."""
+        if "painteraData" in group.attributes and self._classify_paintera(group):
+            return
         try:
             ms = self._multiscale_of(group)
         except Exception:  # not a pyramid after all; its children show the problem
@@ -392,8 +397,45 @@ class Tree:
         if len(ms.scale) < 2:
             group.reason = f"{len(ms.scale)}-D data cannot be shown as an image"
         mark_unreadable(group, ms.unreadable)
+        if ms.label_multiset:
+            group.encoding = "label multisets"
         if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
             group.reason = f"Paintera lookup table ({group.name}), not an image"
+
+    def _classify_paintera(self, group: Node) -> bool:
+        """A Paintera group (``painteraData``) is one row, as the reader opens it: its pyramid
+        is ``data/``; its kind says which Paintera type and how the blocks are stored; its
+        facts list ``maxId`` and the bookkeeping datasets (never layers of their own)."""
+        data = self._child(group, "data")
+        if data is None or data.kind not in ("group", "pyramid"):
+            return False
+        self._classify(data)
+        if data.kind != "pyramid":
+            return False
+        paintera = group.attributes.get("painteraData")
+        kind = paintera.get("type") if isinstance(paintera, dict) else None
+        group.kind = "pyramid"
+        group.convention = f"paintera-{kind}" if kind in ("label", "raw", "channel") else "paintera-raw"
+        for name in ("levels", "timepoints", "dtype", "shape", "scale", "translate", "units", "axes",
+                     "blocks", "compression", "encoding", "reason"):  # fmt: skip
+            setattr(group, name, getattr(data, name))
+        facts = []
+        if "maxId" in group.attributes:
+            facts.append(("maxId", str(group.attributes["maxId"])))
+        kept = [n for n in PAINTERA_BOOKKEEPING if n in self.names(group.path)]
+        if kept:
+            facts.append(("bookkeeping", ", ".join(kept) + " (not layers)"))
+        group.facts = tuple(facts)
+        return True
+
+    def _paintera_table(self, path: str) -> str | None:
+        """The Paintera bookkeeping dataset ``path`` is or lies in (``unique-labels/s0``), if any."""
+        parts = path.split("/")
+        for i, part in enumerate(parts[1:], start=1):
+            parent = self._nodes.get("/".join(parts[:i]))
+            if part in PAINTERA_BOOKKEEPING and parent is not None and "painteraData" in parent.attributes:
+                return part
+        return None
 
     def _paintera_parent(self, node: Node) -> bool:
         """The node sits in a Paintera group (``painteraData``), whose bookkeeping the reader skips."""
