@@ -191,6 +191,7 @@ def test_viewer_shows_raw_and_segmentation_with_the_right_scale(make_napari_view
     kinds = sorted((type(layer).__name__, layer.name, layer.visible) for layer in layers)
     assert kinds == [("Image", "raw", True), ("Labels", "labels/fragments", True), ("Labels", "labels/fragments fragments", False)]
     labels = next(layer for layer in layers if layer.name == "labels/fragments")
+    assert viewer.layers[-1] is labels and viewer.layers.selection.active is labels  # what a stroke paints
     assert tuple(labels.scale) == (40.0, 4.0, 4.0) and labels.multiscale
     assert labels.data[0].dtype == np.uint64 and labels.data[0].shape == IDS.shape[::-1]
     viewer.dims.set_point(0, 2 * 40.0)

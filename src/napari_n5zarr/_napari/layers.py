@@ -237,8 +237,8 @@ def _build_layers(
     for ms in found.multiscales:
         try:
             layer = layer_data(node, ms, source=source, report=report)
+            layers.extend(_fragments_beside(node, ms, layer, report))  # below: the segments are on top, selected
             layers.append(layer)
-            layers.extend(_fragments_beside(node, ms, layer, report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'
             problems.append(spatial.describe_error(ms.name, exc))
     layers.sort(key=lambda layer: layer[2] == "labels")  # labels drawn over images
