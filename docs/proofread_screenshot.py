@@ -9,9 +9,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import napari
 import numpy as np
 
-import napari
 from napari_n5zarr import export
 
 

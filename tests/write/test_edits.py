@@ -212,3 +212,49 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
     for g, w in zip(levels_of(dest), want, strict=True):
         np.testing.assert_array_equal(g, w)
     assert not [p for p in dest.rglob("*") if p.name.endswith(edits.STAGED_SUFFIX) or p.name == edits.JOURNAL]
+
+
+def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
+    from napari_n5zarr.write.editable import open_editable
+
+    data = labels()
+    dest = make(tmp_path, data)
+    patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
+    np.save(tmp_path / "patch.npy", patch)
+    env = {**os.environ, edits.CRASH_ENV: "replaced:1", "PYTHONPATH": str(Path(edits.__file__).parents[2])}
+    subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
+    assert edits.unfinished_save(dest) == "committing"
+    level = open_editable(dest)
+    assert edits.unfinished_save(dest) is None
+    np.testing.assert_array_equal(level[...], edited)
+
+
+def test_a_tensorstore_reader_looping_during_saves_sees_old_or_new_blocks(tmp_path):
+    import threading
+
+    ts = pytest.importorskip("tensorstore")
+    a = labels()
+    b = (a + 1) % 6
+    dest = make(tmp_path, a)
+    blocks = [(z, y, x) for z in range(0, SHAPE[0], BLOCK) for y in range(0, SHAPE[1], BLOCK) for x in range(0, SHAPE[2], BLOCK)]
+    stop, bad, reads = threading.Event(), [], [0]
+
+    def reader() -> None:
+        spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / "s0")}, "recheck_cached_data": False}
+        while not stop.is_set():
+            got = np.asarray(ts.open(spec).result().read().result()).T
+            reads[0] += 1
+            for z, y, x in blocks:
+                sl = np.s_[z : z + BLOCK, y : y + BLOCK, x : x + BLOCK]
+                if not (np.array_equal(got[sl], a[sl]) or np.array_equal(got[sl], b[sl])):
+                    bad.append((z, y, x))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for n in range(6):
+            write_region(dest, b if n % 2 == 0 else a, (0, 0, 0))
+    finally:
+        stop.set()
+        thread.join()
+    assert reads[0] > 0 and bad == []
