@@ -20,6 +20,8 @@ _LAZY = {
     "open": "napari_n5zarr.access",
     "create_dataset": "napari_n5zarr.access",
     "export": "napari_n5zarr.write.exporter",
+    "write_region": "napari_n5zarr.write.edits",
+    "save_edits": "napari_n5zarr.write.editable",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from napari_n5zarr.n5.codec import N5DefaultCodec
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
     from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
+    from napari_n5zarr.write.editable import save_edits
+    from napari_n5zarr.write.edits import write_region
     from napari_n5zarr.write.exporter import export
 
 

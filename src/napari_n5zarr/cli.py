@@ -159,6 +159,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     info = node_info(args.path)
     if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
+    if info.unfinished_save and not as_json:
+        _print(f"{args.path}: unfinished save of label edits ({info.unfinished_save}); the next save, or opening it "
+               "editable in napari, finishes it")
     root = info.root
     if info.tree is not None:
         info.tree.raise_for_root()  # nothing to show (a 500, bad metadata): fatal, one line

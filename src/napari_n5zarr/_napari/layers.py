@@ -284,10 +284,9 @@ def layer_data(
         },
     }
     data: Any = levels if len(levels) > 1 else levels[0]
-    if ms.is_labels:  # dask arrays, as before: napari paints labels with `data[...] = value`
+    if ms.is_labels:
         _spatial_kwargs(kwargs, ms, n5_axes)
-        split = [_as_dask(level) for level in levels]
-        return (split if len(split) > 1 else split[0], kwargs, "labels")
+        return _labels(levels, kwargs, ms, source)
     if is_rgb(ms):
         kwargs["rgb"] = True  # the colour axis is N5 axis 0 (napari's last), not a layer dimension
         _spatial_kwargs(kwargs, ms, range(1, ms.ndim))
@@ -316,6 +315,42 @@ def layer_data(
     blocks = getattr(coarsest, "storage_blocks", None) or storage_blocks(node, ms)
     kwargs["contrast_limits"] = contrast_limits(coarsest, blocks)
     return (data, kwargs, "image")
+
+
+def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: str) -> LayerData:
+    """Labels: local N5 integer labels open editable (level 0 alone, single-scale: napari
+    cannot paint a multiscale Labels layer); anything else read-only as before (dask
+    levels), the reason kept in the metadata for the first paint attempt to tell."""
+    from napari_n5zarr.write.editable import ReadOnlyLevel, open_editable, pyramid_root
+
+    meta = kwargs["metadata"]["napari_n5zarr"]
+    root, reason = (None, ms.unreadable or "label multisets") if ms.label_multiset else pyramid_root(source, list(ms.paths))
+    if root is not None and not ms.time_paths:
+        try:
+            data = open_editable(root, base=levels[0])
+        except Exception as exc:  # noqa: BLE001 (a busy lock, a failed recovery: read-only, saying why)
+            reason = f"{exc}"
+        else:
+            meta["editable"] = str(root)
+            kwargs["multiscale"] = False
+            return (data, kwargs, "labels")
+    meta["read_only"] = reason or "it cannot be edited in place"
+    split = [_as_dask(level) for level in levels]
+    if len(split) == 1:
+        return (ReadOnlyLevel(split[0], meta["read_only"], _refused_notice(ms.name)), kwargs, "labels")
+    return (split, kwargs, "labels")
+
+
+def refused_message(name: str, reason: str) -> str:
+    """The one notice of a first paint on read-only labels."""
+    return (
+        f"napari-n5zarr: {name or 'these labels'} are read-only: {reason}. To edit them, make an editable "
+        "copy with `n5zarr convert SOURCE COPY.n5` and open the copy"
+    )
+
+
+def _refused_notice(name: str) -> Callable[[str], None]:
+    return lambda reason: notify_napari("warning", refused_message(name, reason))
 
 
 def _fragments_beside(

@@ -75,7 +75,26 @@ def read(path: PathOrPaths) -> list[LayerData]:
     layers: list[LayerData] = []
     for p in paths:
         layers.extend(read_path(p))
+    if any(isinstance(layer, tuple) and len(layer) == 3 and layer[2] == "labels" for layer in layers):
+        _watch_labels()
     return layers or [CLAIMED_NOTHING]  # claimed: problems were already reported
+
+
+def _watch_labels() -> None:
+    """Labels opened: the current viewer guards read-only ones, unsaved edits on close and
+    binds the save shortcut (:func:`napari_n5zarr._napari.proofread.watch`)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        import napari
+
+        from napari_n5zarr._napari.proofread import watch
+
+        watch(napari.current_viewer())
+    except Exception:  # boundary: reading never fails for this
+        pass
 
 
 def read_path(

@@ -58,11 +58,14 @@ class NodeInfo:
     """(blocks on disk, blocks expected, counting stopped early) for an array or pyramid."""
     problems: list[str] = field(default_factory=list)
     tree: Tree | None = field(default=None, repr=False, compare=False)
+    unfinished_save: str | None = None
+    """A label-edit save was interrupted here (its journal's state; see write/edits.py)."""
     """The tree it was read from (:meth:`Tree.raise_for_root` says why an error root failed)."""
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document (``n5zarr info --json``)."""
         doc = {**self.root.to_json(), "location": self.location, "incomplete": self.incomplete,
+               "unfinished_save": self.unfinished_save,
                "attributes": self.root.attributes, "zarr_json": self.root.zarr_doc,
                "multiscales": [multiscale_to_json(ms) for ms in self.multiscales], "problems": self.problems}  # fmt: skip
         if self.blocks is not None:
@@ -100,6 +103,10 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     incomplete = bool(sync(base_store(text, "r").exists(INCOMPLETE_MARKER)))
     tree = open_tree(text)
     info = NodeInfo(location=text, root=tree.root, incomplete=incomplete, tree=tree)
+    if os.path.isdir(text):
+        from napari_n5zarr.write.edits import unfinished_save
+
+        info.unfinished_save = unfinished_save(text)
     if info.root.kind == "error":
         return info
     info.multiscales, info.problems = detect_pyramids(tree.zarr_root())

@@ -1,0 +1,258 @@
+"""Level 0 of a local N5 labels dataset or pyramid as an editable lazy array-like (napari's
+``Labels`` paints through ``data[key]`` / ``data[key] = value``; no napari here).
+
+Reads go through the read-only lazy level (its cache and prefetching) with the edited
+blocks laid over it; writes touch only the blocks they reach, held in memory (only
+touched blocks are held) and marked dirty until :meth:`EditableLevel.save` writes them
+back through :func:`napari_n5zarr.write.edits.save_blocks`. Saved blocks stay laid over
+the level (the read cache may still hold their old values).
+
+:class:`ReadOnlyLevel` is the same surface over data that cannot be edited in place: the
+first write calls ``on_refused(reason)`` once and every write is dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from napari_n5zarr.write import edits
+
+Index = tuple[int, ...]
+
+
+def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        at = next(i for i, k in enumerate(key) if k is Ellipsis)
+        key = key[:at] + (slice(None),) * (ndim - len(key) + 1) + key[at + 1 :]
+    return key + (slice(None),) * (ndim - len(key))
+
+
+def _bounds(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[list[int], list[int], tuple[Any, ...]]:
+    """The bounding box ``[lo, hi)`` that ``key`` reaches and ``key`` relative to it."""
+    lo: list[int] = []
+    hi: list[int] = []
+    rel: list[Any] = []
+    for k, n in zip(key, shape, strict=True):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            span = range(start, stop, step)
+            a, b = (min(span), max(span) + 1) if len(span) else (0, 0)
+            lo.append(a)
+            hi.append(b)
+            rel.append(slice(start - a, (stop - a) if stop - a >= 0 else None, step) if len(span) else slice(0, 0))
+        elif isinstance(k, (int, np.integer)):
+            i = int(k) + (n if k < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"index {k} is out of bounds for an axis of size {n}")
+            lo.append(i)
+            hi.append(i + 1)
+            rel.append(0)
+        else:
+            idx = np.asarray(k)
+            if idx.dtype == bool:
+                raise TypeError("boolean masks are not supported; use integer indices")
+            idx = np.where(idx < 0, idx + n, idx).astype(np.intp)
+            a, b = (int(idx.min()), int(idx.max()) + 1) if idx.size else (0, 0)
+            lo.append(a)
+            hi.append(b)
+            rel.append(idx - a)
+    return lo, hi, tuple(rel)
+
+
+class EditableLevel:
+    """Level 0 of the dataset or pyramid at ``root`` (local), editable block by block."""
+
+    def __init__(self, root: str | os.PathLike[str], base: Any | None = None) -> None:
+        self.root, levels = edits.pyramid_levels(root)
+        self.level = levels[0]
+        self.shape: tuple[int, ...] = self.level.shape
+        self.dtype: np.dtype = self.level.dtype
+        self.base = base
+        self._blocks: dict[Index, np.ndarray] = {}
+        self.dirty: set[Index] = set()
+        self._lock = threading.RLock()
+        self.last_save: edits.SaveResult | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"EditableLevel({self.root}, shape={self.shape}, dtype={self.dtype}, dirty={len(self.dirty)})"
+
+    # -- reading ----------------------------------------------------------------------
+    def _read(self, lo: list[int], hi: list[int]) -> np.ndarray:
+        """Pixels ``[lo, hi)``: the base level, edited blocks over it."""
+        if self.base is not None:
+            out = np.array(self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype)
+        else:
+            out = edits.read_region(self.level, {}, lo, hi)
+        for index, values in self._touching(lo, hi, only_held=True):
+            src, dst = self._overlap(index, lo, hi)
+            out[dst] = values[src]
+        return out
+
+    def _touching(self, lo: list[int], hi: list[int], only_held: bool) -> list[tuple[Index, np.ndarray]]:
+        block = self.level.block
+        ranges = [range(a // b, math.ceil(e / b)) for a, e, b in zip(lo, hi, block, strict=True)]
+        if only_held:
+            if math.prod(len(r) for r in ranges) > len(self._blocks):
+                return [(i, v) for i, v in self._blocks.items() if all(i[a] in ranges[a] for a in range(len(i)))]
+            return [(i, self._blocks[i]) for i in itertools.product(*ranges) if i in self._blocks]
+        return [(i, self._block(i)) for i in itertools.product(*ranges)]
+
+    def _overlap(self, index: Index, lo: list[int], hi: list[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+        bounds = self.level.bounds(index)
+        src = tuple(slice(max(a, s.start) - s.start, min(e, s.stop) - s.start) for a, e, s in zip(lo, hi, bounds, strict=True))
+        dst = tuple(slice(max(a, s.start) - a, min(e, s.stop) - a) for a, e, s in zip(lo, hi, bounds, strict=True))
+        return src, dst
+
+    def _block(self, index: Index) -> np.ndarray:
+        held = self._blocks.get(index)
+        if held is None:
+            bounds = self.level.bounds(index)
+            held = self._read([s.start for s in bounds], [s.stop for s in bounds])
+        return held
+
+    def __getitem__(self, key: Any) -> Any:
+        lo, hi, rel = _bounds(_expand(key, self.ndim), self.shape)
+        with self._lock:
+            region = self._read(lo, hi)
+        return region[rel]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[...]
+        return out if dtype is None else out.astype(dtype)
+
+    # -- writing ----------------------------------------------------------------------
+    def __setitem__(self, key: Any, value: Any) -> None:
+        lo, hi, rel = _bounds(_expand(key, self.ndim), self.shape)
+        with self._lock:
+            region = self._read(lo, hi)
+            region[rel] = value
+            for index, old in self._touching(lo, hi, only_held=False):
+                src, dst = self._overlap(index, lo, hi)
+                if np.array_equal(old[src], region[dst]):
+                    continue
+                new = old.copy() if index not in self._blocks else old
+                new[src] = region[dst]
+                self._blocks[index] = new
+                self.dirty.add(index)
+
+    @property
+    def modified(self) -> bool:
+        """Edits not yet saved."""
+        return bool(self.dirty)
+
+    def save(self) -> edits.SaveResult:
+        """Write the dirty blocks (and the coarser levels' covering blocks) back."""
+        with self._lock:
+            todo = {i: self._blocks[i] for i in sorted(self.dirty)}
+            result = edits.save_blocks(self.root, todo)
+            self.dirty.clear()
+            self.last_save = result
+            return result
+
+
+class ReadOnlyLevel:
+    """``base`` (a lazy level) whose writes are refused: ``on_refused(reason)`` once."""
+
+    def __init__(self, base: Any, reason: str, on_refused: Callable[[str], Any] | None = None) -> None:
+        self.base, self.reason, self.on_refused = base, reason, on_refused
+        self.shape, self.dtype = tuple(base.shape), np.dtype(base.dtype)
+        self._told = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __getitem__(self, key: Any) -> Any:
+        return np.asarray(self.base[key])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.base, dtype=dtype)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if not self._told:
+            self._told = True
+            if self.on_refused is not None:
+                self.on_refused(self.reason)
+
+
+def editable_reason(root: str | os.PathLike[str]) -> str | None:
+    """Why the labels at ``root`` cannot be edited in place (None: they can)."""
+    try:
+        edits.pyramid_levels(root)
+    except edits.NotEditableError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 (anything unusual: read-only, saying why)
+        return f"{e}"
+    return None
+
+
+def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:
+    """An :class:`EditableLevel` of ``root``; an interrupted save there is finished first
+    (under the export lock)."""
+    folder = Path(os.fspath(root)).resolve()
+    if edits.unfinished_save(folder):
+        with edits.lock(folder):
+            edits.recover(folder)
+    return EditableLevel(folder, base)
+
+
+def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = None) -> tuple[Path | None, str | None]:
+    """The local folder whose ``s0..sN`` (or single dataset) are the level ``paths`` under
+    ``source``, and None; or None and why those labels cannot be edited in place."""
+    from napari_n5zarr.storage.location import local_path
+
+    base = local_path(source) if source else None
+    if base is None:
+        return None, f"{source or 'this layer'} is not a local folder; make an editable copy with `n5zarr convert`"
+    parts = [p.strip("/") for p in paths]
+    root = base / parts[0] if len(parts) == 1 else base / str(Path(parts[0]).parent)
+    reason = editable_reason(root)
+    if reason is not None:
+        return None, reason
+    _, levels = edits.pyramid_levels(root)
+    names = [os.path.relpath(level.folder, root.resolve()) for level in levels]
+    expected = ["."] if len(parts) == 1 else [Path(p).name for p in parts]
+    if names != expected:
+        return None, f"{root}: its levels {expected} are not the s0..sN datasets this editor writes"
+    return root, None
+
+
+def save_edits(layer: Any) -> edits.SaveResult:
+    """Write the edited blocks of ``layer`` (a napari Labels layer opened editable by
+    napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
+    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_blocks`).
+
+    Raises :class:`~napari_n5zarr.write.edits.NotEditableError` (saying why and how to get
+    an editable copy) for a layer that is not editable."""
+    data = getattr(layer, "data", layer)
+    if isinstance(data, EditableLevel):
+        return data.save()
+    reason = getattr(data, "reason", None)
+    if reason is None:
+        meta = getattr(layer, "metadata", {}) or {}
+        reason = (meta.get("napari_n5zarr") or {}).get("read_only") or "it was not opened editable by napari-n5zarr"
+    raise edits.NotEditableError(f"cannot save {getattr(layer, 'name', 'these labels')}: {reason}")
