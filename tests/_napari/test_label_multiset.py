@@ -66,11 +66,11 @@ def test_reader_opens_raw_and_one_labels_layer(paintera):
     notes: list[tuple[str, str]] = []
     layers = read_path(paintera, notify=lambda level, message: notes.append((level, message)))
     assert sorted((layer[1]["name"], layer[2]) for layer in layers) == [
-        ("labels/fragments", "labels"), ("labels/fragments fragments", "labels"), ("raw", "image")
+        ("labels/fragments", "labels"), ("labels/fragments (raw fragments)", "labels"), ("raw", "image")
     ]
     assert notes == []
     by_name = {layer[1]["name"]: layer for layer in layers}
-    labels, fragments = by_name["labels/fragments"], by_name["labels/fragments fragments"]
+    labels, fragments = by_name["labels/fragments"], by_name["labels/fragments (raw fragments)"]
     assert tuple(labels[1]["scale"]) == (40.0, 4.0, 4.0) and labels[1].get("visible", True)
     np.testing.assert_array_equal(np.asarray(labels[0][1][...]), segments(expected_s1()).T)
     # the raw fragments: a second labels layer, hidden, at every level (the switch a person ticks)
@@ -144,7 +144,8 @@ def test_browser_row_details_and_open(make_napari_viewer, qtbot, paintera, monke
     assert browser.open_button.isEnabled()
     browser.open_selected()
     qtbot.waitUntil(lambda: len(viewer.layers) >= 1 and not browser.busy, timeout=30_000)
-    assert [(type(layer).__name__, layer.name) for layer in viewer.layers][0] == ("Labels", "fragments")
+    names = [(type(layer).__name__, layer.name) for layer in viewer.layers]
+    assert names == [("Labels", "fragments (raw fragments)"), ("Labels", "fragments")]  # segments on top
 
 
 def test_info_describes_the_multiset_as_uint64_labels(paintera, capsys):
@@ -189,7 +190,7 @@ def test_viewer_shows_raw_and_segmentation_with_the_right_scale(make_napari_view
     viewer = make_napari_viewer()
     layers = viewer.open(str(paintera), plugin="napari-n5zarr")
     kinds = sorted((type(layer).__name__, layer.name, layer.visible) for layer in layers)
-    assert kinds == [("Image", "raw", True), ("Labels", "labels/fragments", True), ("Labels", "labels/fragments fragments", False)]
+    assert kinds == [("Image", "raw", True), ("Labels", "labels/fragments", True), ("Labels", "labels/fragments (raw fragments)", False)]
     labels = next(layer for layer in layers if layer.name == "labels/fragments")
     assert viewer.layers[-1] is labels and viewer.layers.selection.active is labels  # what a stroke paints
     assert tuple(labels.scale) == (40.0, 4.0, 4.0) and labels.multiscale

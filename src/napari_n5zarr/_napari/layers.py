@@ -357,14 +357,14 @@ def _fragments_beside(
     node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, segments: LayerData, report: Callable[[str], None] | None
 ) -> list[LayerData]:
     """Paintera labels shown as segments get their raw fragments as a second, hidden labels
-    layer (``NAME fragments``): a person switches by ticking one visible, the other not."""
+    layer (``NAME (raw fragments)``): a person switches by ticking one visible, the other not."""
     levels = levels_for(node, ms, report) if ms.label_multiset else []
     if not any(getattr(level, "assignment", None) is not None for level in levels):
         return []
     for level in levels:
         level.assignment = None  # these levels are this layer's own (levels_for builds new ones)
     shown = dict(cast("tuple[Any, dict[str, Any], str]", segments)[1])  # layer_data returns all three
-    kwargs = {**shown, "name": f"{ms.name} fragments", "visible": False, "metadata": dict(shown["metadata"])}
+    kwargs = {**shown, "name": f"{ms.name} (raw fragments)", "visible": False, "metadata": dict(shown["metadata"])}
     split = [_as_dask(level) for level in levels]
     return [(split if len(split) > 1 else split[0], kwargs, "labels")]
 
