@@ -70,34 +70,6 @@ def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(
     assert not left, left
 
 
-def test_removing_the_n5_pattern_in_napari_preferences_stands(tmp_path: Path) -> None:
-    """napari's settings object, in two sessions sharing one settings file."""
-    config = tmp_path / "config" / "settings.yaml"
-    env_code = f"""
-        import os, sys
-        os.environ["NAPARI_CONFIG"] = {str(config)!r}
-        import napari
-        from napari.settings import get_settings
-        from napari_n5zarr._napari.preferences import remember_n5_folders
-        plugins = get_settings().plugins
-        remember_n5_folders()
-    """
-    env_code = textwrap.dedent(env_code)
-    first = run_py(env_code + textwrap.dedent("""
-        plugins.extension2reader = {"/data/a.n5/": "napari-n5zarr"}  # "remember this choice"
-        print(sorted(plugins.extension2reader))
-        plugins.extension2reader = {"/data/a.n5/": "napari-n5zarr"}  # the person removes *.n5/
-        print(sorted(plugins.extension2reader))
-        get_settings().save()
-    """))
-    assert first.returncode == 0, first.stderr
-    added, removed = first.stdout.splitlines()[-2:]
-    assert "*.n5/" in added and "*.n5/" not in removed, first.stdout
-    second = run_py(env_code + "print(sorted(plugins.extension2reader))")
-    assert second.returncode == 0, second.stderr
-    assert second.stdout.strip().splitlines()[-1] == "['/data/a.n5/']", second.stdout
-
-
 def test_dual_folder_whose_documents_disagree_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from napari_n5zarr.cli import main
     from napari_n5zarr.read.tree import open_tree
