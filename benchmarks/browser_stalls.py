@@ -17,22 +17,13 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-ATTRS = json.dumps({"dimensions": [64, 64, 8], "blockSize": [32, 32, 8], "dataType": "uint16",
-                    "compression": {"type": "gzip", "level": -1}})  # fmt: skip
-
-
-def write_container(root: Path, names: list[str]) -> Path:
-    """Metadata-only datasets at the given relative paths."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "attributes.json").write_text('{"n5": "4.0.0"}')
-    for name in names:
-        os.makedirs(root / name, exist_ok=True)
-        (root / name / "attributes.json").write_text(ATTRS)
-    return root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from format_cases import write_container  # noqa: E402 (the tests' container writer, shared)
 
 
 class GapMeter:

@@ -5,7 +5,9 @@ written block by block with missing, truncated and padded edge blocks."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -59,3 +61,18 @@ def write_blockwise(root: Path, path: str, data: np.ndarray, block, compression,
             piece = padded
         sync(store.set(f"{path}/" + "/".join(map(str, pos)), Buffer.from_bytes(codec.encode_block(piece))))
     return napari_n5zarr.open(root / path)
+
+
+METADATA_ONLY_ATTRS = json.dumps({"dimensions": [64, 64, 8], "blockSize": [32, 32, 8], "dataType": "uint16",
+                                  "compression": {"type": "gzip", "level": -1}})  # fmt: skip
+
+
+def write_container(root: Path, names: list[str]) -> Path:
+    """Metadata-only datasets at the given relative paths (fast: no zarr, no blocks): the
+    browser's tests and ``benchmarks/browser_stalls.py`` list thousands of them."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "attributes.json").write_text('{"n5": "4.0.0"}')
+    for name in names:
+        os.makedirs(root / name, exist_ok=True)
+        (root / name / "attributes.json").write_text(METADATA_ONLY_ATTRS)
+    return root

@@ -11,22 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from format_cases import METADATA_ONLY_ATTRS, write_container
 
 from napari_n5zarr import export
 
-ATTRS = json.dumps({"dimensions": [64, 64, 8], "blockSize": [32, 32, 8], "dataType": "uint16",
-                    "compression": {"type": "gzip", "level": -1}})  # fmt: skip
-
-
-def write_container(root: Path, names: list[str]) -> Path:
-    """Metadata-only datasets at the given relative paths (fast: no zarr, no blocks)."""
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "attributes.json").write_text('{"n5": "4.0.0"}')
-    for name in names:
-        os.makedirs(root / name, exist_ok=True)
-        with open(root / name / "attributes.json", "w") as f:
-            f.write(ATTRS)
-    return root
+ATTRS = METADATA_ONLY_ATTRS
 
 
 @pytest.fixture(scope="session")
