@@ -68,7 +68,24 @@ def _bounds(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[list[int], li
     return lo, hi, tuple(rel)
 
 
-class EditableLevel:
+class _ArrayLike:
+    """What napari asks of a layer's array besides indexing, from ``shape`` alone."""
+
+    shape: tuple[int, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
+class EditableLevel(_ArrayLike):
     """Level 0 of the dataset or pyramid at ``root`` (local), editable block by block."""
 
     def __init__(self, root: str | os.PathLike[str], base: Any | None = None) -> None:
@@ -81,17 +98,6 @@ class EditableLevel:
         self.dirty: set[Index] = set()
         self._lock = threading.RLock()
         self.last_save: edits.SaveResult | None = None
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def __repr__(self) -> str:
         return f"EditableLevel({self.root}, shape={self.shape}, dtype={self.dtype}, dirty={len(self.dirty)})"
@@ -170,21 +176,13 @@ class EditableLevel:
             return result
 
 
-class ReadOnlyLevel:
+class ReadOnlyLevel(_ArrayLike):
     """``base`` (a lazy level) whose writes are refused: ``on_refused(reason)`` once."""
 
     def __init__(self, base: Any, reason: str, on_refused: Callable[[str], Any] | None = None) -> None:
         self.base, self.reason, self.on_refused = base, reason, on_refused
         self.shape, self.dtype = tuple(base.shape), np.dtype(base.dtype)
         self._told = False
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     def __getitem__(self, key: Any) -> Any:
         return np.asarray(self.base[key])
