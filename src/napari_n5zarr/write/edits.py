@@ -35,6 +35,7 @@ import numpy as np
 
 from napari_n5zarr.n5.header import parse_header
 from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 
 JOURNAL = ".n5zarr-save-journal"
@@ -100,7 +101,7 @@ class SaveResult:
 
 def _attributes(folder: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads((folder / "attributes.json").read_text())
+        doc = json.loads(files.read_regular_file(folder / "attributes.json", metadata=True))
     except (FileNotFoundError, NotADirectoryError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -163,8 +164,8 @@ def _steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
 def read_block(level: Level, index: Index) -> np.ndarray | None:
     """The stored block at its header shape, napari order (a writable copy), or None."""
     try:
-        raw = level.path(index).read_bytes()
-    except FileNotFoundError:
+        raw = files.read_regular_file(level.path(index), metadata=False)  # regular files only, capped
+    except (FileNotFoundError, NotADirectoryError):
         return None
     where = f"N5 block {level.path(index)}"
     return np.array(level.codec.decode_block(raw, level.dtype, len(level.shape), where=where).T)
