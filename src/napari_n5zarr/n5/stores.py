@@ -7,6 +7,11 @@
 
 Both present one consistent view: listings show ``zarr.json`` where ``attributes.json`` is,
 never ``attributes.json`` itself.
+
+Over a local folder (:class:`~napari_n5zarr.storage.local.SafeLocalStore`) both also answer
+synchronously (``get_sync``, ``list_dir_sync``), without zarr's event loop: :func:`get_many` and
+:func:`list_names` read a page of a hierarchy (the tree lister) that way, and any other store
+with all requests at once in one round trip.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarr.abc.store import Store
@@ -50,9 +55,87 @@ def _meta_prefix(key: str) -> str | None:
     return None
 
 
-def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) -> Buffer:
-    proto = prototype or default_buffer_prototype()
-    return proto.buffer.from_bytes(json.dumps(doc, indent=2).encode())
+def _json_bytes(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()  # compact: C-encoded, 10x faster than indent=2
+
+
+_GROUP_BYTES = _json_bytes(GROUP_DOC)
+
+
+def _group_buffer(prototype: BufferPrototype | None) -> Buffer:
+    return (prototype or default_buffer_prototype()).buffer.from_bytes(_GROUP_BYTES)
+_HANDED = 4096
+"""attributes.json documents an N5DefaultStore keeps until their zarr.json is asked for."""
+_TRANSLATIONS = 512
+"""attributes.json documents whose translation each N5DefaultStore keeps (by their bytes)."""
+
+
+def reads_synchronously(store: Store) -> bool:
+    """Every layer of ``store`` reads without zarr's event loop (``get_sync``, ``list_dir_sync``):
+    a local folder under these wrappers."""
+    seen = 0
+    while isinstance(store, WrapperStore) and seen < 16:
+        if not isinstance(store, N5DefaultStore | ImplicitGroupStore):
+            return False
+        store, seen = store._store, seen + 1
+    return getattr(store, "sync_reads", False) is True
+
+
+def get_many(store: Store, keys: Sequence[str]) -> list[bytes | None | BaseException]:
+    """The bytes at each of ``keys`` (None: nothing there; the exception a read raised in its
+    place: one bad key never hides the others). Synchronous where every layer reads
+    synchronously (a local folder); else every request at once, in one round trip to zarr's
+    event loop (``asyncio.gather``)."""
+    if reads_synchronously(store):
+        out: list[bytes | None | BaseException] = []
+        proto = default_buffer_prototype()
+        for key in keys:
+            try:
+                value = store.get_sync(key, prototype=proto)  # type: ignore[attr-defined]
+                out.append(None if value is None else value.to_bytes())
+            except Exception as exc:  # noqa: BLE001 (per-key boundary: the error is returned in place of the bytes)
+                out.append(exc)
+        return out
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def one(key: str) -> bytes | None:
+        value = await store.get(key, default_buffer_prototype())
+        return None if value is None else value.to_bytes()
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*(one(k) for k in keys), return_exceptions=True)
+
+    return sync(gather())
+
+
+def list_names(store: Store, prefix: str) -> list[str]:
+    """The names directly under ``prefix`` (``list_dir``), synchronously where the store can."""
+    if reads_synchronously(store):
+        return list(store.list_dir_sync(prefix))  # type: ignore[attr-defined]
+    from zarr.core.sync import sync
+
+    async def names() -> list[str]:
+        return [k async for k in store.list_dir(prefix)]
+
+    return sync(names())
+
+
+def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: int) -> tuple[int, bool]:
+    """(keys under ``prefix`` that ``keep`` accepts, counting stopped at ``limit``)."""
+    from zarr.core.sync import sync
+
+    async def count() -> tuple[int, bool]:
+        n = 0
+        async for key in store.list_prefix(f"{prefix}/" if prefix else ""):
+            if keep(key):
+                n += 1
+                if n >= limit:
+                    return n, True
+        return n, False
+
+    return sync(count())
 
 
 def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
@@ -87,6 +170,29 @@ class _ReadsThroughGet(WrapperStore[Store]):
 
     def get_ranges(self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any) -> AsyncIterator[Any]:
         return Store.get_ranges(self, key, byte_ranges, **kwargs)
+
+
+class _Renamer:
+    """One listing's keys as the N5 view shows them: ``attributes.json`` as ``zarr.json``, each once."""
+
+    def __init__(self, *, names: bool) -> None:
+        self.names = names
+        self.seen: set[str] = set()
+        self.listed: set[str] = set()
+
+    def __call__(self, key: str) -> str | None:
+        if self.names:  # fsspec stores of zarr < 3.4.1 list child folders as "name/"
+            key = key.rstrip("/")
+            if key in self.listed:
+                return None
+            self.listed.add(key)
+        if key == N5_JSON or key.endswith("/" + N5_JSON):
+            key = key[: -len(N5_JSON)] + ZARR_JSON
+        if key.endswith(ZARR_JSON):
+            if key in self.seen:
+                return None
+            self.seen.add(key)
+        return key
 
 
 class N5DefaultStore(_ReadsThroughGet):
@@ -126,6 +232,9 @@ class N5DefaultStore(_ReadsThroughGet):
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
         self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}  # -> (shape, blockSize, itemsize)
+        self._translations: dict[bytes, tuple[dict[str, Any], bytes]] = {}  # attributes.json -> (zarr.json doc, its bytes)
+        self._array_docs: dict[str, dict[str, Any]] = {}  # prefix -> the document its grid was taken from
+        self._handed: dict[str, Buffer] = {}  # prefix -> attributes.json just read (see _hand_over)
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -134,13 +243,23 @@ class N5DefaultStore(_ReadsThroughGet):
         return f"N5DefaultStore({self._store!r})"
 
     # -- metadata translation ------------------------------------------------------
-    def _translate(self, prefix: str, raw: Buffer) -> dict[str, Any]:
-        where = store_location(self._store, prefix + N5_JSON)
-        doc = attributes_to_zarr(_parse_json(raw, where), path=where)
-        if doc["node_type"] == "array":
+    def _translate(self, prefix: str, raw: Buffer) -> bytes:
+        """The zarr.json bytes for the attributes.json ``raw`` at ``prefix``; the translation of
+        each distinct document is kept (a container repeats them: levels, time points, tiles)."""
+        data = raw.to_bytes()
+        known = self._translations.get(data)
+        if known is None:
+            where = store_location(self._store, prefix + N5_JSON)
+            doc = attributes_to_zarr(_parse_json(raw, where), path=where)
+            if len(self._translations) >= _TRANSLATIONS:
+                self._translations.pop(next(iter(self._translations)))
+            known = self._translations[data] = (doc, _json_bytes(doc))
+        doc, encoded = known
+        if doc["node_type"] == "array" and self._array_docs.get(prefix) is not doc:
+            self._array_docs[prefix] = doc
             self._array_ndim[prefix] = len(doc["shape"])
             self._remember_grid(prefix, doc)
-        return doc
+        return encoded
 
     # -- blocks: checked where the key is known -------------------------------------
     @property
@@ -223,16 +342,31 @@ class N5DefaultStore(_ReadsThroughGet):
             pass
         return value
 
+    def _forget(self, key: str) -> None:
+        """A write or delete of ``key`` ends what was kept for its folder's zarr.json."""
+        if key.endswith((N5_JSON, ZARR_JSON)):
+            self._handed.pop(key.rsplit("/", 1)[0] + "/" if "/" in key else "", None)
+
+    def _hand_over(self, key: str, value: Buffer | None, byte_range: ByteRequest | None) -> None:
+        """Keep an attributes.json just read whole for the translation of its zarr.json, asked
+        for next by a lister (one request over a network instead of two); used once."""
+        if value is None or byte_range is not None or not (key == N5_JSON or key.endswith("/" + N5_JSON)):
+            return
+        if len(self._handed) >= _HANDED:
+            self._handed.pop(next(iter(self._handed)))
+        self._handed[key[: -len(N5_JSON)]] = value
+
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
             self._check_block_file(key)
             value = await self._store.get(key, prototype, byte_range)
+            self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
+        raw = self._handed.pop(prefix, None) or await self._store.get(prefix + N5_JSON, default_buffer_prototype())
         if raw is None:
             return await self._store.get(key, prototype, byte_range)
-        return _in_range(_json_buffer(self._translate(prefix, raw), prototype), byte_range)
+        return _in_range((prototype or default_buffer_prototype()).buffer.from_bytes(self._translate(prefix, raw)), byte_range)
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
         proto = prototype or default_buffer_prototype()
@@ -240,11 +374,12 @@ class N5DefaultStore(_ReadsThroughGet):
         if prefix is None:
             self._check_block_file(key)
             value = self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
+            self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
+        raw = self._handed.pop(prefix, None) or self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
         if raw is None:
             return self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
-        return _in_range(_json_buffer(self._translate(prefix, raw), proto), byte_range)
+        return _in_range(proto.buffer.from_bytes(self._translate(prefix, raw)), byte_range)
 
     async def exists(self, key: str) -> bool:
         prefix = _meta_prefix(key)
@@ -262,11 +397,14 @@ class N5DefaultStore(_ReadsThroughGet):
         return json.dumps(attrs, indent=2).encode()
 
     async def set(self, key: str, value: Buffer) -> None:
+        self._forget(key)
         prefix = _meta_prefix(key)
         if prefix is not None:
             n5 = await self._n5_document(prefix, value)
             await self._store.set(prefix + N5_JSON, default_buffer_prototype().buffer.from_bytes(n5))
             self._array_ndim.pop(prefix, None)
+            self._array_docs.pop(prefix, None)
+            self._handed.pop(prefix, None)
             if not self.write_zarr_json:
                 return
         await self._store.set(key, value)
@@ -280,6 +418,7 @@ class N5DefaultStore(_ReadsThroughGet):
             await self.set(key, value)
 
     def set_sync(self, key: str, value: Buffer) -> None:
+        self._forget(key)
         if _meta_prefix(key) is not None:
             from zarr.core.sync import sync
 
@@ -288,14 +427,18 @@ class N5DefaultStore(_ReadsThroughGet):
             self._store.set_sync(key, value)  # type: ignore[attr-defined]
 
     async def delete(self, key: str) -> None:
+        self._forget(key)
         prefix = _meta_prefix(key)
         if prefix is not None:
             if await self._store.exists(prefix + N5_JSON):
                 await self._store.delete(prefix + N5_JSON)
             self._array_ndim.pop(prefix, None)
+            self._array_docs.pop(prefix, None)
+            self._handed.pop(prefix, None)
         await self._store.delete(key)
 
     def delete_sync(self, key: str) -> None:
+        self._forget(key)
         # WrapperStore.delete_sync goes straight to the inner store: it would leave the
         # attributes.json of a deleted zarr.json behind (the async delete removes both).
         if _meta_prefix(key) is not None:
@@ -307,21 +450,16 @@ class N5DefaultStore(_ReadsThroughGet):
 
     # -- listings: attributes.json shows as zarr.json ----------------------------------
     async def _renamed(self, keys: AsyncIterator[str], *, names: bool = False) -> AsyncGenerator[str, None]:
-        seen: set[str] = set()
-        listed: set[str] = set()
+        rename = _Renamer(names=names)
         async for key in keys:
-            if names:  # fsspec stores of zarr < 3.4.1 list child folders as "name/"
-                key = key.rstrip("/")
-                if key in listed:
-                    continue
-                listed.add(key)
-            if key == N5_JSON or key.endswith("/" + N5_JSON):
-                key = key[: -len(N5_JSON)] + ZARR_JSON
-            if key.endswith(ZARR_JSON):
-                if key in seen:
-                    continue
-                seen.add(key)
-            yield key
+            shown = rename(key)
+            if shown is not None:
+                yield shown
+
+    def list_dir_sync(self, prefix: str) -> list[str]:
+        """:meth:`list_dir` in the calling thread (an inner store with ``list_dir_sync``)."""
+        rename = _Renamer(names=True)
+        return [k for k in map(rename, self._store.list_dir_sync(prefix)) if k is not None]  # type: ignore[attr-defined]
 
     def list(self) -> AsyncGenerator[str, None]:
         return self._renamed(self._store.list())
@@ -377,20 +515,46 @@ class ImplicitGroupStore(_ReadsThroughGet):
                 return not (isinstance(doc, dict) and doc.get("node_type") == "array")
         return True
 
+    def _is_implicit_group_sync(self, prefix: str) -> bool:
+        """:meth:`_is_implicit_group` in the calling thread (see :func:`reads_synchronously`)."""
+        inner: Any = self._store
+        if not inner.list_dir_sync(prefix.rstrip("/")):
+            return False
+        parts = prefix.rstrip("/").split("/") if prefix else []
+        proto = default_buffer_prototype()
+        for i in range(len(parts) - 1, -1, -1):
+            ancestor = "/".join(parts[:i])
+            key = (ancestor + "/" if ancestor else "") + ZARR_JSON
+            raw = inner.get_sync(key, prototype=proto)
+            if raw is not None:
+                doc = _parse_json(raw, store_location(self._store, key))
+                return not (isinstance(doc, dict) and doc.get("node_type") == "array")
+        return True
+
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         value = await self._store.get(key, prototype, byte_range)
         if value is None:
             prefix = _meta_prefix(key)
             if prefix is not None and await self._is_implicit_group(prefix):
-                return _in_range(_json_buffer(GROUP_DOC, prototype), byte_range)
+                return _in_range(_group_buffer(prototype), byte_range)
         return value
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
-        if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+        prefix = _meta_prefix(key)
+        if prefix is not None:
+            if not reads_synchronously(self._store):
+                from zarr.core.sync import sync
 
-            return sync(self.get(key, prototype or default_buffer_prototype(), byte_range))
+                return sync(self.get(key, prototype or default_buffer_prototype(), byte_range))
+            value = self._store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]
+            if value is None and self._is_implicit_group_sync(prefix):
+                return _in_range(_group_buffer(prototype), byte_range)
+            return value
         return self._store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]
+
+    def list_dir_sync(self, prefix: str) -> list[str]:
+        """:meth:`list_dir` in the calling thread (an inner store with ``list_dir_sync``)."""
+        return list(self._store.list_dir_sync(prefix))  # type: ignore[attr-defined]
 
     async def exists(self, key: str) -> bool:
         if await self._store.exists(key):

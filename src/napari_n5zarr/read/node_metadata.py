@@ -37,17 +37,15 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
         return str(comp.get("name")) if isinstance(comp, dict) else str(comp)
 
 
-def fill_from_n5(node: Node, attrs: Any) -> None:
-    """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json."""
+def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any]) -> None:
+    """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json
+    (``attrs``) and the zarr.json the N5 store translated from it (``doc``)."""
     from napari_n5zarr.n5.compression import normalize_n5
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
-    from napari_n5zarr.n5.model import is_dataset
 
     where = node.path or "/"  # errors are prefixed with the file's location by _node
     if not isinstance(attrs, dict):
         raise N5MetadataError(f"attributes.json must hold a JSON object, got {type(attrs).__name__}")
-    doc = attributes_to_zarr(attrs, path=where)
-    if not is_dataset(attrs):
+    if doc.get("node_type") != "array":
         return
     validate_array(doc, where)
     node.kind = "array"
@@ -79,15 +77,12 @@ def _chunks(doc: Mapping[str, Any]) -> Any:
     return grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, Mapping) else None
 
 
-def documents_disagree(n5_attrs: Any, zarr_raw: bytes) -> str | None:
-    """Where a folder's zarr.json contradicts its attributes.json (node type, shape, data
-    type, chunk shape), as one line saying which one this reader uses; None if they agree
-    (or zarr.json cannot be compared)."""
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
-
+def documents_disagree(ours: Any, zarr_raw: bytes) -> str | None:
+    """Where a folder's zarr.json contradicts its attributes.json (``ours``: the N5 store's
+    translation of it) in node type, shape, data type or chunk shape, as one line saying
+    which one this reader uses; None if they agree (or zarr.json cannot be compared)."""
     try:
         theirs = parse_metadata(zarr_raw)
-        ours = attributes_to_zarr(n5_attrs, path="/") if isinstance(n5_attrs, dict) else None
     except Exception:  # noqa: BLE001 (display only: an untranslatable pair is not compared)
         return None
     if not isinstance(theirs, dict) or not isinstance(ours, dict):

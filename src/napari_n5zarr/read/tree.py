@@ -19,14 +19,20 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
 * Row fields are in napari order (z, y, x): shape with axis names, dtype, voxel size and
   units, uncompressed size, block size, N5 compression name and level.
 
+* One reader: names and metadata come through the library's store chain
+  (:func:`napari_n5zarr.access.wrap` over :func:`~napari_n5zarr.access.base_store`), which
+  decides implicit groups, translates attributes.json and refuses FIFOs and oversized
+  documents, for local folders, zips and URLs alike. A local folder answers synchronously
+  (:func:`napari_n5zarr.n5.stores.get_many`); other stores get one page's reads at once.
+
 The parts live beside it in :mod:`napari_n5zarr.read`: ``node`` (the node model and its
-display text), ``node_metadata`` (metadata documents -> node fields), ``sources`` (names
-and bytes from a folder or a store), ``thumbnail``; this module pages, groups pyramids and
-opens a location.
+display text), ``node_metadata`` (metadata documents -> node fields), ``thumbnail``; this
+module pages, groups pyramids and opens a location.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.stores import count_keys, get_many, list_names
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
 from napari_n5zarr.read.node import Node, natural_key
@@ -54,14 +61,14 @@ from napari_n5zarr.read.node_metadata import (
     mark_unreadable,
     parse_metadata,
 )
-from napari_n5zarr.read.sources import LocalSource, StoreSource
 from napari_n5zarr.spatial.detect import PAINTERA_BOOKKEEPING, referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
-from napari_n5zarr.storage.location import is_url, node_location
+from napari_n5zarr.storage.location import is_url, join, node_location
 
 if TYPE_CHECKING:
     import numpy as np
     import zarr
+    from zarr.abc.store import Store
 
 PAGE_SIZE = 500
 """Nodes per page of :meth:`Tree.iter_children` (the first page is smaller)."""
@@ -135,9 +142,14 @@ class Tree:
     """The hierarchy at one location, read lazily; safe to list from one worker thread
     while another thread reads the nodes it has handed out."""
 
-    def __init__(self, location: str, source: LocalSource | StoreSource, *, n5_location: str | None = None,
+    def __init__(self, location: str, store: Store, *, n5_location: str | None = None,
                  bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None,
                  activity: Activity | None = None) -> None:  # fmt: skip
+        """``store``: the container's plain store (:func:`~napari_n5zarr.access.base_store`);
+        the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`)."""
+        from napari_n5zarr.access import wrap
+        from napari_n5zarr.storage.local import SafeLocalStore
+
         self.location = location
         self.activity = activity
         """Names each wait while it runs (see :func:`report_waits`); None: not tracked."""
@@ -146,7 +158,12 @@ class Tree:
         """The container the nodes live in (a BigDataViewer XML's N5 folder)."""
         self.bdv_setups = bdv_setups
         self.storage_options = storage_options
-        self._source = source
+        self._base = store
+        self.store = wrap(store)
+        """The store chain every name and document is read through."""
+        root = self.n5_location.rstrip("/") if is_url(self.n5_location) else self.n5_location.rstrip(os.sep)
+        self._root_text = root or os.sep
+        self._local = isinstance(store, SafeLocalStore)
         self._lock = threading.RLock()
         self._names: dict[str, list[str]] = {}
         self._nodes: dict[str, Node | None] = {}
@@ -180,6 +197,12 @@ class Tree:
         raise N5FormatError(text)
 
     # -- listing -------------------------------------------------------------------
+    def _where(self, key: str) -> str:
+        """The path or URL of ``key`` (for messages)."""
+        if self._local:
+            return f"{self._root_text}{os.sep}{key}" if key else self._root_text
+        return join(self._root_text, key)
+
     @contextmanager
     def _waiting(self, what: Callable[[], str]) -> Iterator[None]:
         if self.activity is None:
@@ -199,9 +222,9 @@ class Tree:
         with self._lock:
             if path in self._names:
                 return self._names[path]
-        with self._waiting(lambda: f"the listing of {self._source.where(path)}/"):
-            found = self._source.names(path)
-        names = sorted(found, key=natural_key)
+        with self._waiting(lambda: f"the listing of {self._where(path)}/"):
+            found = list_names(self.store, path)
+        names = sorted((n for n in found if n not in (N5_JSON, ZARR_JSON) and not n.startswith(".")), key=natural_key)
         with self._lock:
             self._names[path] = names
         return names
@@ -219,7 +242,7 @@ class Tree:
         try:
             names = self.names(node.path)
         except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken folder is an error row, its siblings still listed)
-            yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._source.where(node.path)}: {exc}")]
+            yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._where(node.path)}: {exc}")]
             return
         collected: list[Node] = []
         size = min(FIRST_PAGE, page_size)
@@ -271,11 +294,10 @@ class Tree:
         todo = [p for p in paths if p not in cached]
         if todo:
             with self._waiting(lambda: self._what_metadata(todo)):
-                n5 = self._source.read_many([_join(p, N5_JSON) for p in todo])
-                zj = self._source.read_many([_join(p, ZARR_JSON) for p in todo])
-            for p, a, z in zip(todo, n5, zj, strict=True):
+                n5, zj, views = self._documents(todo)
+            for p, a, z, v in zip(todo, n5, zj, views, strict=True):
                 try:
-                    node = self._node(p, a, z, inherited)
+                    node = self._node(p, a, z, v, inherited)
                 except Exception as exc:  # one node's problem, never its siblings'
                     node = Node(p.rsplit("/", 1)[-1], p, "error", error=spatial.describe_error(p, exc))
                     self.root_fault = exc if not p else self.root_fault
@@ -286,47 +308,52 @@ class Tree:
 
     def _what_metadata(self, paths: Sequence[str]) -> str:
         if len(paths) == 1:
-            return f"the metadata of {self._source.where(paths[0])}"
+            return f"the metadata of {self._where(paths[0])}"
         parent = paths[0].rsplit("/", 1)[0] if "/" in paths[0] else ""
-        return f"the metadata of {len(paths)} nodes in {self._source.where(parent)}"
+        return f"the metadata of {len(paths)} nodes in {self._where(parent)}"
 
-    def _is_group_dir(self, path: str) -> bool:
-        """A folder without metadata documents is an implicit group if anything is in it:
-        its listing (kept: the group's children need it next) or the source's own check."""
-        try:
-            if self.names(path):
-                return True
-        except Exception:  # noqa: BLE001 (unlistable: not a group folder; reading it reports the error)
-            return False
-        with self._waiting(lambda: f"the listing of {self._source.where(path)}/"):
-            return self._source.is_group_dir(path)
+    def _documents(self, paths: Sequence[str]) -> tuple[list[Any], list[Any], list[Any]]:
+        """For each path: its attributes.json as stored, its zarr.json as stored (a dual
+        folder's, compared; the base store: the chain shows attributes.json in its place) and
+        the zarr.json the chain answers where it decides (translated from attributes.json, or
+        an implicit group's); bytes, None (nothing there) or the exception in place."""
+        n5 = get_many(self.store, [_join(p, N5_JSON) for p in paths])
+        stored = get_many(self._base, [_join(p, ZARR_JSON) for p in paths])
+        ask = [i for i, (a, z) in enumerate(zip(n5, stored, strict=True)) if isinstance(a, bytes) or (a is None and z is None)]
+        views: list[Any] = [z if a is None else None for a, z in zip(n5, stored, strict=True)]
+        for i, view in zip(ask, get_many(self.store, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
+            views[i] = view
+        return n5, stored, views
 
-    def _node(self, path: str, n5_raw: Any, zarr_raw: Any, inherited: dict[str, Any]) -> Node | None:
+    def _node(self, path: str, n5_raw: Any, zarr_raw: Any, view: Any, inherited: dict[str, Any]) -> Node | None:
         name = path.rsplit("/", 1)[-1]
-        node = Node(name, path, "group", n5=n5_raw is not None and not isinstance(n5_raw, BaseException),
-                    zarr=zarr_raw is not None and not isinstance(zarr_raw, BaseException))  # fmt: skip
+        node = Node(name, path, "group", n5=isinstance(n5_raw, bytes), zarr=isinstance(zarr_raw, bytes))
         try:
             if isinstance(n5_raw, BaseException):
                 raise n5_raw
             if n5_raw is not None:
                 node.raw = n5_raw
+                if isinstance(view, BaseException):
+                    raise view
+                doc = json.loads(view)  # the store's translation (attributes.json checked there)
                 attrs = parse_metadata(n5_raw)
-                fill_from_n5(node, attrs)
+                fill_from_n5(node, attrs, doc)
                 if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
-                    node.warning = documents_disagree(attrs, zarr_raw)
+                    node.warning = documents_disagree(doc, zarr_raw)
             elif isinstance(zarr_raw, BaseException):
                 raise zarr_raw
             elif zarr_raw is not None:
                 node.raw = zarr_raw
                 fill_from_zarr(node, parse_metadata(zarr_raw))
-            elif not path or self._is_group_dir(path):
-                pass  # an implicit group (N5 groups need no attributes.json)
-            else:
-                return None  # a stray file: not a node
+            elif isinstance(view, BaseException):
+                raise view
+            elif view is None:
+                return None  # nothing there, or a stray file: not a node
+            # else an implicit group (N5 groups need no attributes.json): the store decides
         except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken node is an error row, its siblings still listed)
             node.kind = "error"
             failed = N5_JSON if node.n5 or isinstance(n5_raw, BaseException) else ZARR_JSON  # the file that failed
-            node.error = error_text(exc, self._source.where(_join(path, failed)), path)
+            node.error = error_text(exc, self._where(_join(path, failed)), path)
             self.root_fault = exc if not path else self.root_fault
             return node
         attrs = node.attributes
@@ -349,11 +376,7 @@ class Tree:
         reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
         from napari_n5zarr.spatial.detect import outer_attrs
 
-        if isinstance(self._source, StoreSource):
-            return outer_attrs(self._source.store)
-        from zarr.storage import LocalStore
-
-        return outer_attrs(LocalStore(self._source.root, read_only=True))
+        return outer_attrs(self._base)
 
     # -- pyramids ------------------------------------------------------------------
     def _child(self, group: Node, rel: str) -> Node | None:
@@ -503,15 +526,12 @@ class Tree:
             raise ValueError(f"{node.path or '/'} is not a dataset")
         shape, blocks = target.shape, target.blocks
         expected = math.prod(math.ceil(s / b) for s, b in zip(shape, blocks, strict=True)) if shape else 0
-        count = 0
-        for key in self._source.walk_files(target.path):
-            base = key.rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1]
-            if base in (N5_JSON, ZARR_JSON) or base.startswith("."):
-                continue
-            count += 1
-            if count >= limit:
-                return count, expected, True
-        return count, expected, False
+        def is_block(key: str) -> bool:
+            base = key.rsplit("/", 1)[-1]
+            return base not in (N5_JSON, ZARR_JSON) and not base.startswith(".")
+
+        count, stopped = count_keys(self._base, target.path, is_block, limit)
+        return count, expected, stopped
 
     def thumbnail(self, node: Node, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20) -> np.ndarray:
         """A uint8 2D image (y, x) of an array or pyramid node: see
@@ -541,12 +561,11 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
 
     Raises FileNotFoundError when nothing is there (the root itself unreadable is an
     error node, not an exception)."""
+    from napari_n5zarr.access import base_store
+
     text = os.fspath(location).strip()
     if is_url(text):
-        from napari_n5zarr.access import base_store
-
-        source = StoreSource(base_store(text, "r", storage_options), text)
-        return Tree(text.rstrip("/"), source, storage_options=storage_options, activity=activity)
+        return Tree(text.rstrip("/"), base_store(text, "r", storage_options), storage_options=storage_options, activity=activity)
     path = Path(node_location(text))
     if path.suffix.lower() == ".xml" and path.is_file():
         found = bdv_xml_target(path)
@@ -555,13 +574,11 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
         folder, setups = Path(found[0]), found[1]
         if not folder.is_dir():
             raise NodeNotFoundError(f"{path} points at {folder}, which does not exist")
-        return Tree(str(path), LocalSource(folder), n5_location=str(folder), bdv_setups=setups, activity=activity)
+        return Tree(str(path), base_store(folder, "r"), n5_location=str(folder), bdv_setups=setups, activity=activity)
     if path.suffix.lower() == ".zip":
-        from napari_n5zarr.access import base_store
-
-        return Tree(str(path), StoreSource(base_store(path, "r"), str(path)), activity=activity)
+        return Tree(str(path), base_store(path, "r"), activity=activity)
     if not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if not path.is_dir():
         raise NodeNotFoundError(f"not a folder, .zip or BigDataViewer .xml: {path}")
-    return Tree(str(path), LocalSource(path), activity=activity)
+    return Tree(str(path), base_store(path, "r"), activity=activity)
