@@ -1,11 +1,20 @@
-"""Listing times of the tree model (``napari_n5zarr.read.tree``) on synthetic containers.
+"""Listing times of the tree model (``napari_n5zarr.read.tree``) and of ``n5zarr tree --json``.
 
-Writes containers of 10,000 and 50,000 small N5 datasets (attributes.json only: listing
-never reads blocks) and prints, for each: the time to the first page of the root, to the
-full root listing, and to the whole tree (every group expanded), and the same for
-``n5zarr tree``'s first line and last line in a subprocess.
+Reports, never asserts (timings depend on the machine and its load). Containers (metadata
+only: listing never reads blocks):
 
-    python benchmarks/tree_listing.py [--sizes 10000,50000] [--dir /tmp/x]
+* ``10k``: 10,000 N5 datasets in 20 groups of 500 (10,021 nodes);
+* ``2225``: the 2,225-node container of the browser's measurements (4 groups of 5 groups of
+  110 datasets; ``tests/format_cases.write_container``).
+
+For each: in this process, the time to the first page of the root, the root listed and the
+whole tree walked; then ``n5zarr tree --json`` in a subprocess: the time to its first row on
+stdout and to its last (interpreter start and imports included, as a person sees it). With
+``--old SRC`` (the ``src`` folder of another checkout, e.g. a worktree of main:
+``git worktree add --detach /tmp/old-tree main``) the subprocess runs alternate between
+that code and this one, round by round, so that both see the same load.
+
+    python benchmarks/tree_listing.py [--sizes 10k,2225,50000] [--rounds 3] [--old /tmp/old-tree/src]
 """
 
 from __future__ import annotations
@@ -13,11 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE / "tests"))
 
 
 def make_container(root: Path, nodes: int, per_group: int = 500) -> Path:
@@ -33,49 +46,74 @@ def make_container(root: Path, nodes: int, per_group: int = 500) -> Path:
     return root
 
 
-def bench(path: Path) -> dict[str, float]:
+def make_browser_container(root: Path) -> Path:
+    """2,225 nodes: the root, 4 groups of 5 groups, 110 datasets in each (2,200)."""
+    from format_cases import write_container
+
+    return write_container(root, [f"a{i}/b{j}/d{k:03d}" for i in range(4) for j in range(5) for k in range(110)])
+
+
+def in_process(path: Path) -> dict[str, float]:
+    """The tree model in this process (this checkout's code)."""
     from napari_n5zarr.read.tree import open_tree
 
-    out = {}
+    out: dict[str, float] = {}
     t0 = time.perf_counter()
     tree = open_tree(path)
-    first = next(iter(tree.iter_children(tree.root)))
-    out["first page of root"] = time.perf_counter() - t0
-    groups = tree.children(tree.root)
-    out["root listed"] = time.perf_counter() - t0
-    count = sum(1 for _ in tree.walk())
-    out["whole tree"] = time.perf_counter() - t0
-    out["nodes"] = count
-    assert first
-    cmd = [sys.executable, "-m", "napari_n5zarr.cli", "tree", str(path)]
+    next(iter(tree.iter_children(tree.root)))
+    out["model: first page of root"] = time.perf_counter() - t0
+    tree.children(tree.root)
+    out["model: root listed"] = time.perf_counter() - t0
+    out["nodes"] = sum(1 for _ in tree.walk())
+    out["model: whole tree"] = time.perf_counter() - t0
+    return out
+
+
+def cli_json(path: Path, src: str) -> tuple[float, float, int]:
+    """(first row, last row, rows) of ``n5zarr tree --json`` run with ``src`` first on the path."""
+    env = {**os.environ, "PYTHONPATH": src}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ})
+    proc = subprocess.Popen([sys.executable, "-m", "napari_n5zarr.cli", "tree", "--json", str(path)],
+                            stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
     assert proc.stdout is not None
     proc.stdout.readline()
-    proc.stdout.readline()
-    out["n5zarr tree: first node printed"] = time.perf_counter() - t0
-    lines = 2 + sum(1 for _ in proc.stdout)
+    first = time.perf_counter() - t0
+    rows = 1 + sum(1 for _ in proc.stdout)
     proc.wait()
-    out["n5zarr tree: done"] = time.perf_counter() - t0
-    out["n5zarr tree lines"] = lines
-    assert len(groups) > 0
-    return out
+    return first, time.perf_counter() - t0, rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,50000")
+    parser.add_argument("--sizes", default="10k,2225", help="10k, 2225 or a number of datasets (groups of 500)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--old", default=None, help="src folder of the code to compare with")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
+    new_src = str(HERE / "src")
+    sides = [("old", args.old), ("new", new_src)] if args.old else [("this", new_src)]
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (timings move with the load)")  # noqa: T201
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for n in (int(s) for s in args.sizes.split(",")):
-            t0 = time.perf_counter()
-            path = make_container(Path(tmp) / f"c{n}.n5", n)
-            made = time.perf_counter() - t0
-            print(f"{n:,} datasets (written in {made:.1f} s):")  # noqa: T201
-            for key, value in bench(path).items():
+        for size in args.sizes.split(","):
+            path = Path(tmp) / f"c{size}.n5"
+            if size == "2225":
+                make_browser_container(path)
+            else:
+                make_container(path, 10_000 if size == "10k" else int(size))
+            print(f"{size} container:")  # noqa: T201
+            for key, value in in_process(path).items():
                 text = f"{value:,}" if isinstance(value, int) else f"{value * 1000:,.0f} ms"
-                print(f"  {key:<32} {text}")  # noqa: T201
+                print(f"  {key:<40} {text}")  # noqa: T201
+            runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name, _ in sides}
+            for _ in range(args.rounds):
+                for name, src in sides:  # interleaved: both sides see the same load
+                    runs[name].append(cli_json(path, str(src)))
+            for name, found in runs.items():
+                firsts = [f for f, _, _ in found]
+                totals = [t for _, t, _ in found]
+                print(f"  n5zarr tree --json [{name}]: first row median {statistics.median(firsts) * 1000:,.0f} ms "  # noqa: T201
+                      f"(min {min(firsts) * 1000:,.0f}), all {found[0][2]:,} rows median {statistics.median(totals) * 1000:,.0f} ms "
+                      f"(min {min(totals) * 1000:,.0f}) over {len(found)} runs")  # fmt: skip
 
 
 if __name__ == "__main__":

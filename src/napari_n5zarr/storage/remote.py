@@ -285,6 +285,8 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
     async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
         if r.status == 416 and byte_range is not None:  # a range past the end: nothing (as fsspec)
             return b""
+        if r.status == 404:  # read the (short) page first: a connection closed with it unread is reset
+            await r.content.read(2**16)
         fs._raise_not_found_for_status(r, url)
         whole = byte_range is not None and r.status != 206  # the server ignored the range
         limit = byte_range.end if whole and isinstance(byte_range, RangeByteRequest) else None
