@@ -384,9 +384,19 @@ LOCATION_HELP = (
 )
 
 
+class _WhenShown:
+    """A help value looked up when the help is shown: building the parser must not import
+    the writer (dask: ~1 s), which ``n5zarr tree`` never needs."""
+
+    def __init__(self, get: Callable[[], object]) -> None:
+        self.get = get
+
+    def __str__(self) -> str:
+        return str(self.get())
+
+
 def build_parser() -> argparse.ArgumentParser:
     from napari_n5zarr.n5.compression import N5_TYPES
-    from napari_n5zarr.write.plan import MIN_BLOCK
 
     parser = _ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr: -v this package's debug log, -vv every library's")
@@ -408,8 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite")
     p.add_argument("--compression", type=compression_arg, default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
     p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
-    p.add_argument("--chunks", type=chunks_arg, default=None,
-                   help=f"block size: one int (spatial axes) or a z,y,x list, at least {MIN_BLOCK} (1 for a channel or time axis); default: the source's")  # fmt: skip
+    chunks = p.add_argument("--chunks", type=chunks_arg, default=None,
+                            help="block size: one int (spatial axes) or a z,y,x list, at least %(min_block)s (1 for a channel or time axis); default: the source's")  # fmt: skip
+    chunks.min_block = _WhenShown(lambda: __import__("napari_n5zarr.write.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK)  # type: ignore[attr-defined]
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
     p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
     p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")

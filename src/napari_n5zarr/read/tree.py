@@ -328,6 +328,7 @@ class Tree:
     def _node(self, path: str, n5_raw: Any, zarr_raw: Any, view: Any, inherited: dict[str, Any]) -> Node | None:
         name = path.rsplit("/", 1)[-1]
         node = Node(name, path, "group", n5=isinstance(n5_raw, bytes), zarr=isinstance(zarr_raw, bytes))
+        attrs: Any = {}
         try:
             if isinstance(n5_raw, BaseException):
                 raise n5_raw
@@ -335,16 +336,18 @@ class Tree:
                 node.raw = n5_raw
                 if isinstance(view, BaseException):
                     raise view
-                doc = json.loads(view)  # the store's translation (attributes.json checked there)
-                attrs = parse_metadata(n5_raw)
-                fill_from_n5(node, attrs, doc)
+                doc = json.loads(view)  # the store's translation
+                attrs = json.loads(n5_raw)  # the document the store just parsed, checked and translated
+                fill_from_n5(node, attrs, doc, view)
                 if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
                     node.warning = documents_disagree(doc, zarr_raw)
             elif isinstance(zarr_raw, BaseException):
                 raise zarr_raw
             elif zarr_raw is not None:
                 node.raw = zarr_raw
-                fill_from_zarr(node, parse_metadata(zarr_raw))
+                doc = parse_metadata(zarr_raw)
+                fill_from_zarr(node, doc)
+                attrs = dict(doc.get("attributes") or {})
             elif isinstance(view, BaseException):
                 raise view
             elif view is None:
@@ -356,7 +359,6 @@ class Tree:
             node.error = error_text(exc, self._where(_join(path, failed)), path)
             self.root_fault = exc if not path else self.root_fault
             return node
-        attrs = node.attributes
         if not path and node.n5 and not inherited and not self._is_container_root(attrs):
             inherited = self._outer_attrs()  # a node inside a container: what its ancestors give it
         own = {k: attrs[k] for k in INHERITABLE if k in attrs} if attrs else {}
