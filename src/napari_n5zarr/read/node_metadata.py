@@ -8,6 +8,7 @@ conventions of :mod:`napari_n5zarr.spatial`. Errors name the metadata file.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -110,17 +111,41 @@ def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
 
-def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> None:
-    """Voxel size, offset, units and axes of an array node (napari order)."""
+_LEVEL_NAME = re.compile(r"^s\d+$")
+_CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration, str | None]] = {}
+
+
+def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> tuple[spatial.ArrayInfo, spatial.Calibration, str | None]:
+    """(array info, calibration, unreadable reason) of an array node; kept for documents seen
+    before beside the same inherited attributes (siblings share theirs): a container
+    repeats documents (tiles, channels, time points), and a calibration costs ~0.1 ms."""
+    level = node.name if _LEVEL_NAME.match(node.name) else ""  # the only use of the name (2^N for sN)
+    key = (node.raw, len(node.array_shape), level, id(inherited))
+    with _VALID_LOCK:
+        known = _CALIBRATED.get(key) if node.raw else None
+    if known is not None and known[0] is inherited and known[1].shape == node.array_shape and known[1].dtype == node.dtype:
+        return known[1], known[2], known[3]
     info = array_info(node, attrs)
     cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
+    reason = spatial.unreadable_reason(info.attrs)
+    if node.raw:
+        with _VALID_LOCK:
+            if len(_CALIBRATED) >= 512:
+                _CALIBRATED.pop(next(iter(_CALIBRATED)))
+            _CALIBRATED[key] = (inherited, info, cal, reason)
+    return info, cal, reason
+
+
+def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> None:
+    """Voxel size, offset, units and axes of an array node (napari order)."""
+    info, cal, reason = _calibration(node, inherited, attrs)
     node.shape = info.shape[::-1]
     node.scale, node.translate = cal.scale[::-1], cal.translate[::-1]
     node.units, node.axes = cal.units[::-1], cal.axes[::-1]
     node.convention = cal.convention
     if len(info.shape) < 2:
         node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
-    mark_unreadable(node, spatial.unreadable_reason(info.attrs))
+    mark_unreadable(node, reason)
     if info.attrs.get("isLabelMultiset") is True:  # read as uint64 labels (issue 21): its kind says how it is stored
         node.encoding = "label multiset"
         node.dtype = "uint64"  # what it opens as (attributes.json says uint8: the varlength blocks' bytes)

@@ -457,8 +457,10 @@ class Tree:
         """The Paintera bookkeeping dataset ``path`` is or lies in (``unique-labels/s0``), if any."""
         parts = path.split("/")
         for i, part in enumerate(parts[1:], start=1):
+            if part not in PAINTERA_BOOKKEEPING:
+                continue
             parent = self._nodes.get("/".join(parts[:i]))
-            if part in PAINTERA_BOOKKEEPING and parent is not None and "painteraData" in parent.attributes:
+            if parent is not None and "painteraData" in parent.attributes:
                 return part
         return None
 
