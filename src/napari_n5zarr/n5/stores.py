@@ -243,23 +243,37 @@ class N5DefaultStore(_ReadsThroughGet):
         return f"N5DefaultStore({self._store!r})"
 
     # -- metadata translation ------------------------------------------------------
+    def _location(self, key: str) -> str:
+        """:func:`store_location` of ``key``; over a local folder a string join (no pathlib)."""
+        root = self.__dict__.get("_local_root")
+        if root is None:
+            inner = self._store
+            root = self.__dict__["_local_root"] = os.fspath(inner.root) if isinstance(inner, LocalStore) else ""
+        return os.path.join(root, key) if root else store_location(self._store, key)
+
     def _translate(self, prefix: str, raw: Buffer) -> bytes:
         """The zarr.json bytes for the attributes.json ``raw`` at ``prefix``; the translation of
         each distinct document is kept (a container repeats them: levels, time points, tiles)."""
         data = raw.to_bytes()
         known = self._translations.get(data)
         if known is None:
-            where = store_location(self._store, prefix + N5_JSON)
+            where = self._location(prefix + N5_JSON)
             doc = attributes_to_zarr(_parse_json(raw, where), path=where)
             if len(self._translations) >= _TRANSLATIONS:
                 self._translations.pop(next(iter(self._translations)))
             known = self._translations[data] = (doc, _json_bytes(doc))
         doc, encoded = known
         if doc["node_type"] == "array" and self._array_docs.get(prefix) is not doc:
-            self._array_docs[prefix] = doc
+            self._array_docs[prefix] = doc  # its block grid is worked out at its first block (_grid)
             self._array_ndim[prefix] = len(doc["shape"])
-            self._remember_grid(prefix, doc)
+            self._array_grid.pop(prefix, None)
         return encoded
+
+    def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+        """(shape, blockSize, itemsize) of the array at ``prefix``, if known."""
+        if prefix not in self._array_grid and prefix in self._array_docs:
+            self._remember_grid(prefix, self._array_docs[prefix])
+        return self._array_grid.get(prefix)
 
     # -- blocks: checked where the key is known -------------------------------------
     @property
@@ -278,6 +292,7 @@ class N5DefaultStore(_ReadsThroughGet):
         except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
             logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)
             self._array_grid.pop(prefix, None)
+            self._array_docs.pop(prefix, None)  # not worked out again
 
     def _check_block_file(self, key: str) -> None:
         """Before reading a local block file: refuse a file far larger than any encoding of the block
@@ -296,7 +311,7 @@ class N5DefaultStore(_ReadsThroughGet):
         where = block_name(key, self.container)
         if not stat.S_ISREG(info.st_mode):
             return  # FIFOs and devices: SafeLocalStore refuses them (N5StoreError naming the path)
-        grid = self._array_grid.get(location[0])
+        grid = self._grid(location[0])
         if grid is not None:
             check_block_file_size(info.st_size, grid[1], grid[2], where)
 
@@ -334,7 +349,7 @@ class N5DefaultStore(_ReadsThroughGet):
             return value
         where = block_name(key, self.container)
         prefix, index = location
-        grid = self._array_grid.get(prefix)
+        grid = self._grid(prefix)
         check_block_header(value.as_numpy_array(), index, grid[:2] if grid is not None else None, where)
         try:
             setattr(value, BLOCK_NAME_ATTR, where)

@@ -38,17 +38,16 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
         return str(comp.get("name")) if isinstance(comp, dict) else str(comp)
 
 
-def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any], raw_doc: bytes | None = None) -> None:
+def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any]) -> None:
     """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json
-    (``attrs``) and the zarr.json the N5 store translated from it (``doc``, stored as ``raw_doc``)."""
+    (``attrs``) and the zarr.json the N5 store translated from it (``doc``; the translation
+    has checked that zarr accepts it)."""
     from napari_n5zarr.n5.compression import normalize_n5
 
-    where = node.path or "/"  # errors are prefixed with the file's location by _node
     if not isinstance(attrs, dict):
         raise N5MetadataError(f"attributes.json must hold a JSON object, got {type(attrs).__name__}")
     if doc.get("node_type") != "array":
         return
-    validate_array(doc, where, raw_doc)
     node.kind = "array"
     node.array_shape = tuple(int(d) for d in doc["shape"])
     node.dtype = str(attrs["dataType"])
@@ -180,25 +179,16 @@ def error_text(exc: BaseException, where: str, path: str) -> str:
 
 
 _VALID: dict[str, str | None] = {}
-_VALID_RAW: dict[bytes, str | None] = {}
 _VALID_LOCK = threading.Lock()
 
 
-def validate_array(doc: dict[str, Any], where: str, raw: bytes | None = None) -> None:
+def validate_array(doc: dict[str, Any], where: str) -> None:
     """Raise the error zarr would raise on opening the array (e.g. zstd level 1e9); one
-    check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms), looked
-    up by the document's bytes ``raw`` first where given (no key to build)."""
+    check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
     from napari_n5zarr.n5.registry import ensure_codecs_registered
 
-    if raw is not None:
-        with _VALID_LOCK:
-            if raw in _VALID_RAW:
-                message = _VALID_RAW[raw]
-                if message is not None:
-                    raise N5MetadataError(message)
-                return
     key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
                       doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip
     with _VALID_LOCK:
@@ -213,10 +203,5 @@ def validate_array(doc: dict[str, Any], where: str, raw: bytes | None = None) ->
             message = str(exc) or type(exc).__name__
         with _VALID_LOCK:
             _VALID[key] = message
-    if raw is not None:
-        with _VALID_LOCK:
-            if len(_VALID_RAW) >= 512:
-                _VALID_RAW.pop(next(iter(_VALID_RAW)))
-            _VALID_RAW[raw] = message
     if message is not None:
         raise N5MetadataError(message)

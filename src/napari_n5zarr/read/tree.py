@@ -338,7 +338,7 @@ class Tree:
                     raise view
                 doc = json.loads(view)  # the store's translation
                 attrs = json.loads(n5_raw)  # the document the store just parsed, checked and translated
-                fill_from_n5(node, attrs, doc, view)
+                fill_from_n5(node, attrs, doc)
                 if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
                     node.warning = documents_disagree(doc, zarr_raw)
             elif isinstance(zarr_raw, BaseException):
