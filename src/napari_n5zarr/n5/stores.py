@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,9 @@ _GROUP_BYTES = _json_bytes(GROUP_DOC)
 def _group_buffer(prototype: BufferPrototype | None) -> Buffer:
     return (prototype or default_buffer_prototype()).buffer.from_bytes(_GROUP_BYTES)
 _HANDED = 4096
-"""attributes.json documents an N5DefaultStore keeps until their zarr.json is asked for."""
+"""attributes.json documents an N5DefaultStore keeps until their zarr.json is asked for..."""
+_HANDED_SECONDS = 2.0
+"""... if it is asked for within this time (a lister asks at once; a later read reads again)."""
 _TRANSLATIONS = 512
 """attributes.json documents whose translation each N5DefaultStore keeps (by their bytes)."""
 
@@ -234,7 +237,7 @@ class N5DefaultStore(_ReadsThroughGet):
         self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}  # -> (shape, blockSize, itemsize)
         self._translations: dict[bytes, tuple[dict[str, Any], bytes]] = {}  # attributes.json -> (zarr.json doc, its bytes)
         self._array_docs: dict[str, dict[str, Any]] = {}  # prefix -> the document its grid was taken from
-        self._handed: dict[str, Buffer] = {}  # prefix -> attributes.json just read (see _hand_over)
+        self._handed: dict[str, tuple[float, Buffer]] = {}  # prefix -> (when, attributes.json just read): _hand_over
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -369,7 +372,12 @@ class N5DefaultStore(_ReadsThroughGet):
             return
         if len(self._handed) >= _HANDED:
             self._handed.pop(next(iter(self._handed)))
-        self._handed[key[: -len(N5_JSON)]] = value
+        self._handed[key[: -len(N5_JSON)]] = (time.monotonic(), value)
+
+    def _handed_over(self, prefix: str) -> Buffer | None:
+        """The attributes.json kept for ``prefix`` if it was read moments ago (else None)."""
+        kept = self._handed.pop(prefix, None)
+        return kept[1] if kept is not None and time.monotonic() - kept[0] < _HANDED_SECONDS else None
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
@@ -378,7 +386,7 @@ class N5DefaultStore(_ReadsThroughGet):
             value = await self._store.get(key, prototype, byte_range)
             self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = self._handed.pop(prefix, None) or await self._store.get(prefix + N5_JSON, default_buffer_prototype())
+        raw = self._handed_over(prefix) or await self._store.get(prefix + N5_JSON, default_buffer_prototype())
         if raw is None:
             return await self._store.get(key, prototype, byte_range)
         return _in_range((prototype or default_buffer_prototype()).buffer.from_bytes(self._translate(prefix, raw)), byte_range)
@@ -391,7 +399,7 @@ class N5DefaultStore(_ReadsThroughGet):
             value = self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
             self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = self._handed.pop(prefix, None) or self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
+        raw = self._handed_over(prefix) or self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
         if raw is None:
             return self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
         return _in_range(proto.buffer.from_bytes(self._translate(prefix, raw)), byte_range)
