@@ -16,6 +16,7 @@ with all requests at once in one round trip.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -71,6 +72,14 @@ _HANDED_SECONDS = 2.0
 """... if it is asked for within this time (a lister asks at once; a later read reads again)."""
 _TRANSLATIONS = 512
 """attributes.json documents whose translation each N5DefaultStore keeps (by their bytes)."""
+
+
+def _put[K, V](kept: dict[K, V], key: K, value: V, most: int) -> None:
+    """``kept[key] = value``, dropping the oldest entry past ``most`` (safe when threads share it)."""
+    if len(kept) >= most:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            kept.pop(next(iter(kept)))
+    kept[key] = value
 
 
 def reads_synchronously(store: Store) -> bool:
@@ -262,9 +271,8 @@ class N5DefaultStore(_ReadsThroughGet):
         if known is None:
             where = self._location(prefix + N5_JSON)
             doc = attributes_to_zarr(_parse_json(raw, where), path=where)
-            if len(self._translations) >= _TRANSLATIONS:
-                self._translations.pop(next(iter(self._translations)))
-            known = self._translations[data] = (doc, _json_bytes(doc))
+            known = (doc, _json_bytes(doc))
+            _put(self._translations, data, known, _TRANSLATIONS)
         doc, encoded = known
         if doc["node_type"] == "array" and self._array_docs.get(prefix) is not doc:
             self._array_docs[prefix] = doc  # its block grid is worked out at its first block (_grid)
@@ -274,9 +282,16 @@ class N5DefaultStore(_ReadsThroughGet):
 
     def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
         """(shape, blockSize, itemsize) of the array at ``prefix``, if known."""
-        if prefix not in self._array_grid and prefix in self._array_docs:
-            self._remember_grid(prefix, self._array_docs[prefix])
+        if prefix not in self._array_grid and (doc := self._array_docs.get(prefix)) is not None:
+            self._remember_grid(prefix, doc)
         return self._array_grid.get(prefix)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (zarr arrays go to dask workers) with the block grids worked out, without
+        the kept translations and documents (a worker starts its own)."""
+        for prefix in list(self._array_docs):
+            self._grid(prefix)
+        return {**self.__dict__, "_translations": {}, "_handed": {}, "_array_docs": {}, "_array_grid": dict(self._array_grid)}
 
     # -- blocks: checked where the key is known -------------------------------------
     @property
@@ -370,9 +385,7 @@ class N5DefaultStore(_ReadsThroughGet):
         for next by a lister (one request over a network instead of two); used once."""
         if value is None or byte_range is not None or not (key == N5_JSON or key.endswith("/" + N5_JSON)):
             return
-        if len(self._handed) >= _HANDED:
-            self._handed.pop(next(iter(self._handed)))
-        self._handed[key[: -len(N5_JSON)]] = (time.monotonic(), value)
+        _put(self._handed, key[: -len(N5_JSON)], (time.monotonic(), value), _HANDED)
 
     def _handed_over(self, prefix: str) -> Buffer | None:
         """The attributes.json kept for ``prefix`` if it was read moments ago (else None)."""
