@@ -117,3 +117,22 @@ def test_building_the_cli_parser_imports_no_writer() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_a_pickled_array_still_refuses_an_impossible_block_header(tmp_path: Path) -> None:
+    """Block grids are worked out at the first block (not at every translation): an array
+    sent to a dask worker still checks headers against its position."""
+    import pickle
+    import struct
+
+    import numpy as np
+
+    from napari_n5zarr.errors import N5BlockError
+
+    arr = napari_n5zarr.create_dataset(napari_n5zarr.open(tmp_path / "c.n5", mode="w"), "a", shape=(8, 8), dtype="uint8", chunks=(4, 4))
+    arr[...] = np.arange(64, dtype="uint8").reshape(8, 8)
+    copy = pickle.loads(pickle.dumps(napari_n5zarr.open(tmp_path / "c.n5/a")))
+    # an interior-sized block 0/0 whose header says 2x2: impossible at a full-block position
+    (tmp_path / "c.n5/a/0/0").write_bytes(struct.pack(">HHII", 0, 2, 2, 2) + bytes(4))
+    with pytest.raises(N5BlockError):
+        copy[...]
