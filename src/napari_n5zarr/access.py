@@ -15,8 +15,8 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
+from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
-from napari_n5zarr.n5.registry import ensure_codecs_registered
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
 from napari_n5zarr.storage.local import SafeLocalStore
@@ -36,7 +36,7 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`);
     zip members are size-checked before they inflate
     (:class:`~napari_n5zarr.storage.zip.BoundedZipStore`). Every read stops at its cap
-    (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`).
+    (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`).
 
     Parameters
     ----------
@@ -344,7 +344,7 @@ def create_dataset(
     """
     import numpy as np
 
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
     try:
         meta = N5DatasetMetadata(

@@ -21,8 +21,7 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError, N5FormatError, N5MetadataError
-from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.model import is_dataset
+from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
 
 CASE_SECONDS = 20  # one case still running after this is a hang (a failure)
 COMPRESSIONS = [

@@ -19,8 +19,7 @@ from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.dtype import parse_data_type
 
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 
 COMPRESSIONS = {
     "raw": {"type": "raw"},

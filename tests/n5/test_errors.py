@@ -12,7 +12,7 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError, N5FormatError, N5MetadataError
-from napari_n5zarr.n5.header import encode_header
+from napari_n5zarr.n5.block_format import encode_header
 
 
 def make_dataset(root: Path, attrs: dict | None = None) -> Path:
@@ -80,10 +80,10 @@ def test_corrupt_compressed_block_refused(tmp_path: Path) -> None:
 
 
 def test_lz4_checksum_mismatch_refused(tmp_path: Path) -> None:
-    from napari_n5zarr.n5 import lz4stream
+    from napari_n5zarr.n5 import lz4block
 
     ds = make_dataset(tmp_path / "d", {"compression": {"type": "lz4", "blockSize": 65536}})
-    stream = bytearray(lz4stream.compress(np.arange(12, dtype=">u2").tobytes()))
+    stream = bytearray(lz4block.compress(np.arange(12, dtype=">u2").tobytes()))
     stream[17] ^= 0xFF  # checksum field of the first piece
     put_block(ds, encode_header((4, 3)) + bytes(stream))
     with pytest.raises(N5BlockError, match="checksum"):
@@ -154,7 +154,7 @@ def test_unrepresentable_zarr_metadata_refused_on_write(tmp_path: Path) -> None:
 
 
 def test_encode_block_refuses_non_n5_dtypes() -> None:
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
     codec = N5DatasetMetadata(dimensions=(3,), block_size=(3,), data_type="uint8").codec()
     for dtype in ("bool", "complex64", "float16", "<U2"):

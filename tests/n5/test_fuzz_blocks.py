@@ -91,7 +91,7 @@ class Campaign:
         from zarr.core.buffer.cpu import Buffer
         from zarr.storage import MemoryStore
 
-        from napari_n5zarr.n5.model import N5DatasetMetadata
+        from napari_n5zarr.n5.metadata import N5DatasetMetadata
         from napari_n5zarr.n5.stores import N5DefaultStore
 
         self.np, self.Buffer = np, Buffer
@@ -339,7 +339,7 @@ BOMB_BLOCK = [64, 64, 64]  # uint16: 512 KiB
 
 def write_bombs(root: Path, size: int) -> None:
     """One N5 dataset per bomb, each a single small block whose payload inflates to ``size``."""
-    from napari_n5zarr.n5.header import encode_header
+    from napari_n5zarr.n5.block_format import encode_header
 
     bombs = bomb_payloads(size)
     isize = bytearray(_gzip_of(64 << 20))

@@ -75,7 +75,7 @@ def campaign(cases: int, seed: int) -> dict:
     from paintera_multiset import multiset_payload
 
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.blocks import n5_decompress
+    from napari_n5zarr.n5.block_format import n5_decompress
     from napari_n5zarr.n5.label_multiset import decode_multiset_block
 
     rng = random.Random(seed)

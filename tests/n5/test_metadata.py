@@ -85,8 +85,7 @@ import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import napari_n5zarr  # noqa: E402
-from napari_n5zarr.n5.constants import MAX_JSON_DEPTH  # noqa: E402
-from napari_n5zarr.n5.limits import check_nesting  # noqa: E402
+from napari_n5zarr.n5.constants import MAX_JSON_DEPTH, check_nesting  # noqa: E402
 
 BAD_DOCUMENTS = {
     "not json": b"{dimensions: [4]",

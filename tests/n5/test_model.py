@@ -16,7 +16,7 @@ from zarr.storage import LocalStore
 from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.model import (
+from napari_n5zarr.n5.metadata import (
     N5DatasetMetadata,
     N5GroupMetadata,
     parse_attributes,
@@ -162,7 +162,7 @@ def test_reserved_user_attributes_are_refused() -> None:
 
 def test_the_model_imports_no_codec_or_compression_library() -> None:
     code = (
-        "import sys, napari_n5zarr.n5.model, napari_n5zarr.n5.constants, napari_n5zarr.errors, napari_n5zarr.spatial\n"
+        "import sys, napari_n5zarr.n5.metadata, napari_n5zarr.n5.constants, napari_n5zarr.errors, napari_n5zarr.spatial\n"
         "heavy = {'zarr', 'numcodecs', 'deflate', 'zstandard', 'lz4', 'xxhash', 'napari_n5zarr.n5.codec',"
         " 'napari_n5zarr.n5.compression'}\n"
         "print(sorted(heavy.intersection(sys.modules)))"

@@ -26,7 +26,7 @@ from paintera_multiset import (  # noqa: E402
 )
 
 from napari_n5zarr.errors import N5BlockError  # noqa: E402
-from napari_n5zarr.n5.blocks import n5_decompress, raw_payload  # noqa: E402
+from napari_n5zarr.n5.block_format import n5_decompress, raw_payload  # noqa: E402
 from napari_n5zarr.n5.label_multiset import (  # noqa: E402
     INVALID,
     apply_assignment,

@@ -16,8 +16,8 @@ from hypothesis.extra import numpy as hnp
 from zarr.storage import LocalStore, MemoryStore
 
 import napari_n5zarr
+from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.header import parse_header
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 
 

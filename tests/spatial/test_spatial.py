@@ -12,7 +12,7 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore, WrapperStore
 
 from napari_n5zarr import spatial as sp
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.spatial import ArrayInfo
 
 

@@ -140,11 +140,11 @@ def lz4_decompress(data: BytesLike, size: int) -> BytesLike:
     (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
     import lz4.block
 
-    from napari_n5zarr.n5 import lz4stream
+    from napari_n5zarr.n5 import lz4block
 
     view = memoryview(data).cast("B")
-    if bytes(view[:8]) == lz4stream.MAGIC:
-        return lz4stream.decompress(view, max_size=size, exact=True)
+    if bytes(view[:8]) == lz4block.MAGIC:
+        return lz4block.decompress(view, max_size=size, exact=True)
     try:
         if len(view) >= 4 and int.from_bytes(view[:4], "little") == size:
             try:

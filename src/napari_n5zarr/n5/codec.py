@@ -33,16 +33,16 @@ from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
-from napari_n5zarr.n5.blocks import (
+from napari_n5zarr.n5.block_format import (
     CheckedDecompress,
     block_values,
     decode_block,
+    encode_header,
     raw_payload,
     validated_header,
 )
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
-from napari_n5zarr.n5.header import encode_header
 
 if TYPE_CHECKING:
     from typing import Self
@@ -56,7 +56,7 @@ class N5DefaultCodec(ArrayBytesCodec):
     """Array->bytes codec ``n5_default``: N5 default-mode blocks inside Zarr v3.
 
     ``N5DefaultCodec(codecs=[transpose, bytes, optional compressor])``; see
-    :meth:`~napari_n5zarr.n5.model.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
+    :meth:`~napari_n5zarr.n5.metadata.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
     blocks at the chunk shape (padded). :meth:`encode_block` / :meth:`decode_block` work at
     a block's own shape, for writers that truncate boundary blocks like n5-java.
 
@@ -259,7 +259,7 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     def _decompress(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
         """Exactly ``nbytes`` decompressed: the compression table's bounded decompression
-        for every N5 compression (:mod:`napari_n5zarr.n5.blocks`), else the inner zarr codec
+        for every N5 compression (:mod:`napari_n5zarr.n5.block_format`), else the inner zarr codec
         (Zarr-only arrays), checked to give exactly ``nbytes``."""
         if self.compressor is None:
             return raw_payload(payload, nbytes)
@@ -522,3 +522,20 @@ def _check_chain(codecs: tuple[Any, ...]) -> None:
         raise ValueError("n5_default: the bytes codec must be big endian")
     if rest and not isinstance(rest[0], BytesBytesCodec):
         raise ValueError("n5_default: the third inner codec must be a bytes->bytes codec")
+
+
+def ensure_codecs_registered() -> None:
+    """Register this package's codecs with zarr (also done by entry points) and pin
+    ``n5_default`` to ours if another package registers the same name."""
+    import zarr
+    from zarr.registry import _codec_registries, register_codec
+
+    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME
+    from napari_n5zarr.n5.lz4block import LZ4BlockCodec
+
+    register_codec(CODEC_NAME, N5DefaultCodec)
+    register_codec(LZ4_NAME, LZ4BlockCodec)
+    registry = _codec_registries[CODEC_NAME]
+    registry.lazy_load()
+    if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
+        zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})

@@ -6,7 +6,8 @@
   but have no metadata (N5 groups need no attributes.json).
 
 Both present one consistent view: listings show ``zarr.json`` where ``attributes.json`` is,
-never ``attributes.json`` itself.
+never ``attributes.json`` itself. Errors name the storage under a store and the key in it
+(:func:`describe_store`, :func:`store_location`).
 """
 
 from __future__ import annotations
@@ -20,18 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
-from zarr.storage import LocalStore, WrapperStore
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
 from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
-from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.describe import describe_store, store_location
+from napari_n5zarr.n5.block_format import block_name, check_block_file_size, check_block_header
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, parse_document
 from napari_n5zarr.n5.label_multiset import file_itemsize
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
-    parse_document,
     zarr_to_attributes,
 )
 
@@ -40,6 +39,54 @@ if TYPE_CHECKING:
     from zarr.core.buffer import BufferPrototype
 
 logger = logging.getLogger(__name__)
+
+
+def _innermost(store: Any) -> Any:
+    seen = 0
+    while isinstance(store, WrapperStore) and seen < 16:
+        store = store._store
+        seen += 1
+    return store
+
+
+def describe_store(store: Any) -> str:
+    """``/data/x.n5`` (local), ``s3://bucket/x.n5`` / ``https://host/x.n5`` (fsspec),
+    ``/data/x.zip`` (zip), ``memory store``; wrappers are described by what they wrap."""
+    store = _innermost(store)
+    if isinstance(store, LocalStore):
+        return str(store.root)
+    if isinstance(store, ZipStore):
+        return str(store.path)
+    if isinstance(store, FsspecStore):
+        try:
+            return str(store.fs.unstrip_protocol(store.path))
+        except Exception:  # noqa: BLE001 (a description must never fail)
+            return str(store.path)
+    if isinstance(store, MemoryStore):
+        return "memory store"
+    for attr in ("url", "root", "path", "prefix"):
+        value = getattr(store, attr, None)
+        if isinstance(value, str | bytes) or hasattr(value, "__fspath__"):
+            return str(value)
+    return repr(store)
+
+
+def store_location(store: Any, key: str) -> str:
+    """The path or URL of ``key`` in ``store`` (seen through wrappers), for error messages."""
+    inner = _innermost(store)
+    if isinstance(inner, LocalStore):
+        return str(inner.root / key)
+    if isinstance(inner, FsspecStore):
+        path = f"{inner.path.rstrip('/')}/{key}" if inner.path.strip("/") else key
+        try:
+            return str(inner.fs.unstrip_protocol(path))
+        except Exception:  # noqa: BLE001 (a message helper must not fail)
+            return path
+    if isinstance(inner, ZipStore):
+        return f"{inner.path}/{key}"
+    if isinstance(inner, MemoryStore):
+        return f"memory://{key}"
+    return f"{key} in {describe_store(inner)}"
 
 def _meta_prefix(key: str) -> str | None:
     """``a/b/`` for ``a/b/zarr.json``, ``""`` for ``zarr.json``, None for other keys."""
@@ -66,7 +113,7 @@ def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
 
 def _parse_json(raw: Buffer, where: str) -> Any:
     """The JSON document in ``raw`` (read from ``where``, a path or URL); see
-    :func:`~napari_n5zarr.n5.metadata.parse_document`."""
+    :func:`~napari_n5zarr.n5.constants.parse_document`."""
     return parse_document(raw.to_bytes(), where)
 
 

@@ -40,8 +40,7 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
 def fill_from_n5(node: Node, attrs: Any) -> None:
     """An N5 node: kind, shape, dtype, blocks, compression from its attributes.json."""
     from napari_n5zarr.n5.compression import normalize_n5
-    from napari_n5zarr.n5.metadata import attributes_to_zarr
-    from napari_n5zarr.n5.model import is_dataset
+    from napari_n5zarr.n5.metadata import attributes_to_zarr, is_dataset
 
     where = node.path or "/"  # errors are prefixed with the file's location by _node
     if not isinstance(attrs, dict):
@@ -110,7 +109,7 @@ def _text(value: Any) -> str:
 
 def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
     """What the conventions need to know about an array node."""
-    from napari_n5zarr.n5.model import user_attributes
+    from napari_n5zarr.n5.metadata import user_attributes
 
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
@@ -142,7 +141,7 @@ def mark_unreadable(node: Node, reason: str | None) -> None:
 def parse_metadata(raw: bytes) -> Any:
     """A metadata document (bytes) as JSON values."""
     # the library's one metadata parser (size cap, nesting limit); the caller adds the location
-    from napari_n5zarr.n5.metadata import parse_document
+    from napari_n5zarr.n5.constants import parse_document
 
     return parse_document(bytes(raw), None)
 
@@ -168,7 +167,7 @@ def validate_array(doc: dict[str, Any], where: str) -> None:
     check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
     from zarr.core.metadata.v3 import ArrayV3Metadata
 
-    from napari_n5zarr.n5.registry import ensure_codecs_registered
+    from napari_n5zarr.n5.codec import ensure_codecs_registered
 
     key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
                       doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip

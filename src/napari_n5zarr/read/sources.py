@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr.errors import N5MetadataError
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.limits import max_metadata_bytes
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, max_metadata_bytes
 from napari_n5zarr.read.node import human_bytes
 from napari_n5zarr.storage.files import LinkGuard, read_regular_file
 from napari_n5zarr.storage.location import join

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer, BufferPrototype
 
 METADATA_NAMES = METADATA_FILES | ZARR_V2_FILES
-"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.limits.max_metadata_bytes`."""
+"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.constants.max_metadata_bytes`."""
 
 
 def is_metadata_key(key: str) -> bool:

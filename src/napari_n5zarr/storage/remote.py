@@ -13,7 +13,7 @@ failure is an error: a 500 is not a 404.
 Bounded: every attempt has a total deadline (a server sending one byte a second beats any
 per-byte timeout), counted once the request has one of the store's connection slots (a
 plane's queued block requests are not timed while they wait); every body is read with a
-cap (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`): HTTP bodies are streamed (after
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`): HTTP bodies are streamed (after
 aiohttp's transparent ``Content-Encoding`` decompression) and refused one byte past the cap
 or when ``Content-Length`` declares more; other protocols ask for a range of cap + 1 bytes.
 
@@ -43,7 +43,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.storage import FsspecStore
 
 from napari_n5zarr.errors import N5FormatError, N5StoreError
-from napari_n5zarr.n5.limits import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:

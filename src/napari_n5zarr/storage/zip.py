@@ -3,7 +3,7 @@
 zarr's ``ZipStore`` reads a whole member (``f.read()``): a 3 MB zip whose member inflates to
 3 GB took 3 GB before anything could refuse it, a block or a zipped ``attributes.json``
 alike. :class:`BoundedZipStore` checks the size the member's header declares against the
-cap (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`) before reading, then reads at most
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`) before reading, then reads at most
 one byte past the cap (``zipfile`` stops at the declared size: a header that lies about it
 ends in a CRC error, reported naming the member).
 """
@@ -19,7 +19,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.storage import ZipStore
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.limits import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:

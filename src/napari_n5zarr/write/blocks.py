@@ -25,7 +25,7 @@ from zarr.storage import LocalStore
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
-from napari_n5zarr.n5.describe import describe_store
+from napari_n5zarr.n5.stores import describe_store
 
 Boundary = Literal["truncate", "pad"]
 

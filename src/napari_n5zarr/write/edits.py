@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.n5.header import parse_header
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.block_format import parse_header
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 

@@ -103,7 +103,7 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
         location = os.fspath(path_or_store)
         store = base_store(location, "r" if dry_run else "r+")
     else:
-        from napari_n5zarr.n5.describe import store_location
+        from napari_n5zarr.n5.stores import store_location
 
         store = path_or_store
         location = store_location(store, "")
@@ -125,7 +125,7 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
 
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.metadata import parse_document
+    from napari_n5zarr.n5.constants import parse_document
 
     try:
         return parse_document(raw, None) == doc
@@ -181,11 +181,10 @@ def _one_line(exc: BaseException) -> str:
 def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.describe import store_location
-    from napari_n5zarr.n5.first_block import first_block_mode
-    from napari_n5zarr.n5.header import MODE_NAMES
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
-    from napari_n5zarr.n5.model import is_dataset
+    from napari_n5zarr.n5.block_format import MODE_NAMES, first_block_mode
+    from napari_n5zarr.n5.constants import parse_document
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
+    from napari_n5zarr.n5.stores import store_location
     from napari_n5zarr.write.blocks import store_get
 
     where = prefix.rstrip("/")
