@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from napari_n5zarr import export
-from napari_n5zarr.write import blocks, levels, pyramid
+from napari_n5zarr.write import blocks, pyramid
+from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.blocks import ExportCancelled
 
 THREADS = 3

@@ -15,7 +15,8 @@ import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import stored_values
-from napari_n5zarr.write import blocks, coarse, levels
+from napari_n5zarr.write import blocks, coarse
+from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.pyramid import plan, spatial_axes
 from napari_n5zarr.write.workers import Workers
 

@@ -559,7 +559,8 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     ],
 )
 def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chunks, method, accum_bytes):
-    from napari_n5zarr.write import levels, pyramid
+    from napari_n5zarr.write import export_levels as levels
+    from napari_n5zarr.write import pyramid
 
     monkeypatch.setattr(levels, "REGION_BYTES", 64 << 10)  # several regions, depth >= 1
     monkeypatch.setattr(levels, "ACCUM_BYTES", accum_bytes)

@@ -562,7 +562,8 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
 def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
     """dask raises the first error while other threads still run: a block computed before
     the error but stored after the cleanup must not leave a partial export behind."""
-    from napari_n5zarr.write import blocks, levels, publish
+    from napari_n5zarr.write import blocks, publish
+    from napari_n5zarr.write import export_levels as levels
 
     monkeypatch.setattr(levels, "REGION_BYTES", 0)  # one block per task: the first block is its own task
 
