@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.errors import NotEditableError
 from napari_n5zarr.n5.header import parse_header
 from napari_n5zarr.n5.model import N5DatasetMetadata
 from napari_n5zarr.storage import files
@@ -44,10 +45,6 @@ CRASH_ENV = "NAPARI_N5ZARR_SAVE_CRASH"
 """Tests only: ``"<point>"`` or ``"<point>:<n>"`` kills the saving process (SIGKILL) there."""
 
 Index = tuple[int, ...]
-
-
-class NotEditableError(ValueError):
-    """The node cannot be edited in place (the message says why and what to do)."""
 
 
 @dataclass
