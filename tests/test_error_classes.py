@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,50 @@ def test_a_missing_tree_is_node_not_found(tmp_path: Path) -> None:
 
     with pytest.raises(errors.NodeNotFoundError, match="no such N5/Zarr container"):
         open_tree(tmp_path / "none.n5")
+
+
+def test_errors_defined_elsewhere_before_are_the_same_classes_there() -> None:
+    from napari_n5zarr.storage.remote import DeadlineExceeded
+    from napari_n5zarr.write.convert import NothingToConvertError
+    from napari_n5zarr.write.edits import NotEditableError
+
+    assert NothingToConvertError is errors.NothingToConvertError
+    assert NotEditableError is errors.NotEditableError
+    assert DeadlineExceeded is errors.DeadlineExceeded
+
+
+def test_errors_moved_into_errors_py_keep_their_builtins() -> None:
+    for cls, builtin in [(errors.NothingToConvertError, ValueError), (errors.NotEditableError, ValueError),
+                         (errors.DeadlineExceeded, TimeoutError)]:  # fmt: skip
+        assert issubclass(cls, errors.N5ZarrError) and issubclass(cls, builtin), cls
+    assert errors.NothingToConvertError("none", ["a: bad"]).skipped == ["a: bad"]
+    assert errors.NothingToConvertError("none").skipped == []
+
+
+# Internal control-flow signals that never reach a caller (not part of the public API).
+_INTERNAL = {"read/local.py:NeedsZarr"}  # the zarr-free open's "read this through zarr instead"
+
+
+def _is_exception_base(base: ast.expr) -> bool:
+    name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+    builtin = getattr(builtins, name, None)
+    return (isinstance(builtin, type) and issubclass(builtin, BaseException)) or name.endswith(
+        ("Error", "Exception", "Warning", "Exceeded", "Cancelled")
+    )
+
+
+def test_every_public_error_is_defined_in_errors_py() -> None:
+    package = Path(napari_n5zarr.__file__).parent
+    elsewhere = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package).as_posix()
+        if where == "errors.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+                    and any(_is_exception_base(b) for b in node.bases)
+                    and f"{where}:{node.name}" not in _INTERNAL):  # fmt: skip
+                elsewhere.append(f"{where}:{node.name}")
+    assert elsewhere == []
+    public = {name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, BaseException)}
+    assert public <= set(errors.__all__)

@@ -26,7 +26,7 @@ SRC = Path(__file__).parents[2] / "src"
 PEAK_MB = 600  # generous: the caps below are 16-64 MiB; the bombs inflate to gigabytes
 WATCHDOG_MB = 1500  # a reader past this is unbounded: stopped before it takes the machine
 BLOCK_CAP = 32 * 2**20  # N5ZARR_MAX_BLOCK_BYTES in these tests (the default is 2 GiB)
-TIME_GUARD = 30  # s: the deadline is 2 s x 2 attempts here; unbounded reads took 200+ s
+DEADLINE = "not complete within 2 s"  # our deadline fired (N5ZARR_READ_TIMEOUT=2), not a per-byte timeout
 
 READER = r"""
 import json, os, sys, threading, time
@@ -196,7 +196,7 @@ def test_one_byte_a_second_ends_at_the_deadline(server: FaultyServer, what: str)
     result = read_in_subprocess(what, f"{server.url}/java.n5/gzip")
     assert result["error"] == "N5StoreError", result
     assert f"java.n5{key}" in result["message"] and "timed out" in result["message"] and "after 2 attempts" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert DEADLINE in result["message"], result  # the time it took is printed, not asserted
 
 
 def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None:
@@ -208,15 +208,14 @@ def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None
         result = read_in_subprocess("block", "s3://n5-data/java.n5/gzip", options=options)
     assert result["error"] == "N5StoreError", result
     assert "java.n5/gzip/0/0/0" in result["message"] and "timed out" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert DEADLINE in result["message"], result
 
 
 def test_request_timeout_setting(server: FaultyServer) -> None:
     """N5ZARR_REQUEST_TIMEOUT sets the deadline apart from the read timeout."""
     server.faults["/gzip/attributes.json"] = "trickle"
     result = read_in_subprocess("metadata", f"{server.url}/java.n5/gzip", N5ZARR_READ_TIMEOUT="60", N5ZARR_REQUEST_TIMEOUT="1")
-    assert result["error"] == "N5StoreError" and "within 1 s" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert result["error"] == "N5StoreError" and "not complete within 1 s" in result["message"], result
 
 
 # -- time: n5zarr tree says what it waits for ------------------------------------------------
@@ -252,7 +251,7 @@ def test_tree_streams_and_names_what_it_waits_for(tmp_path: Path) -> None:
     assert [line.split()[1] for line in lines] == ["a", "b", "c"], rest
     assert "unreadable" in lines[1] and "c.n5/b/attributes.json" in lines[1] and "timed out" in lines[1], lines[1]
     assert proc.returncode == 1  # an unreadable node
-    assert seconds < TIME_GUARD
+    assert "not complete within 2 s" in lines[1], lines[1]  # the deadline ended it (timings printed above)
 
 
 def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> None:

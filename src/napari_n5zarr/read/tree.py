@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
 from napari_n5zarr.read.node import Node, natural_key
@@ -342,7 +342,7 @@ class Tree:
         return node
 
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
-        return "n5" in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
+        return VERSION_KEY in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
 
     def _outer_attrs(self) -> dict[str, Any]:
         """Inheritable attributes of the N5 groups above the root (as the reader's detection

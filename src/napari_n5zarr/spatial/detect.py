@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import zarr
 
 from napari_n5zarr.errors import SkippedNodeWarning
-from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, VERSION_KEY
 from napari_n5zarr.spatial.conventions import _inherited, calibrate
 from napari_n5zarr.spatial.model import (
     _SETUP,
@@ -271,7 +271,7 @@ def merge_outer_attrs(parents: Iterable[tuple[str, Callable[[], bytes | None]]])
             continue
         missing = 0
         found.append(_inherited(doc))
-        if "n5" in doc or where.rstrip("/").lower().endswith(".n5"):
+        if VERSION_KEY in doc or where.rstrip("/").lower().endswith(".n5"):
             break
     merged: dict[str, Any] = {}
     for attrs in reversed(found):

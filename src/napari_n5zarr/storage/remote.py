@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore
 
-from napari_n5zarr.errors import N5FormatError, N5StoreError
+from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
 from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.local import is_metadata_key
 
@@ -227,10 +227,6 @@ def _connection_fault(error: BaseException) -> str | None:
             port = getattr(e, "port", None)
             return f"cannot connect to {host}{f':{port}' if port else ''} ({reason})"
     return None
-
-
-class DeadlineExceeded(TimeoutError):
-    """One attempt took longer than :attr:`RemoteSettings.deadline` (retried as a timeout)."""
 
 
 _SLOTS: weakref.WeakKeyDictionary[Any, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = weakref.WeakKeyDictionary()

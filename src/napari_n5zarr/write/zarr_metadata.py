@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.constants import METADATA_FILES
+from napari_n5zarr.n5.constants import METADATA_FILES, N5_JSON, ZARR_JSON
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -138,7 +138,7 @@ def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataR
 
     from napari_n5zarr.write.blocks import store_get, store_set
 
-    key = f"{prefix}zarr.json"
+    key = f"{prefix}{ZARR_JSON}"
     existing = store_get(store, key)
     if existing is not None and _same_json(existing, doc):
         report.steps.append(ZarrMetadataStep("unchanged", key))
@@ -188,7 +188,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     from napari_n5zarr.write.blocks import store_get
 
     where = prefix.rstrip("/")
-    key = f"{prefix}attributes.json"
+    key = f"{prefix}{N5_JSON}"
     try:
         raw = store_get(store, key)
     except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place
