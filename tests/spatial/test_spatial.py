@@ -457,9 +457,9 @@ def test_detect_reports_a_broken_child_and_keeps_siblings():
 def test_detect_logs_each_skipped_node(caplog: pytest.LogCaptureFixture):
     root = _container()
     sync(root.store.set("broken/zarr.json", default_buffer_prototype().buffer.from_bytes(b"{ not json")))
-    with caplog.at_level("INFO", logger="napari_n5zarr.spatial.detect"):
+    with caplog.at_level("INFO", logger="napari_n5zarr.read.pyramid_walk"):
         sp.detect(root, on_error=lambda path, exc: None)
-    assert [r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.spatial.detect"] == ["skipped broken"]
+    assert [r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.read.pyramid_walk"] == ["skipped broken"]
 
 
 def test_detect_ignores_objects_that_are_not_nodes():
