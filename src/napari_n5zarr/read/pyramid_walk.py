@@ -360,23 +360,25 @@ def _detect_group(
     reader = _GroupReader(group, prefix, on_error)
     children = reader.list("", group)
     listing = reader.listing
-    name = (not prefix and stored_name(listing.attrs)) or label or prefix
+    name = label or prefix
     found: list[Multiscale] = []
     used: set[str] = set()
 
-    def take(convention: Convention) -> bool:
+    def take(convention: Convention, here: str) -> bool:
+        """Apply ``convention``; ``here`` names what it finds at the group itself."""
         if not convention.matches(listing):
             return False
         reader.fill(convention)
         recognised = convention.build(listing, inherited)
         for r in recognised:
-            found.append(finish(r.pyramid, join_path(prefix, r.at) if r.at else name, join_path(prefix, r.at)))
+            found.append(finish(r.pyramid, join_path(prefix, r.at) if r.at else here, join_path(prefix, r.at)))
             used.update(r.claims)
         return bool(recognised)
 
-    any(take(c) for c in PYRAMIDS)  # the first that builds one
+    saved = (not prefix and stored_name(listing.attrs)) or name  # a pyramid opened at its group keeps its saved name
+    any(take(c, saved) for c in PYRAMIDS)  # the first that builds one
     for convention in BIGDATAVIEWER:
-        take(convention)
+        take(convention, name)
 
     if depth <= 0:
         return found
