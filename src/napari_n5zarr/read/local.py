@@ -32,7 +32,7 @@ from napari_n5zarr.n5.block_format import block_name, check_block_file_size, che
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.label_multiset import file_itemsize, is_label_multiset
 from napari_n5zarr.read.block_cache import store_token
-from napari_n5zarr.spatial.detect import OUTER_LEVELS, NodeView, merge_outer_attrs
+from napari_n5zarr.read.pyramid_walk import OUTER_LEVELS, NodeView, merge_outer_attrs
 from napari_n5zarr.spatial.model import ArrayInfo, ErrorHandler
 from napari_n5zarr.storage import files
 from napari_n5zarr.storage.location import local_path, suffix

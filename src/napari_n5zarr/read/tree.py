@@ -55,7 +55,7 @@ from napari_n5zarr.read.node_metadata import (
     parse_metadata,
 )
 from napari_n5zarr.read.sources import LocalSource, StoreSource
-from napari_n5zarr.spatial.detect import PAINTERA_BOOKKEEPING, referenced_paths
+from napari_n5zarr.spatial.conventions import PAINTERA_BOOKKEEPING, referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.storage.location import is_url, node_location
 
@@ -347,7 +347,7 @@ class Tree:
     def _outer_attrs(self) -> dict[str, Any]:
         """Inheritable attributes of the N5 groups above the root (as the reader's detection
         reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
-        from napari_n5zarr.spatial.detect import outer_attrs
+        from napari_n5zarr.read.pyramid_walk import outer_attrs
 
         if isinstance(self._source, StoreSource):
             return outer_attrs(self._source.store)
