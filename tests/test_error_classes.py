@@ -15,13 +15,18 @@ from napari_n5zarr.access import base_store, create_dataset
 
 
 def test_every_error_is_an_n5zarr_error_and_its_builtin() -> None:
-    assert issubclass(errors.N5FormatError, errors.N5ZarrError) and issubclass(errors.N5FormatError, ValueError)
-    assert issubclass(errors.N5MetadataError, errors.N5FormatError) and issubclass(errors.N5MetadataError, KeyError)
+    assert issubclass(errors.N5FormatError, errors.N5ZarrError)
+    assert issubclass(errors.N5FormatError, ValueError)
+    assert issubclass(errors.N5MetadataError, errors.N5FormatError)
+    assert issubclass(errors.N5MetadataError, KeyError)
     assert issubclass(errors.N5BlockError, errors.N5FormatError)
-    assert issubclass(errors.N5StoreError, errors.N5ZarrError) and issubclass(errors.N5StoreError, OSError)
+    assert issubclass(errors.N5StoreError, errors.N5ZarrError)
+    assert issubclass(errors.N5StoreError, OSError)
     assert not issubclass(errors.N5StoreError, FileNotFoundError)  # a 500 is not a missing key
-    assert issubclass(errors.NodeNotFoundError, errors.N5ZarrError) and issubclass(errors.NodeNotFoundError, FileNotFoundError)
-    assert issubclass(errors.NodeExistsError, errors.N5ZarrError) and issubclass(errors.NodeExistsError, FileExistsError)
+    assert issubclass(errors.NodeNotFoundError, errors.N5ZarrError)
+    assert issubclass(errors.NodeNotFoundError, FileNotFoundError)
+    assert issubclass(errors.NodeExistsError, errors.N5ZarrError)
+    assert issubclass(errors.NodeExistsError, FileExistsError)
     assert issubclass(errors.ExportCancelled, errors.N5ZarrError)
     assert issubclass(errors.SkippedNodeWarning, UserWarning)
 
@@ -82,7 +87,8 @@ def test_create_dataset_refuses_what_n5_cannot_store_naming_it(tmp_path: Path) -
         create_dataset(root, "raw", shape=(4,), dtype="uint8", chunks=(4,), attributes={"dataType": "x"})
     assert not (tmp_path / "c.n5" / "raw").exists()
     arr = create_dataset(root, "raw", shape=(5, 3), dtype="uint16", chunks=(2, 2), compression={"type": "gzip"})
-    assert isinstance(arr, zarr.Array) and arr.shape == (5, 3)
+    assert isinstance(arr, zarr.Array)
+    assert arr.shape == (5, 3)
 
 
 
@@ -115,7 +121,8 @@ def test_errors_defined_elsewhere_before_are_the_same_classes_there() -> None:
 def test_errors_moved_into_errors_py_keep_their_builtins() -> None:
     for cls, builtin in [(errors.NothingToConvertError, ValueError), (errors.NotEditableError, ValueError),
                          (errors.DeadlineExceeded, TimeoutError)]:  # fmt: skip
-        assert issubclass(cls, errors.N5ZarrError) and issubclass(cls, builtin), cls
+        assert issubclass(cls, errors.N5ZarrError), cls
+        assert issubclass(cls, builtin), cls
     assert errors.NothingToConvertError("none", ["a: bad"]).skipped == ["a: bad"]
     assert errors.NothingToConvertError("none").skipped == []
 

@@ -41,4 +41,5 @@ def test_the_license_file_is_the_declared_license() -> None:
     assert meta["license"] == "BSD-3-Clause"
     for name in meta["license-files"]:
         text = (ROOT / name).read_text(encoding="utf-8")
-        assert text.startswith("BSD 3-Clause License") and "napari-n5zarr developers" in text
+        assert text.startswith("BSD 3-Clause License")
+        assert "napari-n5zarr developers" in text

@@ -118,7 +118,7 @@ def test_every_truncation_of_a_small_blosc_block_is_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    "offset,fmt,value,match",
+    ("offset", "fmt", "value", "match"),
     [
         (0, "B", 3, "format version 3"),
         (4, "<I", 1 << 30, r"declares 1073741824 decompressed bytes, the header shape needs 280"),
@@ -239,9 +239,11 @@ def test_error_names_local_container_and_key_with_both_pipelines(tmp_path: Path)
     pattern = rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"
     with pytest.raises(N5BlockError, match=pattern):
         napari_n5zarr.open(root)["s0"][...]
-    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}):
-        with pytest.raises(N5BlockError, match=pattern):
-            napari_n5zarr.open(root)["s0"][...]
+    with (
+        zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}),
+        pytest.raises(N5BlockError, match=pattern),
+    ):
+        napari_n5zarr.open(root)["s0"][...]
 
 
 def test_error_names_zip_and_fsspec_containers(tmp_path: Path) -> None:

@@ -39,9 +39,8 @@ def _spelled_elsewhere() -> list[str]:
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in skip:
                 continue
             text = node.value
-            if set(text.split("/")) & set(NAMES) and not any(c.isspace() for c in text):
-                found.append(f"{where}:{node.lineno}: {text!r}")
-            elif text == constants.VERSION_KEY and where not in VERSION_KEY_ALLOWED:
+            a_file_name = set(text.split("/")) & set(NAMES) and not any(c.isspace() for c in text)
+            if a_file_name or (text == constants.VERSION_KEY and where not in VERSION_KEY_ALLOWED):
                 found.append(f"{where}:{node.lineno}: {text!r}")
     return found
 
@@ -52,4 +51,4 @@ def test_metadata_file_names_and_the_version_key_come_from_constants() -> None:
 
 def test_the_names_are_what_the_formats_say() -> None:
     assert (constants.N5_JSON, constants.ZARR_JSON, constants.VERSION_KEY) == ("attributes.json", "zarr.json", "n5")
-    assert constants.METADATA_FILES == {"attributes.json", "zarr.json"}
+    assert {"attributes.json", "zarr.json"} == constants.METADATA_FILES

@@ -27,7 +27,7 @@ def put_block(root: Path, data: bytes, key: str = "0/0") -> None:
     (root / key).write_bytes(data)
 
 
-@pytest.mark.parametrize("mode,name", [(1, "varlength"), (2, "object")])
+@pytest.mark.parametrize(("mode", "name"), [(1, "varlength"), (2, "object")])
 def test_non_default_block_modes_refused_with_key_and_mode(tmp_path: Path, mode: int, name: str) -> None:
     ds = make_dataset(tmp_path / "d")
     if mode == 1:
@@ -55,7 +55,7 @@ def test_codec_alone_names_the_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "shape,match",
+    ("shape", "match"),
     [((0, 3), r"header shape \[0, 3\]"), ((4000000, 3), r"header shape \[4000000, 3\]"), ((4, 3, 1), "3 dimensions")],
 )
 def test_absurd_headers_refused_before_allocation(tmp_path: Path, shape: tuple, match: str) -> None:
@@ -91,7 +91,7 @@ def test_lz4_checksum_mismatch_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "attrs,match",
+    ("attrs", "match"),
     [
         ({"dataType": "object"}, "not supported"),
         ({"dataType": "string"}, "not supported"),

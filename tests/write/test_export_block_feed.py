@@ -45,7 +45,8 @@ def test_last_stored_is_the_block_written_by_this_thread_once(boundary):
     edge = a[4:7, 0:4, 4:5]
     expected = np.pad(edge, [(0, 1), (0, 0), (0, 3)]) if boundary == "pad" else edge
     np.testing.assert_array_equal(mine, expected)
-    assert mine.dtype == np.dtype(">u2") and mine.flags.c_contiguous
+    assert mine.dtype == np.dtype(">u2")
+    assert mine.flags.c_contiguous
     np.testing.assert_array_equal(mine, stored_values(expected.T))
     np.testing.assert_array_equal(got["other"], a[0:4, 0:4, 0:4])
     with pytest.raises(KeyError):  # handed out once

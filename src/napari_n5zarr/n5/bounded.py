@@ -181,7 +181,7 @@ def check_blosc_header(data: BytesLike, size: int) -> None:
         raise N5BlockError(f"blosc header declares {cbytes} compressed bytes, block has {len(view)}")
     if nbytes != size:
         raise N5BlockError(f"blosc header declares {nbytes} decompressed bytes, the header shape needs {size}")
-    if typesize == 0 or size and not 0 < blocksize <= nbytes:
+    if typesize == 0 or (size and not 0 < blocksize <= nbytes):
         raise N5BlockError(f"blosc header is corrupt (typesize {typesize}, blocksize {blocksize}, nbytes {nbytes})")
     if flags & BLOSC_MEMCPYED:
         if cbytes != nbytes + _BLOSC_HEADER.size:

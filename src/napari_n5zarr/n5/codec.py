@@ -356,7 +356,7 @@ class N5DefaultCodec(ArrayBytesCodec):
                 payload = await self._inner_decode_async(raw[header.size :], nbytes)
             except N5BlockError:
                 raise
-            except Exception as e:  # noqa: BLE001 (any failure of the inner compressor is a bad block, named by the caller)
+            except Exception as e:  # any failure of the inner compressor is a bad block, named by the caller
                 raise N5BlockError(f"cannot decompress ({_name(self.compressor)}): {e}") from None
         except N5BlockError as e:
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None

@@ -154,7 +154,7 @@ class LZ4BlockCodec(BytesBytesCodec):
 
     block_size: int = DEFAULT_BLOCK_SIZE
 
-    def __init__(self, *, blockSize: int = DEFAULT_BLOCK_SIZE) -> None:  # noqa: N803 (N5 key)
+    def __init__(self, *, blockSize: int = DEFAULT_BLOCK_SIZE) -> None:  # N5 key
         object.__setattr__(self, "block_size", check_block_size(blockSize))
 
     @classmethod

@@ -50,13 +50,13 @@ JSONDict = dict[str, Any]
 __all__ = [
     "GROUP_DOC",
     "N5DatasetMetadata",
-    "attributes_to_zarr",
-    "zarr_to_attributes",
     "N5GroupMetadata",
+    "attributes_to_zarr",
     "is_dataset",
     "parse_attributes",
     "parse_zarr_json",
     "user_attributes",
+    "zarr_to_attributes",
 ]
 
 
@@ -233,7 +233,7 @@ class N5DatasetMetadata:
     takes); False for readers that never load zarr (they fall back to zarr for those:
     :func:`napari_n5zarr.n5.compression.zarr_refuses`)."""
 
-    def __post_init__(self, check_zarr: bool = True) -> None:
+    def __post_init__(self, check_zarr: bool) -> None:
         dims = _dims(self.dimensions, DIMENSIONS, positive=False)
         block = _dims(self.block_size, BLOCK_SIZE, positive=True)
         if len(dims) != len(block):

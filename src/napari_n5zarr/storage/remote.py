@@ -333,7 +333,7 @@ class RemoteStore(FsspecStore):
         path = f"{self.path.rstrip('/')}/{key}" if key else self.path
         try:
             return str(self.fs.unstrip_protocol(path))
-        except Exception:  # noqa: BLE001 (a message helper must not fail)
+        except Exception:  # a message helper must not fail
             return path
 
     @property
@@ -364,12 +364,12 @@ class RemoteStore(FsspecStore):
                 return await self._attempt(call, deadline)
             except (FileNotFoundError, N5FormatError):
                 raise
-            except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
+            except Exception as e:  # every library's fault, classified below
                 what = name() if callable(name) else name
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
                     logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
-                    await asyncio.sleep(delay * (1 + random.random() / 4))  # noqa: S311 (jitter)
+                    await asyncio.sleep(delay * (1 + random.random() / 4))  # jitter
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
                 logger.debug("giving up on %s%s", what, tries, exc_info=True)

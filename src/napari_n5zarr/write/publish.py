@@ -186,7 +186,7 @@ class Destination:
                 safe_destination.recover(self.target)
                 self._created = None if self.target.exists() else self.target  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)
-        except BaseException:  # noqa: BLE001 (release the lock on any failure, even KeyboardInterrupt; re-raised)
+        except BaseException:  # release the lock on any failure, even KeyboardInterrupt; re-raised
             if self._lock is not None:
                 self._lock.__exit__(None, None, None)
             raise
@@ -213,7 +213,8 @@ class Destination:
         """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last."""
         from zarr.core.sync import sync
 
-        assert self.store is not None and self._out is not None, "open() first"
+        assert self.store is not None, "open() first"
+        assert self._out is not None, "open() first"
         out = self._out
         publish_metadata(out, "" if self._staging is not None else self.prefix, plan)
         if self._staging is not None and self.target is not None:

@@ -256,10 +256,8 @@ class DestinationLock:
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # while still holding the flock
-            except FileNotFoundError:
-                pass
             os.close(self._fd)
             self._fd = None
 
