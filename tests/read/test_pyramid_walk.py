@@ -17,7 +17,8 @@ from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
 
 def test_spatial_detect_is_the_walk():
     """``spatial.detect`` / ``spatial.n5_ordered`` (public names) forward to the walk."""
-    assert spatial.detect is detect and spatial.n5_ordered is n5_ordered
+    assert spatial.detect is detect
+    assert spatial.n5_ordered is n5_ordered
     from napari_n5zarr.spatial import detect as imported
 
     assert imported is detect
@@ -84,7 +85,8 @@ def test_detect_container():
     assert not c1.is_labels
     assert found["labels"].is_labels
     assert found["labels"].paths == ("labels",)
-    assert found["em"].scale == (2.0, 4.0, 8.0) and found["em"].translate == (1.0, 0.0, 0.0)
+    assert found["em"].scale == (2.0, 4.0, 8.0)
+    assert found["em"].translate == (1.0, 0.0, 0.0)
     bdv = found["bdv/setup0"]
     assert bdv.time_paths[1] == ("bdv/setup0/timepoint1/s0", "bdv/setup0/timepoint1/s1")
     assert bdv.ndim == 4
@@ -159,7 +161,8 @@ def test_detect_inherits_from_groups_above_the_store_root(tmp_path):
     g = root.create_group("g", attributes={"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 3.0]}})
     napari_n5zarr.create_dataset(g, "s0", shape=(8, 8, 4), dtype="uint8", chunks=(4, 4, 4))
     (ms,) = detect(napari_n5zarr.open(tmp_path / "c.n5" / "g" / "s0"))  # the store starts at s0
-    assert ms.scale == (0.5, 0.5, 3.0) and ms.units == ("um",) * 3
+    assert ms.scale == (0.5, 0.5, 3.0)
+    assert ms.units == ("um",) * 3
     (tmp_path / "c.n5" / "g" / "attributes.json").write_text("{}")  # nothing to inherit any more
     (ms,) = detect(napari_n5zarr.open(tmp_path / "c.n5" / "g" / "s0"))
     assert ms.scale == (1.0, 1.0, 1.0)

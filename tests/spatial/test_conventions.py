@@ -71,9 +71,12 @@ def test_listing_of_nested_groups_and_sub() -> None:
     data = Listing.of({"k": 1}, _levels(2))
     g = Listing.of({"top": True}, {"a": _info((2,))}, {"data": data, "other": None})
     assert g.attrs == {"top": True}
-    assert list(g.arrays_in()) == ["a"] and g.groups_in() == ["data", "other"]
-    assert g.listed("data") and not g.listed("other")
-    assert g.sub("data").attrs == {"k": 1} and list(g.sub("data").arrays_in()) == ["s0", "s1"]
+    assert list(g.arrays_in()) == ["a"]
+    assert g.groups_in() == ["data", "other"]
+    assert g.listed("data")
+    assert not g.listed("other")
+    assert g.sub("data").attrs == {"k": 1}
+    assert list(g.sub("data").arrays_in()) == ["s0", "s1"]
     assert g.arrays["data/s1"].shape == (32, 16, 8)
 
 
@@ -91,13 +94,16 @@ def test_ngff_entry() -> None:
         ]
     }
     g = Listing.of(attrs)
-    assert cv.NGFF.matches(g) and not cv.N5_VIEWER.matches(g)
+    assert cv.NGFF.matches(g)
+    assert not cv.N5_VIEWER.matches(g)
     assert cv.NGFF.reads(g) == ("0", "1")  # the referenced datasets, read by the walk
     g.arrays.update({"0": _info((8, 8, 8)), "1": _info((4, 4, 4))})
     assert cv.NGFF.reads(g) == ()
     (r,) = cv.NGFF.build(g, {})
-    assert r.at == "" and r.claims == ("0", "1")
-    assert r.pyramid.convention == "ngff-0.4" and r.pyramid.scale == (1.0, 2.0, 4.0)
+    assert r.at == ""
+    assert r.claims == ("0", "1")
+    assert r.pyramid.convention == "ngff-0.4"
+    assert r.pyramid.scale == (1.0, 2.0, 4.0)
     assert cv.NGFF.build(Listing.of(attrs), {}) == []  # its datasets are not there
 
 
@@ -105,15 +111,19 @@ def test_cosem_entry() -> None:
     transform = {"axes": ["z", "y", "x"], "scale": [8, 4, 2], "translate": [0, 0, 0], "units": ["nm"] * 3}
     attrs = {"multiscales": [{"datasets": [{"path": "s0", "transform": transform}]}]}
     g = Listing.of(attrs, {"s0": _info((10, 10, 10))})
-    assert cv.COSEM.matches(g) and not cv.NGFF.matches(g)
+    assert cv.COSEM.matches(g)
+    assert not cv.NGFF.matches(g)
     (r,) = _take(cv.COSEM, g)
-    assert r.pyramid.convention == "cosem" and r.pyramid.scale == (2.0, 4.0, 8.0) and r.claims == ("s0",)
+    assert r.pyramid.convention == "cosem"
+    assert r.pyramid.scale == (2.0, 4.0, 8.0)
+    assert r.claims == ("s0",)
 
 
 def test_n5viewer_entry_inherits_the_resolution() -> None:
     g = Listing.of({}, _levels(3))
     (r,) = _take(cv.N5_VIEWER, g, {"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
-    assert r.pyramid.paths == ("s0", "s1", "s2") and r.pyramid.scale == (4.0, 4.0, 40.0)
+    assert r.pyramid.paths == ("s0", "s1", "s2")
+    assert r.pyramid.scale == (4.0, 4.0, 40.0)
     assert r.pyramid.downsampling[2] == (4.0, 4.0, 4.0)
     assert not cv.N5_VIEWER.matches(Listing.of({}, {"raw": _info((4, 4))}))
 
@@ -121,10 +131,12 @@ def test_n5viewer_entry_inherits_the_resolution() -> None:
 def test_paintera_entry() -> None:
     attrs = {"painteraData": {"type": "label"}, "maxId": 9}
     g = Listing.of(attrs, {}, {"data": None, "unique-labels": None})
-    assert cv.PAINTERA.matches(g) and cv.PAINTERA.reads(g) == ("data",)
+    assert cv.PAINTERA.matches(g)
+    assert cv.PAINTERA.reads(g) == ("data",)
     g = Listing.of(attrs, {}, {"data": Listing.of({"resolution": [2, 2, 2]}, _levels(2)), "unique-labels": None})
     (r,) = _take(cv.PAINTERA, g)
-    assert r.pyramid.paths == ("data/s0", "data/s1") and r.pyramid.scale == (2.0, 2.0, 2.0)
+    assert r.pyramid.paths == ("data/s0", "data/s1")
+    assert r.pyramid.scale == (2.0, 2.0, 2.0)
     assert r.pyramid.attrs["painteraData"] == {"type": "label"}
     assert r.claims == ("data", "unique-labels")  # the bookkeeping is no layer of its own
     assert not cv.PAINTERA.matches(Listing.of({}, {}, {"data": None}))
@@ -137,16 +149,20 @@ def _setup(timepoints: int = 2) -> Listing:
 
 def test_bdv_timepoints_entry() -> None:
     bare = Listing.of({}, {}, {"timepoint0": None, "timepoint1": None})
-    assert cv.BDV_TIMEPOINTS.matches(bare) and cv.BDV_TIMEPOINTS.reads(bare) == ("timepoint0", "timepoint1")
+    assert cv.BDV_TIMEPOINTS.matches(bare)
+    assert cv.BDV_TIMEPOINTS.reads(bare) == ("timepoint0", "timepoint1")
     (r,) = _take(cv.BDV_TIMEPOINTS, _setup())
-    assert r.at == "" and r.claims == ("timepoint0", "timepoint1")
-    assert r.pyramid.convention == "bdv" and r.pyramid.ndim == 4  # time points stacked as t
+    assert r.at == ""
+    assert r.claims == ("timepoint0", "timepoint1")
+    assert r.pyramid.convention == "bdv"
+    assert r.pyramid.ndim == 4  # time points stacked as t
     assert r.pyramid.downsampling[1] == (2.0, 2.0, 1.0, 1.0)
 
 
 def test_bdv_setups_entry_reads_setups_then_their_timepoints() -> None:
     root = Listing.of({}, {}, {"setup0": None, "setup1": None, "other": None})
-    assert cv.BDV_SETUPS.matches(root) and cv.BDV_SETUPS.reads(root) == ("setup0", "setup1")
+    assert cv.BDV_SETUPS.matches(root)
+    assert cv.BDV_SETUPS.reads(root) == ("setup0", "setup1")
     half = Listing.of({}, {}, {"setup0": Listing.of({}, {}, {"timepoint0": None}), "setup1": None})
     assert cv.BDV_SETUPS.reads(half) == ("setup0/timepoint0", "setup1")
     found = _take(cv.BDV_SETUPS, Listing.of({}, {}, {"setup0": _setup(1), "setup1": _setup(2), "other": None}))
@@ -159,17 +175,24 @@ def test_the_first_pyramid_entry_that_builds_wins() -> None:
     ngff = {"multiscales": [{"axes": ["z", "y", "x"], "datasets": [{"path": "s1", "coordinateTransformations": []}]}]}
     g = Listing.of(ngff, _levels(2))
     built = next(r for c in cv.PYRAMIDS if c.matches(g) for r in c.build(g, {}))
-    assert built.pyramid.convention.startswith("ngff") and built.pyramid.paths == ("s1",)
+    assert built.pyramid.convention.startswith("ngff")
+    assert built.pyramid.paths == ("s1",)
     g = Listing.of({**ngff, "multiscales": [{**ngff["multiscales"][0], "datasets": [{"path": "x", "coordinateTransformations": []}]}]}, _levels(2))
     built = next(r for c in cv.PYRAMIDS if c.matches(g) for r in c.build(g, {}))
-    assert built.pyramid.convention == "n5viewer" and built.pyramid.paths == ("s0", "s1")
+    assert built.pyramid.convention == "n5viewer"
+    assert built.pyramid.paths == ("s0", "s1")
 
 
 def test_plain_dataset_and_finish() -> None:
     ms = dataset_pyramid(_info((3, 40, 30), dtype="uint8"), "rgb")
-    assert ms is not None and ms.paths == ("rgb",) and ms.convention == "none"
+    assert ms is not None
+    assert ms.paths == ("rgb",)
+    assert ms.convention == "none"
     done = cv.finish(ms, "c/rgb", "c")
-    assert done.name == "c/rgb" and done.paths == ("c/rgb",) and done.axes == ("rgb", "x", "y")
+    assert done.name == "c/rgb"
+    assert done.paths == ("c/rgb",)
+    assert done.axes == ("rgb", "x", "y")
     labels = cv.finish(dataset_pyramid(_info((4, 4), dtype="uint32"), "seg"), "seg", "")
     assert labels.is_labels
-    assert cv.stored_name({cv.NAME_KEY: " cells "}) == "cells" and cv.stored_name({}) is None
+    assert cv.stored_name({cv.NAME_KEY: " cells "}) == "cells"
+    assert cv.stored_name({}) is None

@@ -123,7 +123,7 @@ class Listing:
         """A group with these child arrays and child groups (a nested :class:`Listing`, or
         None for a group whose contents were not read)."""
         out = cls()
-        out.add("", attrs, arrays or {}, [k for k in groups or {}])
+        out.add("", attrs, arrays or {}, list(groups or {}))
         for key, sub in (groups or {}).items():
             if sub is not None:
                 out.groups.update({join_path(key, p): a for p, a in sub.groups.items()})

@@ -243,12 +243,12 @@ def bdv_setup(
         ms = replace(
             ms,
             time_paths=tuple(tuple(f"{tp}/{x}" for x in p.paths) for tp, p in same),
-            scale=ms.scale + (1.0,),
-            translate=ms.translate + (0.0,),
-            units=ms.units + (None,),
+            scale=(*ms.scale, 1.0),
+            translate=(*ms.translate, 0.0),
+            units=(*ms.units, None),
             axes=ms.axes + (("time",) if "t" in ms.axes else ("t",)),
-            downsampling=tuple(f + (1.0,) for f in ms.downsampling),
-            shapes=tuple(s + (len(same),) for s in ms.shapes),
+            downsampling=tuple((*f, 1.0) for f in ms.downsampling),
+            shapes=tuple((*s, len(same)) for s in ms.shapes),
         )
     return ms
 
