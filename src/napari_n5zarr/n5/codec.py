@@ -21,15 +21,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
+from zarr.buffer import default_buffer_prototype
+from zarr.buffer.cpu import Buffer as CPUBuffer
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.buffer.cpu import Buffer as CPUBuffer
-from zarr.core.common import JSON, parse_named_configuration
-from zarr.core.dtype import parse_data_type
-from zarr.core.metadata.v3 import parse_codecs
-from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
@@ -43,13 +38,23 @@ from napari_n5zarr.n5.blocks import (
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
 from napari_n5zarr.n5.header import encode_header
+from napari_n5zarr.zarr_internals import (
+    JSON,
+    ArrayConfig,
+    ArraySpec,
+    parse_codecs,
+    parse_data_type,
+    parse_named_configuration,
+    sync,
+)
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
-    from zarr.core.metadata.v3 import ChunkGridMetadata
+    from zarr.abc.buffer import Buffer, NDBuffer
+    from zarr.dtype import ZDType
+
+    from napari_n5zarr.zarr_internals import ChunkGridMetadata, TBaseDType, TBaseScalar
 
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):

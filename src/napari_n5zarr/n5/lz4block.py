@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zarr.abc.codec import BytesBytesCodec
-from zarr.core.common import JSON, parse_named_configuration
 
 from napari_n5zarr.n5.lz4stream import (
     CODEC_NAME,
@@ -20,12 +19,14 @@ from napari_n5zarr.n5.lz4stream import (
     compress,
     decompress,
 )
+from napari_n5zarr.zarr_internals import JSON, parse_named_configuration
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import Buffer
+    from zarr.abc.buffer import Buffer
+
+    from napari_n5zarr.zarr_internals import ArraySpec
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,16 @@ def ensure_codecs_registered() -> None:
     """Register this package's codecs with zarr (also done by entry points) and pin
     ``n5_default`` to ours if another package registers the same name."""
     import zarr
-    from zarr.registry import _codec_registries, register_codec
+    from zarr.registry import register_codec
 
     from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
     from napari_n5zarr.n5.lz4stream import CODEC_NAME as LZ4_NAME
+    from napari_n5zarr.zarr_internals import codec_registry
 
     register_codec(CODEC_NAME, N5DefaultCodec)
     register_codec(LZ4_NAME, LZ4BlockCodec)
-    registry = _codec_registries[CODEC_NAME]
+    registry = codec_registry(CODEC_NAME)
     registry.lazy_load()
     if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
         zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})
