@@ -236,7 +236,7 @@ def check_position(header: tuple[int, ...], index: tuple[int, ...], shape: tuple
 def first_block_key(store: Store, prefix: str, ndim: int) -> str | None:
     """Key of the first block (lowest index along every axis present) under the dataset at
     ``prefix``, or None if it has no blocks. One listing per dimension."""
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def names(path: str) -> list[str]:
         return sorted([k async for k in store.list_dir(path)])
@@ -252,8 +252,9 @@ def first_block_key(store: Store, prefix: str, ndim: int) -> str | None:
 
 def first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
     """Mode of the first block found (None if the dataset has no blocks)."""
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
+    from zarr.buffer import default_buffer_prototype
+
+    from napari_n5zarr.zarr_internals import sync
 
     key = first_block_key(store, prefix, ndim)
     if key is None:

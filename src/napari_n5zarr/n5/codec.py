@@ -21,15 +21,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
+from zarr.buffer import default_buffer_prototype
+from zarr.buffer.cpu import Buffer as CPUBuffer
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.buffer.cpu import Buffer as CPUBuffer
-from zarr.core.common import JSON, parse_named_configuration
-from zarr.core.dtype import parse_data_type
-from zarr.core.metadata.v3 import parse_codecs
-from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
@@ -43,13 +38,23 @@ from napari_n5zarr.n5.block_format import (
 )
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
+from napari_n5zarr.zarr_internals import (
+    JSON,
+    ArrayConfig,
+    ArraySpec,
+    parse_codecs,
+    parse_data_type,
+    parse_named_configuration,
+    sync,
+)
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
-    from zarr.core.metadata.v3 import ChunkGridMetadata
+    from zarr.abc.buffer import Buffer, NDBuffer
+    from zarr.dtype import ZDType
+
+    from napari_n5zarr.zarr_internals import ChunkGridMetadata, TBaseDType, TBaseScalar
 
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):
@@ -528,14 +533,15 @@ def ensure_codecs_registered() -> None:
     """Register this package's codecs with zarr (also done by entry points) and pin
     ``n5_default`` to ours if another package registers the same name."""
     import zarr
-    from zarr.registry import _codec_registries, register_codec
+    from zarr.registry import register_codec
 
     from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
+    from napari_n5zarr.zarr_internals import codec_registry
 
     register_codec(CODEC_NAME, N5DefaultCodec)
     register_codec(LZ4_NAME, LZ4BlockCodec)
-    registry = _codec_registries[CODEC_NAME]
+    registry = codec_registry(CODEC_NAME)
     registry.lazy_load()
     if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
         zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zarr.abc.codec import BytesBytesCodec
-from zarr.core.common import JSON, parse_named_configuration
 
 from napari_n5zarr.errors import N5BlockError
+from napari_n5zarr.zarr_internals import JSON, parse_named_configuration
 
 if TYPE_CHECKING:
     from collections.abc import Buffer as BufferLike
     from typing import Self
 
-    from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import Buffer
+    from zarr.abc.buffer import Buffer
+
+    from napari_n5zarr.zarr_internals import ArraySpec
 
 
 CODEC_NAME = "n5zarr.lz4block"

@@ -507,9 +507,8 @@ def _check_zarr_accepts(doc: JSONDict) -> None:
     level of 1000, ...) fail here, naming the file, rather than later in zarr."""
     import json
 
-    from zarr.core.metadata.v3 import ArrayV3Metadata
-
     from napari_n5zarr.n5.codec import ensure_codecs_registered
+    from napari_n5zarr.zarr_internals import ArrayV3Metadata
 
     doc = {**doc, "attributes": {}}  # zarr checks all but the attributes
     try:

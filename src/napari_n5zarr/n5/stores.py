@@ -19,10 +19,10 @@ import stat
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zarr.abc.buffer import Buffer
 from zarr.abc.store import Store
-from zarr.core.buffer import Buffer, default_buffer_prototype
+from zarr.buffer import default_buffer_prototype
 from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
-from zarr.storage._utils import _normalize_byte_range_index
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
 from napari_n5zarr.n5.block_format import block_name, check_block_file_size, check_block_header
@@ -33,10 +33,11 @@ from napari_n5zarr.n5.metadata import (
     attributes_to_zarr,
     zarr_to_attributes,
 )
+from napari_n5zarr.storage.byte_range import byte_span
 
 if TYPE_CHECKING:
+    from zarr.abc.buffer import BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import BufferPrototype
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +104,10 @@ def _json_buffer(doc: dict[str, Any], prototype: BufferPrototype | None = None) 
 
 
 def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
-    """The part of a generated document that ``byte_range`` asks for (zarr's own stores
-    slice with the same helper, so ranges mean the same here as in every store)."""
+    """The part of a generated document that ``byte_range`` asks for."""
     if byte_range is None:
         return value
-    start, stop = _normalize_byte_range_index(value, byte_range)
+    start, stop = byte_span(byte_range, len(value))
     return value[start:stop]
 
 
@@ -328,7 +328,7 @@ class N5DefaultStore(_ReadsThroughGet):
 
     def set_sync(self, key: str, value: Buffer) -> None:
         if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+            from napari_n5zarr.zarr_internals import sync
 
             sync(self.set(key, value))
         else:
@@ -346,7 +346,7 @@ class N5DefaultStore(_ReadsThroughGet):
         # WrapperStore.delete_sync goes straight to the inner store: it would leave the
         # attributes.json of a deleted zarr.json behind (the async delete removes both).
         if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+            from napari_n5zarr.zarr_internals import sync
 
             sync(self.delete(key))
         else:
@@ -434,7 +434,7 @@ class ImplicitGroupStore(_ReadsThroughGet):
 
     def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
         if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+            from napari_n5zarr.zarr_internals import sync
 
             return sync(self.get(key, prototype or default_buffer_prototype(), byte_range))
         return self._store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]

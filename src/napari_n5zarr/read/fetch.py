@@ -334,8 +334,9 @@ class BlockSource:
     def _load_many(self, cells: list[tuple[int, ...]]) -> list[Any]:
         if self.synchronous:
             return _map_here_and_on_pool(self._load_sync, cells)
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
+        from zarr.buffer import default_buffer_prototype
+
+        from napari_n5zarr.zarr_internals import sync
 
         proto = default_buffer_prototype()
         pool = decode_pool()

@@ -165,9 +165,8 @@ _VALID_LOCK = threading.Lock()
 def validate_array(doc: dict[str, Any], where: str) -> None:
     """Raise the error zarr would raise on opening the array (e.g. zstd level 1e9); one
     check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
-    from zarr.core.metadata.v3 import ArrayV3Metadata
-
     from napari_n5zarr.n5.codec import ensure_codecs_registered
+    from napari_n5zarr.zarr_internals import ArrayV3Metadata
 
     key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
                       doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip

@@ -217,8 +217,9 @@ def outer_attrs(store: Any) -> dict[str, Any]:
     """Inheritable attributes of the N5 groups above ``store``'s root (a local folder or an
     fsspec URL, also under the N5 wrappers), root first: what a level opened on its own
     (``pyr.n5/s1``) inherits from its pyramid (see :func:`merge_outer_attrs`)."""
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
+    from zarr.buffer import default_buffer_prototype
+
+    from napari_n5zarr.zarr_internals import sync
 
     try:
         parents = _parent_stores(store)

@@ -80,7 +80,7 @@ class StoreSource:
         return join(self.location, key)
 
     def names(self, path: str) -> list[str]:
-        from zarr.core.sync import sync
+        from napari_n5zarr.zarr_internals import sync
 
         async def names() -> list[str]:
             return [k async for k in self.store.list_dir(path)]
@@ -90,8 +90,9 @@ class StoreSource:
     def read_many(self, keys: Sequence[str]) -> list[bytes | None | BaseException]:
         import asyncio
 
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
+        from zarr.buffer import default_buffer_prototype
+
+        from napari_n5zarr.zarr_internals import sync
 
         async def one(key: str) -> bytes | None:
             buf = await self.store.get(key, default_buffer_prototype())
@@ -119,7 +120,7 @@ class StoreSource:
             return False
 
     def _any_key(self, path: str) -> bool:
-        from zarr.core.sync import sync
+        from napari_n5zarr.zarr_internals import sync
 
         async def first() -> bool:
             async for _ in self.store.list_dir(path):
@@ -129,7 +130,7 @@ class StoreSource:
         return sync(first())
 
     def walk_files(self, path: str) -> Iterator[str]:
-        from zarr.core.sync import sync
+        from napari_n5zarr.zarr_internals import sync
 
         async def keys() -> list[str]:
             return [k async for k in self.store.list_prefix(f"{path}/" if path else "")]

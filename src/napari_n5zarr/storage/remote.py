@@ -47,8 +47,8 @@ from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:
+    from zarr.abc.buffer import Buffer, BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import Buffer, BufferPrototype
 
 T = TypeVar("T")
 

@@ -115,7 +115,7 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
 
 
 def _list_dir(store: Store, prefix: str) -> list[str]:
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def names() -> list[str]:
         return [k async for k in store.list_dir(prefix)]
