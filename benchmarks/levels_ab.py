@@ -86,7 +86,8 @@ def main() -> None:
             return 64 * (i % slabs) + 32
 
         expected = np.asarray(array[:, :, plane(0)]).T
-        assert np.array_equal(np.asarray(old[plane(0)]), expected) and np.array_equal(np.asarray(new[plane(0)]), expected)
+        assert np.array_equal(np.asarray(old[plane(0)]), expected)
+        assert np.array_equal(np.asarray(new[plane(0)]), expected)
         t_arr: Any = None
         try:
             import tensorstore as ts
@@ -141,7 +142,8 @@ def main() -> None:
           f"the new plane read runs at {100 * limit / (one['new'] or 1):.0f}% of it")  # fmt: skip
     print(f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |")
     for name, a, b, t in rows:
-        assert a is not None and b is not None
+        assert a is not None
+        assert b is not None
         ts_cols = f"{t * 1e3:8.1f} ms | {t / b:5.2f}x" if t is not None else f"{'-':>11} | {'-':>6}"
         print(f"| {name:44} | {a * 1e3:8.1f} ms | {b * 1e3:9.1f} ms | {a / b:6.2f}x | {ts_cols} |")
 

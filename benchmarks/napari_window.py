@@ -136,7 +136,7 @@ def main() -> None:
     t_jump = goto(jump_z)
     try:
         tile = list(layer._slice.image.raw.shape)
-    except Exception:  # noqa: BLE001  napari internals moved: report nothing rather than fail
+    except Exception:  # napari internals moved: report nothing rather than fail
         tile = None
     from napari.settings import get_settings
 
@@ -176,7 +176,7 @@ def _data_drawn(viewer: napari.Viewer) -> bool:
         return bool(viewer.layers) and all(
             layer.loaded and visuals[layer].node._data is not None for layer in viewer.layers
         )
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

@@ -101,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     new_src = str(HERE / "src")
     sides = [("old", args.old), ("new", new_src)] if args.old else [("this", new_src)]
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (timings move with the load)")  # noqa: T201
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (timings move with the load)")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for size in args.sizes.split(","):
             path = Path(tmp) / f"c{size}.n5"
@@ -109,10 +109,10 @@ def main() -> None:
                 make_browser_container(path)
             else:
                 make_container(path, 10_000 if size.startswith("10k") else int(size), distinct=size.endswith("distinct"))
-            print(f"{size} container:")  # noqa: T201
+            print(f"{size} container:")
             for key, value in in_process(path).items():
                 text = f"{value:,}" if isinstance(value, int) else f"{value * 1000:,.0f} ms"
-                print(f"  {key:<40} {text}")  # noqa: T201
+                print(f"  {key:<40} {text}")
             runs: dict[str, list[tuple[float, float, int, float]]] = {name: [] for name, _ in sides}
             for _ in range(args.rounds):
                 for name, src in sides:  # interleaved: both sides see the same load
@@ -121,7 +121,7 @@ def main() -> None:
                 firsts = [f for f, _, _, _ in found]
                 totals = [t for _, t, _, _ in found]
                 cpus = [c for _, _, _, c in found]
-                print(f"  n5zarr tree --json [{name}]: first row median {statistics.median(firsts) * 1000:,.0f} ms "  # noqa: T201
+                print(f"  n5zarr tree --json [{name}]: first row median {statistics.median(firsts) * 1000:,.0f} ms "
                       f"(min {min(firsts) * 1000:,.0f}), all {found[0][2]:,} rows median {statistics.median(totals) * 1000:,.0f} ms "
                       f"(min {min(totals) * 1000:,.0f}), CPU median {statistics.median(cpus) * 1000:,.0f} ms over {len(found)} runs")  # fmt: skip
 

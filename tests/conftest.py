@@ -60,7 +60,7 @@ def _zarr_config_baseline() -> dict:
     the ``codecs.n5_default`` pin, set when another package also registers the name, is in it)."""
     import zarr
 
-    from napari_n5zarr.n5.registry import ensure_codecs_registered
+    from napari_n5zarr.n5.codec import ensure_codecs_registered
 
     ensure_codecs_registered()
     return copy.deepcopy(zarr.config.config)

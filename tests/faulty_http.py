@@ -120,10 +120,15 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             fault = "503" if self.server.hits[path] <= int(fault.split(":")[1]) else None
         if fault is None or (self.command == "HEAD" and fault in ("truncated", "html", "empty")):
             if not self.server.upstream and self.server.root and (Path(self.translate_path(self.path))).is_dir():
-                return super().do_GET() if self.command == "GET" else super().do_HEAD()
+                if self.command == "GET":
+                    super().do_GET()
+                else:
+                    super().do_HEAD()
+                return
             status, headers, body = self._real()
             if status == 404 and not self.server.upstream:
-                return self._error(404)
+                self._error(404)
+                return
             self.send_response(status)
             for k, v in headers.items():
                 self.send_header(k, v)
@@ -133,7 +138,8 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
                 self.wfile.write(body)
             return
         if fault.isdigit():
-            return self._error(int(fault))
+            self._error(int(fault))
+            return
         if fault == "reset":  # RST instead of an answer
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
@@ -144,7 +150,8 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             self.close_connection = True
             return
         if fault in ("gzip-bomb", "endless", "huge-length"):
-            return self._endless(fault)
+            self._endless(fault)
+            return
         _, _, body = self._real()
         if fault == "trickle":  # the real Content-Length, then one byte a second
             self.send_response(200)

@@ -34,7 +34,9 @@ def test_rows_plane_reads_and_limit(speed, tmp_path: Path) -> None:
     for r in rows:
         assert r.ours > 0
         if not r.key.startswith("g"):
-            assert r.ts is not None and r.ts > 0 and r.ratio > 0
+            assert r.ts is not None
+            assert r.ts > 0
+            assert r.ratio > 0
     assert all(r.limit is not None and r.limit > 0 for r in rows if r.key[0] in "bcd")
     assert "| one z-plane of level 0" in speed.table(rows)
 
@@ -45,10 +47,11 @@ def test_http_row_reads_over_a_slow_local_server(speed, tmp_path: Path) -> None:
     pyr = tmp_path / "pyramid.n5"
     assert speed.write_pyramid(pyr, 64) == 1
     row, opening = speed.row_http(cfg, pyr)
-    assert (
-        row.ours >= speed.HTTP_DELAY_S and row.ts >= speed.HTTP_DELAY_S
-    )  # the delay is really added
-    assert opening.key == "f-open" and opening.ts is None
+    # the delay is really added
+    assert row.ours >= speed.HTTP_DELAY_S
+    assert row.ts >= speed.HTTP_DELAY_S
+    assert opening.key == "f-open"
+    assert opening.ts is None
     assert opening.ours >= 4 * speed.HTTP_DELAY_S  # root metadata, listing, levels, a block: one after another
 
 
@@ -70,7 +73,8 @@ def test_export_rows(speed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     for name in speed.COMPRESSIONS:
         assert f"| export level 0 (64^3), {name} |" in out
         pyramid_over_s0 = next(r for r in rows if r.key == f"e-pyr-{name}")
-        assert np.isfinite(pyramid_over_s0.ours) and pyramid_over_s0.ts is None
+        assert np.isfinite(pyramid_over_s0.ours)
+        assert pyramid_over_s0.ts is None
 
 
 def test_plain_decoder_matches_ours(speed, tmp_path: Path) -> None:

@@ -44,8 +44,11 @@ def test_rgb_layer_round_trips(tmp_path, channels, units):
     writer.write_image(str(dest), data, meta)
     (back,) = reopen(dest)
     data2, kw, kind = back
-    assert kind == "image" and kw["rgb"] is True and "channel_axis" not in kw
-    assert kw["scale"] == (2.0, 3.0) and kw["translate"] == (10.0, 20.0)
+    assert kind == "image"
+    assert kw["rgb"] is True
+    assert "channel_axis" not in kw
+    assert kw["scale"] == (2.0, 3.0)
+    assert kw["translate"] == (10.0, 20.0)
     assert kw["units"] == (("nanometer",) * 2 if units else (None, None))
     for level in levels(back):
         assert level.shape[-1] == channels  # the colour axis is never downsampled
@@ -60,7 +63,8 @@ def test_channel_axis_round_trips(tmp_path, calibrated):
     export(data, tmp_path / "c.n5", axis_labels=["c", "z", "y", "x"], chunks=16, levels=3, **extra)
     (layer,) = reopen(tmp_path / "c.n5")
     _, kw, kind = layer
-    assert kind == "image" and kw["channel_axis"] == 0
+    assert kind == "image"
+    assert kw["channel_axis"] == 0
     assert kw["name"] == ["c.n5 [0]", "c.n5 [1]", "c.n5 [2]"]
     assert kw["scale"] == ((4.0, 0.5, 0.5) if calibrated else (1.0, 1.0, 1.0))
     shapes = [lv.shape for lv in levels(layer)]
@@ -79,7 +83,8 @@ def test_channel_layers_saved_and_reopened_in_a_viewer(make_napari_viewer, tmp_p
     reopened = [layer for layer in read_path(dest) if len(layer) == 3]
     assert [kw["name"] for _, kw, _ in reopened] == ["a", "b"]
     for (level, kw, _), expected in zip(reopened, data, strict=True):
-        assert kw["scale"] == (0.5, 0.5) and kw["units"] == ("micrometer", "micrometer")
+        assert kw["scale"] == (0.5, 0.5)
+        assert kw["units"] == ("micrometer", "micrometer")
         np.testing.assert_array_equal(np.asarray(level[0] if kw["multiscale"] else level), expected)
 
 
@@ -93,10 +98,13 @@ def test_rgb_reopens_as_one_rgb_layer_in_a_viewer(make_napari_viewer, tmp_path):
     writer.write_image(str(tmp_path / "red.n5"), *layer.as_layer_data_tuple()[:2])
     viewer = make_napari_viewer(show=True)
     viewer.open(str(tmp_path / "red.n5"), plugin="napari-n5zarr")
-    assert len(viewer.layers) == 1 and viewer.layers[0].rgb
+    assert len(viewer.layers) == 1
+    assert viewer.layers[0].rgb
     shot = viewer.screenshot(canvas_only=True, flash=False)
     centre = shot[shot.shape[0] // 2, shot.shape[1] // 2]
-    assert centre[0] > 200 and centre[1] < 50 and centre[2] < 50, centre  # drawn red, not grey
+    assert centre[0] > 200, centre
+    assert centre[1] < 50, centre
+    assert centre[2] < 50, centre  # drawn red, not grey
 
 
 def test_convert_never_downsamples_colour(tmp_path):
@@ -113,7 +121,8 @@ def test_convert_never_downsamples_colour(tmp_path):
     (layer,) = reopen(dest)
     assert layer[1]["rgb"] is True
     shapes = [lv.shape for lv in levels(layer)]
-    assert len(shapes) > 2 and all(s[-1] == 3 for s in shapes), shapes
+    assert len(shapes) > 2, shapes
+    assert all(s[-1] == 3 for s in shapes), shapes
     np.testing.assert_array_equal(np.asarray(levels(layer)[0]), image)
 
 
@@ -139,4 +148,5 @@ def test_export_keeps_time_and_channel_extents(tmp_path):
 def test_only_spatial_axes_are_planned(labels, ndim, expected):
     assert pyramid.spatial_axes(ndim, labels) == expected
     steps = pyramid.plan([64] * ndim, [8] * ndim, expected)
-    assert steps and all(step[i] == 1 for step in steps for i in range(ndim) if i not in expected)
+    assert steps
+    assert all(step[i] == 1 for step in steps for i in range(ndim) if i not in expected)

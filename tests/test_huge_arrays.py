@@ -76,7 +76,7 @@ def test_huge_sparse_dataset_opens_with_metadata_and_a_bounded_sample(tmp_path, 
     # a tile at the centre reads the blocks it shows, and holds the data
     count_reads.clear()
     c = tuple(s // 2 for s in shape[::-1])
-    tile = np.asarray(levels[0][c[:-2] + (slice(c[-2], c[-2] + 4), slice(c[-1], c[-1] + 4))])
+    tile = np.asarray(levels[0][(*c[:-2], slice(c[-2], c[-2] + 4), slice(c[-1], c[-1] + 4))])
     assert (tile == 7).all()
     per_axis = [math.ceil(4 / b) + 1 for b in blocks[:2]]
     assert len(data_reads(count_reads)) <= math.prod(per_axis)
@@ -100,7 +100,9 @@ def test_thousands_of_datasets_open_nothing_and_say_so(tmp_path, count_reads):
     count_reads.clear()
     notes = []
     assert read_path(tmp_path / "many.n5", notify=lambda level, msg: notes.append(msg)) == []
-    assert len(notes) == 1 and "N5 browser" in notes[0] and "no layers" in notes[0]
+    assert len(notes) == 1
+    assert "N5 browser" in notes[0]
+    assert "no layers" in notes[0]
     assert len(count_reads) <= 6  # the root's metadata files: not one read per dataset
 
 
@@ -110,7 +112,8 @@ def test_more_pyramids_than_max_layers_open_nothing(tmp_path):
         napari_n5zarr.create_dataset(root, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
     notes = []
     assert read_path(tmp_path / "some.n5", notify=lambda level, msg: notes.append(msg)) == []
-    assert len(notes) == 1 and f"more than {layers.MAX_LAYERS} images" in notes[0]
+    assert len(notes) == 1
+    assert f"more than {layers.MAX_LAYERS} images" in notes[0]
     few = napari_n5zarr.open(tmp_path / "few.n5", mode="w")
     for i in range(3):
         napari_n5zarr.create_dataset(few, f"d{i}", shape=(8, 8), dtype="uint8", chunks=(8, 8))
@@ -147,12 +150,13 @@ def test_corrupt_block_reads_as_fill_value_with_one_notice(tmp_path):
     for _ in range(2):  # read twice: one notice only
         np.testing.assert_array_equal(np.asarray(layer[0]), expected)
     assert len(notes) == 1, notes
-    assert notes[0][0] == "warning" and "fill value" in notes[0][1]
+    assert notes[0][0] == "warning"
+    assert "fill value" in notes[0][1]
 
 
 @pytest.mark.napari
 def test_corrupt_block_in_first_slice_leaves_a_drawn_layer(make_napari_viewer, tmp_path, monkeypatch):
-    path, data = _corrupt(tmp_path)
+    path, _data = _corrupt(tmp_path)
     notes = []
     monkeypatch.setattr(reader, "_notify", lambda level, msg: notes.append(msg))
     viewer = make_napari_viewer(show=True)
@@ -172,7 +176,8 @@ def test_huge_single_level_is_shown_through_preview_levels(make_napari_viewer, t
     viewer = make_napari_viewer(show=True)
     viewer.open(str(tmp_path / "h.n5" / "big"), plugin="napari-n5zarr")
     (layer,) = viewer.layers
-    assert layer.multiscale and isinstance(layer.data[0], lv.LevelReader)
+    assert layer.multiscale
+    assert isinstance(layer.data[0], lv.LevelReader)
     layer.contrast_limits = (0, 200)
     shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3].mean(axis=-1)
     h, w = shot.shape

@@ -97,7 +97,7 @@ def test_reading_imports_only_the_library_it_uses(datasets, tmp_path, how: str, 
             assert module not in ours, f"reading {name} imported {module}"
     for prefix in NEVER:
         assert not any(m == prefix or m.startswith(prefix + ".") for m in ours), f"reading imported {prefix}"
-    assert "napari_n5zarr.n5.blocks" in after  # the read really went through the block decoder...
+    assert "napari_n5zarr.n5.block_format" in after  # the read really went through the block decoder...
     if how == "open":
         assert "napari_n5zarr.n5.codec" in after  # ...through zarr's codec (get_reader reads a local folder without zarr)
 
@@ -140,10 +140,10 @@ def test_napari_open_path_imports_no_dask_array_nor_distributed(tmp_path: Path) 
         assert module not in result["modules"], f"the open path imported {module}"
 
 
-def test_napari_open_of_a_local_pyramid_imports_no_zarr(tmp_path: Path) -> None:
+def test_napari_open_of_a_local_pyramid_reads_through_the_n5_stores(tmp_path: Path) -> None:
     """read_path on a local N5 pyramid (as tensorstore and n5-java write it: N5 only) and a
-    plane of level 0 (napari's first frame) never import zarr (~0.3 s of imports and a
-    garbage collection pass on napari's open): the folder is read without it."""
+    plane of level 0 (napari's first frame) read through the one path: the N5 stores and the
+    codec's block decoder (issue 20: no zarr-free second reader), and load no dask.array."""
     root = tmp_path / "p.n5"
     root.mkdir()
     (root / "attributes.json").write_text(json.dumps({"n5": "4.0.0", "resolution": [1, 1, 2], "units": ["um"] * 3}))
@@ -161,6 +161,7 @@ def test_napari_open_of_a_local_pyramid_imports_no_zarr(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     np.testing.assert_array_equal(np.array(result["plane"], dtype="uint16"), data[5])  # the read was real
-    assert "napari_n5zarr.n5.blocks" in result["modules"] and "deflate" in result["modules"]  # decoded here
-    for module in ("zarr", "numcodecs", "napari_n5zarr.n5.codec", "napari_n5zarr.access", "dask.array"):
+    assert "napari_n5zarr.n5.block_format" in result["modules"] and "deflate" in result["modules"]  # decoded here
+    assert "napari_n5zarr.n5.stores" in result["modules"]  # metadata and blocks came through the N5 stores
+    for module in ("napari_n5zarr.read.local", "dask.array"):
         assert module not in result["modules"], f"the open path imported {module}"

@@ -84,7 +84,8 @@ def test_corpus_n5viewer_modern_s0_same_everywhere(served):
         pytest.skip("corpus missing")
     base = served(CORPUS_N5)
     local = calibration(CORPUS_N5 / "n5_viewer_multiscale_modern" / "s0")
-    assert local[0] == (20.0, 10.0) and local[2] == ("second", "nanometer")  # from the parent group
+    assert local[0] == (20.0, 10.0)
+    assert local[2] == ("second", "nanometer")  # from the parent group
     assert calibration(f"{base}/n5_viewer_multiscale_modern/s0") == local
     assert info_calibration(f"{base}/n5_viewer_multiscale_modern/s0")[0] == (10.0, 20.0)
 
@@ -104,7 +105,7 @@ def test_level_opened_alone_over_s3(pyramid, s3_bucket):
     assert remote == calibration(pyramid / "raw" / "s0")
 
 
-class _s3_conf:  # noqa: N801 (a context manager)
+class _s3_conf:  # a context manager
     def __init__(self, bucket):
         self.bucket = bucket
 

@@ -11,17 +11,17 @@ from typing import Any, Literal
 
 import zarr
 from zarr.abc.store import Store
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
+from zarr.buffer import default_buffer_prototype
 
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
+from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
-from napari_n5zarr.n5.registry import ensure_codecs_registered
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
 from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.storage.zip import BoundedZipStore
 from napari_n5zarr.storage.zip_names import check_member_names
+from napari_n5zarr.zarr_internals import sync
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
@@ -36,7 +36,7 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     backoff and errors naming the URL (:class:`~napari_n5zarr.storage.remote.RemoteStore`);
     zip members are size-checked before they inflate
     (:class:`~napari_n5zarr.storage.zip.BoundedZipStore`). Every read stops at its cap
-    (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`).
+    (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`).
 
     Parameters
     ----------
@@ -190,11 +190,11 @@ def child_nodes(group: zarr.Group, keys: Sequence[str]) -> list[zarr.Array | zar
     to zarr's event loop and over the network for all, not one each."""
     import asyncio
 
-    from zarr.core.sync import sync  # looked up per call (tests count the round trips)
+    from napari_n5zarr.zarr_internals import async_group, sync  # per call: tests count round trips
 
     async def read_all(todo: list[str]) -> list[Any]:
         # zarr's Group has no public concurrent getitem: its AsyncGroup does it
-        return await asyncio.gather(*(group._async_group.getitem(k) for k in todo), return_exceptions=True)
+        return await asyncio.gather(*(async_group(group).getitem(k) for k in todo), return_exceptions=True)
 
     memo = _READ_ONCE.get()
     store, base = _where(group)
@@ -285,10 +285,7 @@ def open(  # noqa: A001 (the public name is a contract)
     from zarr.storage import StorePath
 
     if doc.get("node_type") == "array":
-        from napari_n5zarr.n5.pipeline import use_fused_pipeline
-
-        # zarr's fused pipeline for this array only (never the user's global config)
-        return use_fused_pipeline(zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store))))  # type: ignore[call-overload]
+        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store)))  # type: ignore[call-overload]
     if doc.get("node_type") == "group":
         return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(store), dict(doc)))
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
@@ -344,7 +341,7 @@ def create_dataset(
     """
     import numpy as np
 
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
     try:
         meta = N5DatasetMetadata(

@@ -7,9 +7,12 @@ working. Leaf module: imports nothing beyond the standard library.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "BLOCK_NAME_ATTR",
     "ClusterError",
+    "DeadlineExceeded",
     "DestinationBusyError",
     "DestinationLockError",
     "ExportCancelled",
@@ -21,6 +24,8 @@ __all__ = [
     "N5ZarrError",
     "NodeExistsError",
     "NodeNotFoundError",
+    "NotEditableError",
+    "NothingToConvertError",
     "SkippedNodeWarning",
     "located",
 ]
@@ -107,6 +112,24 @@ class DestinationBusyError(N5ZarrError, OSError):
 class DestinationLockError(N5ZarrError, OSError):
     """The lock file beside a destination is not one this package wrote (a symbolic or hard
     link, a folder, a FIFO, a file of other content): refused, nothing was changed."""
+
+
+class DeadlineExceeded(N5ZarrError, TimeoutError):
+    """One attempt at a remote read took longer than its deadline
+    (:attr:`~napari_n5zarr.storage.remote.RemoteSettings.deadline`); retried as a timeout, and
+    after the last attempt reported as an :class:`N5StoreError`."""
+
+
+class NotEditableError(N5ZarrError, ValueError):
+    """The node cannot be edited in place (the message says why and what to do)."""
+
+
+class NothingToConvertError(N5ZarrError, ValueError):
+    """The source holds no readable image or labels array; ``skipped`` lists the unreadable nodes."""
+
+    def __init__(self, message: str, skipped: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.skipped = list(skipped)
 
 
 class ExportCancelled(N5ZarrError):

@@ -483,7 +483,7 @@ METADATA_FILES = {"attributes.json", "zarr.json", ".zgroup", ".zattrs", ".zarray
 
 
 def _n5_codec(dtype: str, ndim: int):
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
     return N5DatasetMetadata(dimensions=(1,) * ndim, block_size=(1,) * ndim, data_type=dtype).codec()
 

@@ -19,11 +19,10 @@ import zarr
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError
-from napari_n5zarr.n5 import bounded, lz4stream
+from napari_n5zarr.n5 import bounded, lz4block
+from napari_n5zarr.n5.block_format import encode_header
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.header import encode_header
-from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -70,7 +69,7 @@ SEGV_CHILD = textwrap.dedent(
     """
     import json, sys, pathlib, numpy as np
     import napari_n5zarr
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
     d = pathlib.Path(sys.argv[1]); cname = sys.argv[2]
     attrs = {"dimensions": [64, 64, 64], "blockSize": [64, 64, 64], "dataType": "uint16",
              "compression": {"type": "blosc", "cname": cname, "clevel": 5, "shuffle": 1, "blocksize": 0}}
@@ -119,7 +118,7 @@ def test_every_truncation_of_a_small_blosc_block_is_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    "offset,fmt,value,match",
+    ("offset", "fmt", "value", "match"),
     [
         (0, "B", 3, "format version 3"),
         (4, "<I", 1 << 30, r"declares 1073741824 decompressed bytes, the header shape needs 280"),
@@ -171,13 +170,13 @@ def test_multi_member_gzip_reads_and_forged_isize_is_bounded() -> None:
 
 
 def test_lz4block_stream_declaring_more_than_the_block_is_refused_before_allocation() -> None:
-    piece = struct.pack("<8sBiii", lz4stream.MAGIC, 0x20, 10, 1 << 30, 0) + bytes(10)
+    piece = struct.pack("<8sBiii", lz4block.MAGIC, 0x20, 10, 1 << 30, 0) + bytes(10)
     with pytest.raises(N5BlockError, match="declares more than the 64 bytes"):
-        lz4stream.decompress(piece, max_size=64, exact=True)
+        lz4block.decompress(piece, max_size=64, exact=True)
     with pytest.raises(N5BlockError, match="no end mark"):
-        lz4stream.decompress(lz4stream.compress(bytes(64))[:-21], max_size=64, exact=True)
+        lz4block.decompress(lz4block.compress(bytes(64))[:-21], max_size=64, exact=True)
     with pytest.raises(N5BlockError, match="stray bytes"):
-        lz4stream.decompress(lz4stream.compress(bytes(64)) + b"x", max_size=64, exact=True)
+        lz4block.decompress(lz4block.compress(bytes(64)) + b"x", max_size=64, exact=True)
 
 
 def test_zstd_frame_declaring_another_size_is_refused_before_decoding() -> None:
@@ -240,9 +239,11 @@ def test_error_names_local_container_and_key_with_both_pipelines(tmp_path: Path)
     pattern = rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"
     with pytest.raises(N5BlockError, match=pattern):
         napari_n5zarr.open(root)["s0"][...]
-    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}):
-        with pytest.raises(N5BlockError, match=pattern):
-            napari_n5zarr.open(root)["s0"][...]
+    with (
+        zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}),
+        pytest.raises(N5BlockError, match=pattern),
+    ):
+        napari_n5zarr.open(root)["s0"][...]
 
 
 def test_error_names_zip_and_fsspec_containers(tmp_path: Path) -> None:
@@ -286,7 +287,7 @@ def test_container_descriptions(tmp_path: Path) -> None:
     from zarr.storage import FsspecStore, LocalStore, MemoryStore
 
     from napari_n5zarr import ImplicitGroupStore, N5DefaultStore
-    from napari_n5zarr.n5.describe import describe_store
+    from napari_n5zarr.n5.stores import describe_store
 
     assert describe_store(ImplicitGroupStore(N5DefaultStore(LocalStore(tmp_path)))) == str(tmp_path)
     assert describe_store(N5DefaultStore(MemoryStore())) == "memory store"

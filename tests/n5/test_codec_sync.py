@@ -19,8 +19,7 @@ from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.dtype import parse_data_type
 
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 
 COMPRESSIONS = {
     "raw": {"type": "raw"},
@@ -89,7 +88,8 @@ def test_sync_and_async_decode_agree_exactly(name: str, dtype: str) -> None:
             encoded = codec._encode_sync(chunk_spec.prototype.nd_buffer.from_numpy_array(block), chunk_spec)
             as_nd = chunk_spec.prototype.nd_buffer.from_numpy_array(block)
             (encoded_async,) = asyncio.run(codec.encode([(as_nd, chunk_spec)]))
-            assert encoded is not None and encoded_async is not None
+            assert encoded is not None
+            assert encoded_async is not None
             assert encoded.to_bytes() == encoded_async.to_bytes() == codec.encode_block(block)
 
 
@@ -99,10 +99,14 @@ def test_decode_view_is_the_values_without_a_copy() -> None:
     block = np.arange(np.prod(CHUNK), dtype="uint16").reshape(CHUNK)
     stored = CPUBuffer.from_bytes(codec.encode_block(block))
     view, fresh = codec._decode_view(stored, chunk_spec)
-    assert not fresh and view.dtype == np.dtype(">u2") and not view.flags.owndata
+    assert not fresh
+    assert view.dtype == np.dtype(">u2")
+    assert not view.flags.owndata
     np.testing.assert_array_equal(view, block)
     padded, fresh = codec._decode_view(CPUBuffer.from_bytes(codec.encode_block(block[:3])), chunk_spec)
-    assert fresh and padded.dtype == np.dtype("uint16") and padded.flags.writeable
+    assert fresh
+    assert padded.dtype == np.dtype("uint16")
+    assert padded.flags.writeable
     np.testing.assert_array_equal(padded[:3], block[:3])
     assert (padded[3:] == 7).all()
 

@@ -12,7 +12,7 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError, N5FormatError, N5MetadataError
-from napari_n5zarr.n5.header import encode_header
+from napari_n5zarr.n5.block_format import encode_header
 
 
 def make_dataset(root: Path, attrs: dict | None = None) -> Path:
@@ -27,7 +27,7 @@ def put_block(root: Path, data: bytes, key: str = "0/0") -> None:
     (root / key).write_bytes(data)
 
 
-@pytest.mark.parametrize("mode,name", [(1, "varlength"), (2, "object")])
+@pytest.mark.parametrize(("mode", "name"), [(1, "varlength"), (2, "object")])
 def test_non_default_block_modes_refused_with_key_and_mode(tmp_path: Path, mode: int, name: str) -> None:
     ds = make_dataset(tmp_path / "d")
     if mode == 1:
@@ -55,7 +55,7 @@ def test_codec_alone_names_the_mode(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "shape,match",
+    ("shape", "match"),
     [((0, 3), r"header shape \[0, 3\]"), ((4000000, 3), r"header shape \[4000000, 3\]"), ((4, 3, 1), "3 dimensions")],
 )
 def test_absurd_headers_refused_before_allocation(tmp_path: Path, shape: tuple, match: str) -> None:
@@ -80,10 +80,10 @@ def test_corrupt_compressed_block_refused(tmp_path: Path) -> None:
 
 
 def test_lz4_checksum_mismatch_refused(tmp_path: Path) -> None:
-    from napari_n5zarr.n5 import lz4stream
+    from napari_n5zarr.n5 import lz4block
 
     ds = make_dataset(tmp_path / "d", {"compression": {"type": "lz4", "blockSize": 65536}})
-    stream = bytearray(lz4stream.compress(np.arange(12, dtype=">u2").tobytes()))
+    stream = bytearray(lz4block.compress(np.arange(12, dtype=">u2").tobytes()))
     stream[17] ^= 0xFF  # checksum field of the first piece
     put_block(ds, encode_header((4, 3)) + bytes(stream))
     with pytest.raises(N5BlockError, match="checksum"):
@@ -91,7 +91,7 @@ def test_lz4_checksum_mismatch_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "attrs,match",
+    ("attrs", "match"),
     [
         ({"dataType": "object"}, "not supported"),
         ({"dataType": "string"}, "not supported"),
@@ -154,7 +154,7 @@ def test_unrepresentable_zarr_metadata_refused_on_write(tmp_path: Path) -> None:
 
 
 def test_encode_block_refuses_non_n5_dtypes() -> None:
-    from napari_n5zarr.n5.model import N5DatasetMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
     codec = N5DatasetMetadata(dimensions=(3,), block_size=(3,), data_type="uint8").codec()
     for dtype in ("bool", "complex64", "float16", "<U2"):

@@ -28,7 +28,7 @@ MEMORY_LIMIT = 3 << 30
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs resource.RLIMIT_AS")
-@pytest.mark.parametrize("seed,count", RUNS)
+@pytest.mark.parametrize(("seed", "count"), RUNS)
 def test_mutated_attributes_json_end_in_a_named_error_or_a_correct_open(tmp_path: Path, seed: int, count: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
            "PYTHONWARNINGS": "ignore"}  # fmt: skip

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from napari_n5zarr.errors import N5BlockError
-from napari_n5zarr.n5.header import encode_header, header_size, parse_header
+from napari_n5zarr.n5.block_format import encode_header, header_size, parse_header
 
 
 def test_default_header_round_trip() -> None:

@@ -15,7 +15,8 @@ def test_dataset_round_trip(dtype: str) -> None:
     attrs = {"dimensions": [5, 4, 3], "blockSize": [2, 2, 2], "dataType": dtype, "compression": {"type": "xz", "preset": 4},
              "pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]}, "downsamplingFactors": [1, 1, 1]}
     doc = attributes_to_zarr(attrs)
-    assert doc["shape"] == [5, 4, 3] and doc["data_type"] == dtype
+    assert doc["shape"] == [5, 4, 3]
+    assert doc["data_type"] == dtype
     assert doc["chunk_grid"] == {"name": "regular", "configuration": {"chunk_shape": [2, 2, 2]}}
     assert doc["chunk_key_encoding"] == {"name": "v2", "configuration": {"separator": "/"}}
     assert doc["fill_value"] == 0
@@ -43,7 +44,7 @@ def test_root_dataset_keeps_version_in_same_file() -> None:
 
 
 @pytest.mark.parametrize(
-    "change,match",
+    ("change", "match"),
     [
         ({"data_type": "complex64"}, "no N5 equivalent"),
         ({"fill_value": 7}, "fill value"),
@@ -85,8 +86,7 @@ import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import napari_n5zarr  # noqa: E402
-from napari_n5zarr.n5.constants import MAX_JSON_DEPTH  # noqa: E402
-from napari_n5zarr.n5.limits import check_nesting  # noqa: E402
+from napari_n5zarr.n5.constants import MAX_JSON_DEPTH, check_nesting  # noqa: E402
 
 BAD_DOCUMENTS = {
     "not json": b"{dimensions: [4]",
@@ -139,7 +139,7 @@ def test_check_nesting_counts_levels_without_recursion() -> None:
 
 def test_translation_itself_refuses_deep_user_attributes() -> None:
     attrs = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "a": json.loads("[" * 300 + "]" * 300)}
-    with pytest.raises(N5MetadataError, match="/tmp/d/attributes.json: JSON nested deeper"):
+    with pytest.raises(N5MetadataError, match=r"/tmp/d/attributes\.json: JSON nested deeper"):
         attributes_to_zarr(attrs, path="/tmp/d/attributes.json")
 
 
@@ -158,9 +158,11 @@ def test_block_larger_than_n5_java_can_write_is_refused(monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize(
-    "compression,match",
-    [({"type": "zstd", "level": 1000}, "less than or equal to 22"),
-     ({"type": "lz4", "blockSize": 1e999}, "must be an integer, got inf")],  # fmt: skip
+    ("compression", "match"),
+    [
+        ({"type": "zstd", "level": 1000}, "less than or equal to 22"),
+        ({"type": "lz4", "blockSize": 1e999}, "must be an integer, got inf"),
+    ],
 )
 def test_parameters_zarr_refuses_are_metadata_errors_naming_the_file(compression: dict, match: str) -> None:
     """Found by the fuzz: these escaped as a bare ValueError/OverflowError from zarr."""

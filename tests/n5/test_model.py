@@ -16,7 +16,7 @@ from zarr.storage import LocalStore
 from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.model import (
+from napari_n5zarr.n5.metadata import (
     N5DatasetMetadata,
     N5GroupMetadata,
     parse_attributes,
@@ -40,7 +40,8 @@ def _readable(path: Path) -> bool:
 
 
 def test_corpus_is_there() -> None:
-    assert len(DOCUMENTS) > 50 and sum(map(_readable, DOCUMENTS)) > 50
+    assert len(DOCUMENTS) > 50
+    assert sum(map(_readable, DOCUMENTS)) > 50
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(DATA)))
@@ -62,7 +63,8 @@ def test_corpus_round_trips_through_the_model(path: Path) -> None:
     # and back from the zarr.json document: the same node (N5 compression parameters come
     # back in their canonical form: gzip level -1 is 6, ...)
     back = parse_zarr_json(meta.to_zarr_json(), meta.version)
-    assert type(back) is type(meta) and back.to_zarr_json() == meta.to_zarr_json()
+    assert type(back) is type(meta)
+    assert back.to_zarr_json() == meta.to_zarr_json()
     if isinstance(meta, N5GroupMetadata):
         assert back == meta
 
@@ -87,8 +89,11 @@ def test_fields_are_typed() -> None:
         {"n5": "4.0.0", "dimensions": [5, 4, 3], "blockSize": [2, 2, 2], "dataType": "uint16",
          "compression": {"type": "gzip", "level": -1}, "pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]}}
     )  # fmt: skip
-    assert meta.dimensions == (5, 4, 3) and meta.block_size == (2, 2, 2) and meta.ndim == 3
-    assert meta.data_type == "uint16" and meta.version == "4.0.0"
+    assert meta.dimensions == (5, 4, 3)
+    assert meta.block_size == (2, 2, 2)
+    assert meta.ndim == 3
+    assert meta.data_type == "uint16"
+    assert meta.version == "4.0.0"
     assert meta.compression == {"type": "gzip", "level": -1}
     assert meta.attributes == {"pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]}}
     assert meta.inner_codecs() == [
@@ -101,7 +106,7 @@ def test_fields_are_typed() -> None:
 
 
 @pytest.mark.parametrize(
-    "compression,dtype,expected",
+    ("compression", "dtype", "expected"),
     [
         ({"type": "raw"}, "uint8", [TransposeCodec(order=(1, 0)), BytesCodec(endian=None)]),
         ("gzip", "int16", [TransposeCodec(order=(1, 0)), BytesCodec(endian="big"), GzipCodec(level=6)]),
@@ -126,7 +131,7 @@ def test_constructor_and_from_json_validate_the_same_way() -> None:
 
 
 @pytest.mark.parametrize(
-    "doc,match",
+    ("doc", "match"),
     [
         ([1, 2], "must hold a JSON object, got list"),
         ({"dimensions": [4], "dataType": "uint8"}, r"lack \['blockSize'\]"),
@@ -150,7 +155,8 @@ def test_group_refuses_to_be_a_dataset_and_keeps_its_version() -> None:
     with pytest.raises(N5MetadataError, match=r"^g/attributes.json: a group cannot hold both"):
         N5GroupMetadata.from_json({"dimensions": [2], "dataType": "uint8"}, "g/attributes.json")
     setup = N5GroupMetadata.from_json({"n5": "2.5.1", "dataType": "uint16", "downsamplingFactors": [[1, 1]]})
-    assert setup.version == "2.5.1" and setup.attributes == {"dataType": "uint16", "downsamplingFactors": [[1, 1]]}
+    assert setup.version == "2.5.1"
+    assert setup.attributes == {"dataType": "uint16", "downsamplingFactors": [[1, 1]]}
     assert setup.to_zarr_json() == {"zarr_format": 3, "node_type": "group", "attributes": dict(setup.attributes)}
     assert N5GroupMetadata.from_zarr_json(setup.to_zarr_json(), "2.5.1") == setup
 
@@ -162,7 +168,7 @@ def test_reserved_user_attributes_are_refused() -> None:
 
 def test_the_model_imports_no_codec_or_compression_library() -> None:
     code = (
-        "import sys, napari_n5zarr.n5.model, napari_n5zarr.n5.constants, napari_n5zarr.errors, napari_n5zarr.spatial\n"
+        "import sys, napari_n5zarr.n5.metadata, napari_n5zarr.n5.constants, napari_n5zarr.errors, napari_n5zarr.spatial\n"
         "heavy = {'zarr', 'numcodecs', 'deflate', 'zstandard', 'lz4', 'xxhash', 'napari_n5zarr.n5.codec',"
         " 'napari_n5zarr.n5.compression'}\n"
         "print(sorted(heavy.intersection(sys.modules)))"

@@ -7,7 +7,7 @@ import pytest
 from zarr.core.metadata import v3
 
 from napari_n5zarr.errors import N5MetadataError
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
 
 @pytest.fixture

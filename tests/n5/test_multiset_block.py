@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from paintera_multiset import (  # noqa: E402
+from paintera_multiset import (
     BLOCK,
     MISSING,
     expected_s0,
@@ -25,9 +25,9 @@ from paintera_multiset import (  # noqa: E402
     write_paintera_container,
 )
 
-from napari_n5zarr.errors import N5BlockError  # noqa: E402
-from napari_n5zarr.n5.blocks import n5_decompress, raw_payload  # noqa: E402
-from napari_n5zarr.n5.label_multiset import (  # noqa: E402
+from napari_n5zarr.errors import N5BlockError
+from napari_n5zarr.n5.block_format import n5_decompress, raw_payload
+from napari_n5zarr.n5.label_multiset import (
     INVALID,
     apply_assignment,
     assignment_table,
@@ -58,7 +58,8 @@ def test_fixture_blocks_decode_to_the_labels_they_encode(tmp_path, compression):
             cell = cell_shape(index, expected.shape, BLOCK)
             got = decode_multiset_block(path.read_bytes(), cell, WHERE, gz)
             want = expected[tuple(slice(i * b, i * b + c) for i, b, c in zip(index, BLOCK, cell, strict=True))]
-            assert got.dtype == np.uint64 and got.shape == cell
+            assert got.dtype == np.uint64
+            assert got.shape == cell
             np.testing.assert_array_equal(got, want)
             assert got.T.flags.c_contiguous
 
@@ -85,8 +86,8 @@ def test_the_cell_comes_from_the_grid_not_the_header():
 
 
 def test_mode_0_block_of_the_voxel_count_is_read():
+    payload = bytes(4)
     with pytest.raises(N5BlockError, match="at least"):  # its payload can never hold the offsets
-        payload = bytes(4)
         decode_multiset_block(struct.pack(">HHI", 0, 1, 4) + payload, (4,), WHERE, raw_payload)
 
 

@@ -16,8 +16,8 @@ from hypothesis.extra import numpy as hnp
 from zarr.storage import LocalStore, MemoryStore
 
 import napari_n5zarr
+from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.n5.codec import N5DefaultCodec
-from napari_n5zarr.n5.header import parse_header
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 
 
@@ -69,7 +69,8 @@ def _check_round_trip(data: np.ndarray, block: tuple[int, ...], name: str, bound
     write_blocks(store, "d", data, block, COMPRESSIONS[name], boundary)
     arr = zarr.open_array(ImplicitGroupStore(N5DefaultStore(store)), path="d", mode="r")
     out = arr[...]
-    assert out.dtype == data.dtype and out.shape == data.shape
+    assert out.dtype == data.dtype
+    assert out.shape == data.shape
     np.testing.assert_array_equal(out, data)
     assert out.tobytes() == data.tobytes()
     np.testing.assert_array_equal(arr[sel], data[sel])
@@ -145,7 +146,8 @@ def test_zarr_write_path_round_trip(tmp_path: Path, name: str) -> None:
     back = napari_n5zarr.open(tmp_path / "c.n5")["a"]
     np.testing.assert_array_equal(back[...], data)
     assert back.attrs["note"] == [1, 2]
-    assert (tmp_path / "c.n5/a/attributes.json").exists() and (tmp_path / "c.n5/a/zarr.json").exists()
+    assert (tmp_path / "c.n5/a/attributes.json").exists()
+    assert (tmp_path / "c.n5/a/zarr.json").exists()
 
 
 @pytest.mark.parametrize("name", ["zstd", "gzip", "gzip-zlib", "lz4", "blosc"])

@@ -37,7 +37,8 @@ def memory_copy(folder: Path) -> MemoryStore:
 def test_zarr_json_answered_from_attributes_json() -> None:
     store = N5DefaultStore(LocalStore(JAVA, read_only=True))
     doc = json.loads(sync(store.get("gzip/zarr.json", default_buffer_prototype())).to_bytes())
-    assert doc["node_type"] == "array" and doc["shape"] == [3, 512, 512]
+    assert doc["node_type"] == "array"
+    assert doc["shape"] == [3, 512, 512]
     assert doc["codecs"][0]["configuration"]["codecs"][2] == {"name": "gzip", "configuration": {"level": 6}}
     assert sync(store.exists("gzip/zarr.json"))
     assert sync(store.get("nothing/zarr.json", default_buffer_prototype())) is None
@@ -47,7 +48,8 @@ def test_listings_show_zarr_json_never_attributes_json() -> None:
     store = ImplicitGroupStore(N5DefaultStore(LocalStore(JAVA, read_only=True)))
     assert set(sync(_collect(store.list_dir("")))) == {"zarr.json", "raw", "gzip", "bzip2", "xz", "lz4"}
     keys = sync(_collect(store.list_prefix("raw/")))
-    assert "raw/zarr.json" in keys and not any(k.endswith("attributes.json") for k in keys)
+    assert "raw/zarr.json" in keys
+    assert not any(k.endswith("attributes.json") for k in keys)
     assert not any(k.endswith("attributes.json") for k in sync(_collect(store.list())))
 
 
@@ -122,7 +124,8 @@ def test_user_attributes_survive_both_ways(tmp_path: Path) -> None:
     root = napari_n5zarr.open(src, mode="r+")
     assert root.attrs.asdict() == {"pixelResolution": {"unit": "nm", "dimensions": [4, 4]}}
     arr = root["g"]
-    assert arr.attrs["nested"] == {"a": [1, [2, 3]]} and arr.attrs["with space"] == "ok"
+    assert arr.attrs["nested"] == {"a": [1, [2, 3]]}
+    assert arr.attrs["with space"] == "ok"
     arr.attrs["added"] = True
     root.attrs["extra"] = "x"
     written = json.loads((src / "g/attributes.json").read_text())
@@ -131,7 +134,8 @@ def test_user_attributes_survive_both_ways(tmp_path: Path) -> None:
     assert json.loads((src / "attributes.json").read_text())["extra"] == "x"
     # the zarr.json written beside it says the same
     zdoc = json.loads((src / "g/zarr.json").read_text())
-    assert zdoc["attributes"]["added"] is True and zdoc["codecs"][0]["name"] == "n5_default"
+    assert zdoc["attributes"]["added"] is True
+    assert zdoc["codecs"][0]["name"] == "n5_default"
 
 
 def test_dataset_at_container_root_with_version_key() -> None:

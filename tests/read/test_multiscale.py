@@ -67,13 +67,13 @@ def test_levels_for_napari_order_exact_values(tmp_path, write_n5, strict):
 
 
 def test_children_opens_the_levels_in_one_round_trip_as_child_does(tmp_path, write_n5, monkeypatch):
-    import zarr.core.sync
+    from napari_n5zarr import zarr_internals
 
     root, _ = _pyramid(tmp_path, write_n5)
     paths = ["raw/s0", "raw/s1", "line"]
     calls = []
-    sync = zarr.core.sync.sync
-    monkeypatch.setattr(zarr.core.sync, "sync", lambda *a, **k: calls.append(1) or sync(*a, **k))
+    sync = zarr_internals.sync
+    monkeypatch.setattr(zarr_internals, "sync", lambda *a, **k: calls.append(1) or sync(*a, **k))
     arrays = children(root, paths)
     assert len(calls) == 1  # one round trip to zarr's event loop for every level
     monkeypatch.undo()

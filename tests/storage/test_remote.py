@@ -72,7 +72,7 @@ def guarded(call):
     def run() -> None:
         try:
             box["value"] = call()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             box["error"] = e
 
     thread = threading.Thread(target=run, daemon=True)
@@ -86,7 +86,7 @@ def guarded(call):
 
 # -- control: no faults -------------------------------------------------------------------------
 def test_no_fault_reads_exactly(remote) -> None:
-    server, url, options = remote
+    _server, url, options = remote
     for name in ("raw", "gzip"):
         np.testing.assert_array_equal(napari_n5zarr.open(f"{url}/{name}", storage_options=options)[...], EXPECTED)
 
@@ -151,7 +151,9 @@ def test_retries_are_logged_naming_the_url(remote, caplog: pytest.LogCaptureFixt
     with caplog.at_level("INFO", logger="napari_n5zarr.storage.remote"):
         guarded(lambda: arr[BLOCK])
     retries = [r.getMessage() for r in caplog.records if r.name == "napari_n5zarr.storage.remote"]
-    assert len(retries) == 1 and "gzip/0/0/0" in retries[0] and "attempt 2 of 3" in retries[0], retries
+    assert len(retries) == 1, retries
+    assert "gzip/0/0/0" in retries[0], retries
+    assert "attempt 2 of 3" in retries[0], retries
 
 
 def test_one_more_503_than_the_budget_is_an_error(remote, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,7 +175,7 @@ def test_metadata_transport_fault_is_not_reported_as_not_found(remote, fault: st
     assert not isinstance(info.value, FileNotFoundError)
 
 
-@pytest.mark.parametrize("fault,match", [("html", "not valid JSON"), ("empty", "not valid JSON")])
+@pytest.mark.parametrize(("fault", "match"), [("html", "not valid JSON"), ("empty", "not valid JSON")])
 def test_metadata_with_a_bogus_body_names_the_file(remote, fault: str, match: str) -> None:
     server, url, options = remote
     server.faults["/gzip/attributes.json"] = fault
@@ -188,7 +190,8 @@ def test_metadata_404_is_a_missing_node(remote) -> None:
     server.faults["/gzip/attributes.json"] = "404"
     root = napari_n5zarr.open(url, storage_options=options)
     assert isinstance(root, zarr.Group)
-    assert "gzip" not in root.array_keys() and "raw" in root.array_keys()
+    assert "gzip" not in root.array_keys()
+    assert "raw" in root.array_keys()
 
 
 def test_child_metadata_fault_in_a_listing_is_an_error(remote) -> None:
@@ -201,7 +204,7 @@ def test_child_metadata_fault_in_a_listing_is_an_error(remote) -> None:
 
 
 def test_oversized_remote_metadata_is_refused(remote, monkeypatch: pytest.MonkeyPatch) -> None:
-    server, url, options = remote
+    _server, url, options = remote
     size = len((JAVA / "gzip/attributes.json").read_bytes())
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", str(size - 1))
     with pytest.raises(N5MetadataError, match=r"java.n5/gzip/attributes.json: .*size limit.*N5ZARR_MAX_METADATA_BYTES"):
@@ -277,6 +280,7 @@ def test_opening_for_napari_reads_each_listing_and_level_once(tmp_path: Path, mo
     np.testing.assert_array_equal(np.asarray(by_name["em/mask"]), a[:, :8, :8])  # one level: no list
     listings = [p for p in hits if p.endswith("/")]
     levels = [p for p in hits if "/em/raw/s" in p and p.endswith("/attributes.json")]
-    assert len(listings) == 4 and len(levels) == 3, hits  # c.n5/, em/, em/raw/, em/mask/; s0-s2
+    assert len(listings) == 4, hits  # c.n5/, em/, em/raw/, em/mask/
+    assert len(levels) == 3, hits  # s0-s2
     assert all(n == 1 for n in hits.values()), {p: n for p, n in hits.items() if n > 1}
     assert not [p for p in hits if p.rsplit("/", 1)[-1] in (".zgroup", ".zattrs", ".zarray", ".zmetadata")], hits

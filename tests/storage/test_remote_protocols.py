@@ -64,7 +64,8 @@ def test_s3_write_then_read(s3_bucket: dict) -> None:
     fs = s3fs.S3FileSystem(**s3_bucket)
     fs.invalidate_cache()
     assert fs.cat("n5-data/new.n5/attributes.json") == b'{\n  "n5": "4.0.0"\n}'
-    assert fs.exists("n5-data/new.n5/d/attributes.json") and fs.exists("n5-data/new.n5/d/zarr.json")
+    assert fs.exists("n5-data/new.n5/d/attributes.json")
+    assert fs.exists("n5-data/new.n5/d/zarr.json")
 
 
 def test_s3_missing_is_an_error(s3_bucket: dict) -> None:

@@ -23,9 +23,11 @@ def test_keeps_the_source_levels_exactly(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     report = convert(src, dest, compression="zstd:3")
-    assert report.dest == str(dest) and report.skipped == []
+    assert report.dest == str(dest)
+    assert report.skipped == []
     [image] = report.images
-    assert image == ConvertedImage("", str(dest), False, image.convention) and image.convention != "none"
+    assert image == ConvertedImage("", str(dest), False, image.convention)
+    assert image.convention != "none"
     source, converted = napari_n5zarr.open(src), napari_n5zarr.open(dest)
     np.testing.assert_array_equal(converted["s0"][...], a.T)
     for k in range(3):
@@ -43,7 +45,9 @@ def test_levels_chunks_and_progress(calibrated_pyramid, tmp_path):
     assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 4]
     assert not list(dest.rglob("zarr.json"))
     np.testing.assert_array_equal(napari_n5zarr.open(dest / "s0")[...], a.T)
-    assert seen and {name for name, _, _ in seen} == {"export"} and seen[-1][1] == seen[-1][2]
+    assert seen
+    assert {name for name, _, _ in seen} == {"export"}
+    assert seen[-1][1] == seen[-1][2]
 
 
 def test_several_images_and_skipped_nodes(tmp_path):
@@ -58,7 +62,8 @@ def test_several_images_and_skipped_nodes(tmp_path):
     report = convert(root, dest)
     assert [(i.name, i.target) for i in report.images] == [("a", f"{dest}/a"), ("b/c", f"{dest}/b_c")]
     [skipped] = report.skipped
-    assert skipped.startswith("broken: ") and "snappy" in skipped
+    assert skipped.startswith("broken: ")
+    assert "snappy" in skipped
     np.testing.assert_array_equal(napari_n5zarr.open(dest / "a" / "s0")[...], a.T)
     np.testing.assert_array_equal(napari_n5zarr.open(dest / "b_c" / "s0")[...], b.T)
 

@@ -84,7 +84,8 @@ def test_every_level_equals_export_of_the_edited_array_and_nothing_else_changes(
     assert set(after) == set(before)  # no journal, no staged file left
     changed = {k for k in before if before[k][0] != after[k][0]}
     assert len(changed) == result.total_blocks > 0
-    assert result.blocks[0] > 0 and all(n > 0 for n in result.blocks)
+    assert result.blocks[0] > 0
+    assert all(n > 0 for n in result.blocks)
     assert result.bytes_written == sum(len(after[k][0]) for k in changed)
     for key in set(before) - changed:
         assert before[key] == after[key], key  # same bytes, same mtime
@@ -99,7 +100,8 @@ def test_unchanged_values_write_nothing(tmp_path):
     dest = make(tmp_path, data)
     before = snapshot(dest)
     result = write_region(dest, data[2:9, 5:30, 7:40], (2, 5, 7))
-    assert result.total_blocks == 0 and result.bytes_written == 0
+    assert result.total_blocks == 0
+    assert result.bytes_written == 0
     assert snapshot(dest) == before
 
 
@@ -141,7 +143,8 @@ def test_a_padded_dataset_written_by_tensorstore(tmp_path):
     assert tuple(np.frombuffer(block.read_bytes()[4:16], dtype=">u4")) == (8, 8, 8)  # tensorstore pads
     patch, edited = edit(data, (15, 30, 41), (6, 7, 9), 9)
     result = write_region(tmp_path / "ts.n5", patch, (15, 30, 41))
-    assert result.blocks == [result.total_blocks] and result.total_blocks > 0
+    assert result.blocks == [result.total_blocks]
+    assert result.total_blocks > 0
     assert tuple(np.frombuffer(block.read_bytes()[4:16], dtype=">u4")) == (8, 8, 8)
     read = ts.open({k: v for k, v in spec.items() if k not in ("create", "metadata")}).result().read().result()
     np.testing.assert_array_equal(np.asarray(read).T, edited)
@@ -257,4 +260,5 @@ def test_a_tensorstore_reader_looping_during_saves_sees_old_or_new_blocks(tmp_pa
     finally:
         stop.set()
         thread.join()
-    assert reads[0] > 0 and bad == []
+    assert reads[0] > 0
+    assert bad == []

@@ -14,8 +14,9 @@ from zarr.storage import MemoryStore
 import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.n5.codec import stored_values
-from napari_n5zarr.n5.model import N5DatasetMetadata
-from napari_n5zarr.write import blocks, levels, pyramid
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
+from napari_n5zarr.write import blocks, pyramid
+from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.blocks import N5Blocks
 from napari_n5zarr.write.pyramid import plan, spatial_axes
 
@@ -44,7 +45,8 @@ def test_last_stored_is_the_block_written_by_this_thread_once(boundary):
     edge = a[4:7, 0:4, 4:5]
     expected = np.pad(edge, [(0, 1), (0, 0), (0, 3)]) if boundary == "pad" else edge
     np.testing.assert_array_equal(mine, expected)
-    assert mine.dtype == np.dtype(">u2") and mine.flags.c_contiguous
+    assert mine.dtype == np.dtype(">u2")
+    assert mine.flags.c_contiguous
     np.testing.assert_array_equal(mine, stored_values(expected.T))
     np.testing.assert_array_equal(got["other"], a[0:4, 0:4, 0:4])
     with pytest.raises(KeyError):  # handed out once

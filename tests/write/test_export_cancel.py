@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from napari_n5zarr import export
-from napari_n5zarr.write import blocks, levels, pyramid
+from napari_n5zarr.write import blocks, pyramid
+from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.blocks import ExportCancelled
 
 THREADS = 3
@@ -113,7 +114,8 @@ def test_cancel_does_not_wait_for_a_block_still_computing(tmp_path, threads, wri
     source = da.ones((64, 64, 64), dtype="uint8", chunks=8).map_blocks(hangs_after_ten, dtype="uint8")
     with pytest.raises(ExportCancelled):
         export(source, tmp_path / "x.n5", chunks=8, compression="raw", cancel=cancel)
-    assert running and not finished  # returned while a block was still computing
+    assert running
+    assert not finished  # returned while a block was still computing
     assert leftovers(tmp_path) == []
     release.set()
     assert settled.wait(HANG_GUARD)
@@ -135,16 +137,21 @@ def test_cancel_while_the_next_level_reads_the_previous_one(tmp_path, threads, w
     real_get = blocks.store_get
 
     def counting_get(store, key):
-        if key.startswith("s0/") and counter.before.get("write s1", 0) >= 2:
-            if counter.count("read s0") is False and counter.before.get("read s0", 0) >= 40:
-                counter.set_cancel()
+        if (
+            key.startswith("s0/")
+            and counter.before.get("write s1", 0) >= 2
+            and counter.count("read s0") is False
+            and counter.before.get("read s0", 0) >= 40
+        ):
+            counter.set_cancel()
         return real_get(store, key)
 
     monkeypatch.setattr(blocks, "store_get", counting_get)
     source = da.from_array(np.arange(64**3, dtype="uint16").reshape(64, 64, 64), chunks=16)
     with pytest.raises(ExportCancelled):
         export(source, tmp_path / "x.n5", chunks=8, compression="raw", cancel=cancel)
-    assert counter.before["write s0"] == 512 and cancel.is_set()
+    assert counter.before["write s0"] == 512
+    assert cancel.is_set()
     assert counter.after.get("read s0", 0) <= threads  # each running task stops at its next read
     assert counter.after.get("write s1", 0) == 0
     assert leftovers(tmp_path) == []
@@ -203,7 +210,8 @@ def test_cancel_during_the_in_memory_pyramid(tmp_path, writes, monkeypatch, accu
         assert 1 <= counter.before["write s0"] < 64  # stopped inside level 0 (regions in flight finish)
     else:
         assert counter.before["write s0"] == 64
-    assert counter.after.get("write s0", 0) == 0 and counter.after.get("write s1", 0) == 0
+    assert counter.after.get("write s0", 0) == 0
+    assert counter.after.get("write s1", 0) == 0
     assert leftovers(tmp_path) == []
 
 
@@ -216,7 +224,8 @@ def test_uncancelled_export_is_unchanged(tmp_path, threads):
     export(data, tmp_path / "b.n5", chunks=8, cancel=threading.Event())
     a, b = n5open(tmp_path / "a.n5"), n5open(tmp_path / "b.n5")
     names = sorted(name for name, _ in a.arrays())
-    assert names == sorted(name for name, _ in b.arrays()) and len(names) >= 2
+    assert names == sorted(name for name, _ in b.arrays())
+    assert len(names) >= 2
     np.testing.assert_array_equal(np.asarray(a["s0"][...]).T, data)  # N5 order in zarr
     for name in names:
         np.testing.assert_array_equal(a[name][...], b[name][...])
@@ -250,6 +259,7 @@ def test_widget_cancel_does_not_wait_for_a_block_still_computing(make_napari_vie
         qtbot.waitUntil(lambda: w.worker is None, timeout=HANG_GUARD * 1000)
         assert w.status.value == "cancelled"
         assert len(finished) < len(running)  # a block was still computing when it ended
-        assert not (tmp_path / "slow.n5").exists() and leftovers(tmp_path) == []
+        assert not (tmp_path / "slow.n5").exists()
+        assert leftovers(tmp_path) == []
     finally:
         release.set()

@@ -20,11 +20,14 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client():
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        distributed.LocalCluster(
             processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1"
-        ) as cluster, distributed.Client(cluster) as c:
-            yield c
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
 
 
 def idle(client) -> None:
@@ -66,9 +69,12 @@ def test_a_failure_on_the_cluster_leaves_nothing_and_a_rerun_works(client, tmp_p
 
 
 def test_no_worker_fails_after_worker_timeout(tmp_path):
-    with distributed.LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster:
-        with distributed.Client(cluster) as c, pytest.raises(ClusterError, match="no worker for 0.5 s"):
-            export(da.ones((8, 8), "uint8", chunks=4), tmp_path / "out.n5", chunks=4, scheduler=c, worker_timeout=0.5)
+    with (
+        distributed.LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster,
+        distributed.Client(cluster) as c,
+        pytest.raises(ClusterError, match=r"no worker for 0\.5 s"),
+    ):
+        export(da.ones((8, 8), "uint8", chunks=4), tmp_path / "out.n5", chunks=4, scheduler=c, worker_timeout=0.5)
     assert not (tmp_path / "out.n5").exists()
 
 
@@ -81,8 +87,10 @@ def test_a_layer_opened_by_the_reader_exports_on_the_cluster(client, tmp_path):
     a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint16")
     export(a, tmp_path / "in.n5", chunks=8, scale=(3.0, 1.0, 1.0))
     notes: list[tuple[str, str]] = []
-    (data, meta, kind), *_ = read_path(tmp_path / "in.n5", lambda level, message: notes.append((level, message)))
-    assert kind == "image" and isinstance(data, list) and not notes
+    (data, _meta, kind), *_ = read_path(tmp_path / "in.n5", lambda level, message: notes.append((level, message)))
+    assert kind == "image"
+    assert isinstance(data, list)
+    assert not notes
     export(data[0], tmp_path / "one.n5", chunks=8, scheduler=client)
     export(data, tmp_path / "all.n5", chunks=8, scheduler=client)  # every level as it is
     np.testing.assert_array_equal(open_node(tmp_path / "one.n5")["s0"][...], a.T)

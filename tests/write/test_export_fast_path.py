@@ -15,7 +15,8 @@ import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import stored_values
-from napari_n5zarr.write import blocks, coarse, levels
+from napari_n5zarr.write import blocks, coarse
+from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.pyramid import plan, spatial_axes
 from napari_n5zarr.write.workers import Workers
 
@@ -126,7 +127,8 @@ def test_coarse_blocks_are_written_while_level_0_is(tmp_path, monkeypatch):
     export(smooth((64, 128, 128)), tmp_path / "p.n5", chunks=32, compression="raw")
     s0 = [i for i, name in enumerate(order) if name == "s0"]
     s1 = [i for i, name in enumerate(order) if name == "s1"]
-    assert len(s0) == 2 * 4 * 4 and len(s1) == 2 * 2
+    assert len(s0) == 2 * 4 * 4
+    assert len(s1) == 2 * 2
     assert min(s1) < max(s0)
 
 
@@ -173,13 +175,14 @@ def test_coarse_levels_fill_in_any_order():
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", ">u2", "int32", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(64, 64, 64), (40, 64, 33), (3, 256, 256), (1000,), (7, 9, 5)])
 def test_stored_values_is_the_transposed_big_endian_copy(dtype, shape):
-    base = np.arange(int(np.prod(shape)) * 3, dtype=np.int64).reshape(shape[:-1] + (shape[-1] * 3,)) % 251
+    base = np.arange(int(np.prod(shape)) * 3, dtype=np.int64).reshape((*shape[:-1], shape[-1] * 3)) % 251
     for arr in (base[..., ::3], np.asfortranarray(base[..., : shape[-1]]), base[..., : shape[-1]].T.copy().T):
         arr = arr.astype(dtype)
         n5_order = arr.T  # a block in N5 order, as export hands it over
         got = stored_values(n5_order)
         be = np.dtype(dtype).newbyteorder(">") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
-        assert got.dtype == be and got.flags.c_contiguous
+        assert got.dtype == be
+        assert got.flags.c_contiguous
         np.testing.assert_array_equal(got, arr)
         assert got.tobytes() == np.ascontiguousarray(arr, dtype=be).tobytes()
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from napari_n5zarr.errors import N5FormatError
-from napari_n5zarr.write.levels import region_depth, region_shape
+from napari_n5zarr.write.export_levels import region_depth, region_shape
 from napari_n5zarr.write.plan import ExportPlan, make_plan
 
 
@@ -35,14 +35,19 @@ def test_levels_blocks_and_factors_of_a_3d_volume():
     assert [lv.factors for lv in p.levels] == [(1, 1, 1), (1, 2, 2), (2, 4, 4), (4, 8, 8)]
     assert p.nblocks == 2 * 4 * 5 + 2 * 2 * 3 + 2 + 1
     assert p.compression == {"type": "zstd", "level": 5}
-    assert p.dtype == np.dtype("uint16") and p.axes == ("z", "y", "x") and p.spatial == (0, 1, 2)
-    assert p.method == "mean" and p.boundary == "truncate" and p.prefix == ""
+    assert p.dtype == np.dtype("uint16")
+    assert p.axes == ("z", "y", "x")
+    assert p.spatial == (0, 1, 2)
+    assert p.method == "mean"
+    assert p.boundary == "truncate"
+    assert p.prefix == ""
 
 
 def test_metadata_documents_per_level_in_n5_order():
     p = plan_of(scale=(2, 1, 1), translate=(0, 0, 5), units="nm", compression="zstd:5")
     doc = p.levels[1].document
-    assert doc["node_type"] == "array" and doc["shape"] == [150, 100, 100]
+    assert doc["node_type"] == "array"
+    assert doc["shape"] == [150, 100, 100]
     assert doc["chunk_grid"]["configuration"]["chunk_shape"] == [64, 64, 64]
     assert doc["codecs"][0]["name"] == "n5_default"
     assert doc["codecs"][0]["configuration"]["codecs"][-1] == {"name": "zstd", "configuration": {"level": 5, "checksum": False}}
@@ -58,9 +63,12 @@ def test_labels_path_and_given_levels():
     p = make_plan(
         [ShapeOnly((64, 64), "uint8"), ShapeOnly((32, 32), "uint8")], given_levels=True, labels=True, path="a/b"
     )
-    assert p.given_levels and p.steps == ()
+    assert p.given_levels
+    assert p.steps == ()
     assert [lv.factors for lv in p.levels] == [(1, 1), (2, 2)]
-    assert p.method == "mode" and "image-label" in p.group_document["attributes"] and p.prefix == "a/b/"
+    assert p.method == "mode"
+    assert "image-label" in p.group_document["attributes"]
+    assert p.prefix == "a/b/"
     assert p.levels[0].document["data_type"] == "uint8"
 
 

@@ -41,8 +41,11 @@ def test_publish_metadata_writes_every_node(tmp_path):
         "attributes.json", "s0/attributes.json", "s0/zarr.json", "s1/attributes.json", "s1/zarr.json", "zarr.json",
     ]  # fmt: skip
     s1 = json.loads((tmp_path / "s1/attributes.json").read_text())
-    assert s1["dimensions"] == [15, 10] and s1["blockSize"] == [15, 10] and s1["dataType"] == "uint16"
-    assert s1["compression"]["type"] == "gzip" and s1["downsamplingFactors"] == [2, 2]
+    assert s1["dimensions"] == [15, 10]
+    assert s1["blockSize"] == [15, 10]
+    assert s1["dataType"] == "uint16"
+    assert s1["compression"]["type"] == "gzip"
+    assert s1["downsamplingFactors"] == [2, 2]
     assert json.loads((tmp_path / "attributes.json").read_text())["n5"].startswith("4.")
     group = zarr.open_group(tmp_path, mode="r")
     assert group["s0"].shape == (30, 20)  # N5 order
@@ -65,7 +68,8 @@ def test_destination_marks_incomplete_until_published(tmp_path):
     plan = small_plan()
     with Destination(dest, plan.prefix, overwrite=False, storage_options=None) as d:
         _, prefix = d.open()
-        assert prefix == "" and (dest / INCOMPLETE_MARKER).is_file()
+        assert prefix == ""
+        assert (dest / INCOMPLETE_MARKER).is_file()
         assert json.loads((dest / INCOMPLETE_MARKER).read_text())["pid"] > 0
         d.publish(plan)
     assert not (dest / INCOMPLETE_MARKER).exists()
@@ -75,11 +79,16 @@ def test_destination_marks_incomplete_until_published(tmp_path):
 
 def test_destination_removes_a_failed_export(tmp_path):
     dest = tmp_path / "out.n5"
-    with pytest.raises(RuntimeError, match="boom"), Destination(dest, "", overwrite=False, storage_options=None) as d:
-        d.open()
-        (dest / "s0").mkdir()
-        (dest / "s0" / "0").write_bytes(b"partial")
-        raise RuntimeError("boom")
+
+    def fail_after_a_partial_write() -> None:
+        with Destination(dest, "", overwrite=False, storage_options=None) as d:
+            d.open()
+            (dest / "s0").mkdir()
+            (dest / "s0" / "0").write_bytes(b"partial")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_after_a_partial_write()
     assert list(tmp_path.iterdir()) == []
 
 
@@ -97,11 +106,17 @@ def test_overwrite_writes_beside_and_swaps_only_on_publish(tmp_path):
     export(np.ones((8, 8), "uint8"), dest, chunks=4)
     before = files(dest)
     plan = small_plan()
-    with pytest.raises(RuntimeError, match="boom"), Destination(dest, "", overwrite=True, storage_options=None) as d:
-        store, _ = d.open()
-        assert str(store.root) != str(dest)  # a staging folder beside it
-        raise RuntimeError("boom")
-    assert files(dest) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out.n5"]
+
+    def fail_while_staging() -> None:
+        with Destination(dest, "", overwrite=True, storage_options=None) as d:
+            store, _ = d.open()
+            assert str(store.root) != str(dest)  # a staging folder beside it
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_while_staging()
+    assert files(dest) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.n5"]
     with Destination(dest, "", overwrite=True, storage_options=None) as d:
         d.open()
         assert files(dest) == before  # the old node stays whole until the swap

@@ -147,7 +147,8 @@ def test_every_node_is_n5_and_zarr(tmp_path):
         n5 = attrs(dest / level)
         assert n5["compression"] == {"type": "zstd", "level": 5}
         assert z["codecs"][0]["name"] == "n5_default"
-        assert z["shape"] == n5["dimensions"] and z["chunk_grid"]["configuration"]["chunk_shape"] == n5["blockSize"]
+        assert z["shape"] == n5["dimensions"]
+        assert z["chunk_grid"]["configuration"]["chunk_shape"] == n5["blockSize"]
     assert attrs(dest / "s0")["dimensions"] == [50, 37, 13]  # N5 order: reverse of napari's
     assert not (dest / INCOMPLETE_MARKER).exists()
 
@@ -195,7 +196,9 @@ def test_spatial_metadata_in_n5_order_and_round_trip(tmp_path):
     assert [u.base_unit for u in t.dimension_units] == ["nm", "nm", "nm"]
 
     [(levels, kwargs, kind)] = read_path(dest)
-    assert kind == "image" and kwargs["multiscale"] and len(levels) == 3
+    assert kind == "image"
+    assert kwargs["multiscale"]
+    assert len(levels) == 3
     # the same physical calibration, in nanometers throughout
     assert kwargs["scale"] == pytest.approx((4000.0, 500.0, 0.25))
     assert kwargs["translate"] == pytest.approx((100000.0, -2000.0, 3.5))
@@ -208,7 +211,8 @@ def test_default_labels_and_units(tmp_path):
     export(np.ones((2, 3, 5, 7), "uint8"), dest, axis_labels=("-4", "-3", "-2", "-1"), levels=1)
     root = attrs(dest)
     assert root["axes"] == ["x", "y", "z", "t"]
-    assert root["units"] == ["", "", "", ""] and root["pixelResolution"]["unit"] == "pixel"
+    assert root["units"] == ["", "", "", ""]
+    assert root["pixelResolution"]["unit"] == "pixel"
     assert "offset" not in root
     assert attrs(dest / "s0")["blockSize"] == [7, 5, 3, 1]  # non-spatial t gets blocks of 1
 
@@ -280,7 +284,7 @@ def test_plan():
     assert plan((3, 100, 100), (1, 64, 64), (1, 2)) == [(1, 2, 2)]  # non-spatial axis untouched
     assert plan((10, 10), (1, 1), (0, 1), levels=3) == [(2, 2), (2, 2)]
     assert plan((1, 4), (1, 1), (0, 1)) == [(1, 2), (1, 2)]  # size-1 axes stay
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="levels must be 'auto' or an integer >= 1, got 0"):
         plan((4, 4), (2, 2), (0, 1), levels=0)
 
 
@@ -436,20 +440,23 @@ def test_killed_export_never_looks_complete(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while len(list((dest / "s0").rglob("*"))) < 40:  # well into the block writes
-            assert proc.poll() is None and time.monotonic() < deadline, "export ended before it was killed"
+            assert proc.poll() is None, "export ended before it was killed"
+            assert time.monotonic() < deadline, "export ended before it was killed"
             time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert (dest / INCOMPLETE_MARKER).is_file()
-    assert not list(dest.rglob("attributes.json")) and not list(dest.rglob("zarr.json"))
+    assert not list(dest.rglob("attributes.json"))
+    assert not list(dest.rglob("zarr.json"))
     node = napari_n5zarr.open(dest)  # at most an implicit group: no array, no metadata
-    assert isinstance(node, zarr.Group) and dict(node.attrs) == {}
+    assert isinstance(node, zarr.Group)
+    assert dict(node.attrs) == {}
     assert not list(node.arrays())
     assert spatial.detect(node, on_error=lambda *a: None) == []
     with pytest.raises(FileNotFoundError):  # zarr's ArrayNotFoundError
         zarr.open_array(dest / "s0", mode="r")
-    with pytest.raises(ValueError, match="attributes.json"):
+    with pytest.raises(ValueError, match=r"attributes\.json"):
         ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / "s0")}}).result()
     with pytest.raises(FileExistsError):
         export(np.ones((4, 4), "uint8"), dest)
@@ -471,7 +478,8 @@ def test_cancel_removes_partial_output(tmp_path):
     with pytest.raises(ExportCancelled):
         export(data, dest, chunks=8, progress=progress, cancel=cancel, compression="raw")
     assert not dest.exists() or not any(dest.iterdir())
-    assert seen and max(seen) < 32 * 64 * 64 // 8**3  # stopped within s0
+    assert seen
+    assert max(seen) < 32 * 64 * 64 // 8**3  # stopped within s0
 
 
 def test_failure_removes_partial_output(tmp_path):
@@ -492,7 +500,8 @@ def test_progress_counts_every_block(tmp_path):
     # s0 4x3x1 blocks, s1 2x2x1, s2 1x1x1 (N5 order)
     total = 4 * 3 * 1 + 2 * 2 * 1 + 1
     assert calls[-1] == (total, total)
-    assert all(t == total for _, t in calls) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert all(t == total for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
 def test_levels_by_number(tmp_path):
@@ -559,7 +568,8 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     ],
 )
 def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chunks, method, accum_bytes):
-    from napari_n5zarr.write import levels, pyramid
+    from napari_n5zarr.write import export_levels as levels
+    from napari_n5zarr.write import pyramid
 
     monkeypatch.setattr(levels, "REGION_BYTES", 64 << 10)  # several regions, depth >= 1
     monkeypatch.setattr(levels, "ACCUM_BYTES", accum_bytes)

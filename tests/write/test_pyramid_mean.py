@@ -68,7 +68,8 @@ def test_16_bit_sums_only_when_every_value_fits(byteorder, shape, factors):
         for view in (block, np.pad(block, 2)[(slice(2, -2),) * block.ndim], block.T):
             f = factors if view is not block.T else factors[::-1]
             got = pyramid.downsample_block(view, f, "mean")
-            assert got.dtype == np.dtype("uint16") and got.dtype.isnative
+            assert got.dtype == np.dtype("uint16")
+            assert got.dtype.isnative
             np.testing.assert_array_equal(got, window_mean(view.astype("uint16"), f))
 
 

@@ -4,6 +4,7 @@ and kill -9 (real subprocesses, a real tmpfs, a quota-limited store)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -93,7 +94,7 @@ def test_old_data_stays_readable_until_the_swap(old, tmp_path):
 
 
 def test_failed_overwrite_keeps_the_old_data(old):
-    dest, before = old
+    dest, _before = old
     files = snapshot(dest)
 
     def boom(block, block_info=None):
@@ -133,7 +134,8 @@ def test_overwrite_refuses_unrelated_files_and_lists_them(old):
     message = str(info.value)
     for name in ("README.md", "analysis/ (2 entries)", "s0/0/notes.txt", "nothing was deleted"):
         assert name in message
-    assert message.count(",") == 2 and "4 entries" in message
+    assert message.count(",") == 2
+    assert "4 entries" in message
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
 
@@ -150,7 +152,8 @@ def test_overwrite_refuses_a_parent_folder_with_a_stray_marker(tmp_path, stray):
     with pytest.raises(FileExistsError, match="refusing to overwrite") as info:
         export(new_data(), parent, overwrite=True, **OPTS)
     message = str(info.value)
-    assert "a.n5/ (another container)" in message and "image_00.tif" in message
+    assert "a.n5/ (another container)" in message
+    assert "image_00.tif" in message
     assert "and 22 more" in message  # first 10 of 32 listed
     assert snapshot(parent) == files
 
@@ -313,17 +316,18 @@ def test_concurrent_export_is_refused_by_the_lock(old, tmp_path):
         wait_for(tmp_path / "go.entered", first)
         assert lock.exists()
         second = run_script(dest, value=0)
-        out, err = second.communicate(timeout=120)
+        _out, err = second.communicate(timeout=120)
         assert second.returncode != 0
         assert f"being written by pid {first.pid}" in err, err
         gate_file.touch()
-        out, err = first.communicate(timeout=120)
+        _out, err = first.communicate(timeout=120)
         assert first.returncode == 0, err
     finally:
         gate_file.touch()
         first.kill()
     assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
-    assert not lock.exists() and siblings(dest) == ["data.n5", "go", "go.entered", "ref.n5"]
+    assert not lock.exists()
+    assert siblings(dest) == ["data.n5", "go", "go.entered", "ref.n5"]
 
 
 def test_lock_of_a_killed_export_is_taken_over(old, tmp_path):
@@ -406,10 +410,8 @@ def test_kill_at_random_moments_leaves_old_or_new(old, tmp_path):
     for attempt in range(4):
         value = attempt % 2  # alternate: overwrite with new, then with old again
         proc = run_script(dest, value=value)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.communicate(timeout=rng.uniform(1.0, 6.0))
-        except subprocess.TimeoutExpired:
-            pass
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         states.append(assert_old_or_new(dest, before, after))
@@ -462,7 +464,8 @@ def test_full_tmpfs_keeps_the_old_data_and_cleans_up(small_disk):
     with pytest.raises(OSError, match="disk full") as info:
         export(big, dest, overwrite=True, **OPTS)
     assert info.value.errno == errno.ENOSPC
-    assert "removed the partial export" in str(info.value) and "not touched" in str(info.value)
+    assert "removed the partial export" in str(info.value)
+    assert "not touched" in str(info.value)
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
     with pytest.raises(OSError, match="disk full"):  # a new destination: the partial one is removed
@@ -502,9 +505,10 @@ def test_quota_limited_store_keeps_the_old_data_and_cleans_up(old, monkeypatch):
     budget = [50_000]  # the new export needs ~84 KiB of blocks
     real = access.base_store
     monkeypatch.setattr(access, "base_store", lambda *a, **k: QuotaStore(real(*a, **k), budget))
-    with pytest.raises(OSError, match="disk full.*removed the partial export") as info:
+    with pytest.raises(OSError, match=r"disk full.*removed the partial export") as info:
         export(new_data(), dest, overwrite=True, **OPTS)
-    assert info.value.errno == errno.ENOSPC and budget[0] < 0
+    assert info.value.errno == errno.ENOSPC
+    assert budget[0] < 0
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
     budget[0] = 50_000
@@ -552,7 +556,7 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
     dest, before = old
     files = snapshot(dest)
     immutable(dest)
-    with pytest.raises(OSError, match="cannot swap|Operation not permitted"):
+    with pytest.raises(OSError, match=r"cannot swap|Operation not permitted"):
         export(new_data(), dest, overwrite=True, **OPTS)
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
@@ -562,7 +566,8 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
 def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
     """dask raises the first error while other threads still run: a block computed before
     the error but stored after the cleanup must not leave a partial export behind."""
-    from napari_n5zarr.write import blocks, levels, publish
+    from napari_n5zarr.write import blocks, publish
+    from napari_n5zarr.write import export_levels as levels
 
     monkeypatch.setattr(levels, "REGION_BYTES", 0)  # one block per task: the first block is its own task
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.spatial import COLOUR_AXES
-from napari_n5zarr.spatial.detect import NAME_KEY
+from napari_n5zarr.spatial.conventions import NAME_KEY
 from napari_n5zarr.write.exporter import export
 
 LayerData = tuple[Any, dict[str, Any], str]

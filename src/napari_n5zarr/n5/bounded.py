@@ -140,11 +140,11 @@ def lz4_decompress(data: BytesLike, size: int) -> BytesLike:
     (4-byte little-endian size + block, zarr-python 2), which carry no magic."""
     import lz4.block
 
-    from napari_n5zarr.n5 import lz4stream
+    from napari_n5zarr.n5 import lz4block
 
     view = memoryview(data).cast("B")
-    if bytes(view[:8]) == lz4stream.MAGIC:
-        return lz4stream.decompress(view, max_size=size, exact=True)
+    if bytes(view[:8]) == lz4block.MAGIC:
+        return lz4block.decompress(view, max_size=size, exact=True)
     try:
         if len(view) >= 4 and int.from_bytes(view[:4], "little") == size:
             try:
@@ -181,7 +181,7 @@ def check_blosc_header(data: BytesLike, size: int) -> None:
         raise N5BlockError(f"blosc header declares {cbytes} compressed bytes, block has {len(view)}")
     if nbytes != size:
         raise N5BlockError(f"blosc header declares {nbytes} decompressed bytes, the header shape needs {size}")
-    if typesize == 0 or size and not 0 < blocksize <= nbytes:
+    if typesize == 0 or (size and not 0 < blocksize <= nbytes):
         raise N5BlockError(f"blosc header is corrupt (typesize {typesize}, blocksize {blocksize}, nbytes {nbytes})")
     if flags & BLOSC_MEMCPYED:
         if cbytes != nbytes + _BLOSC_HEADER.size:

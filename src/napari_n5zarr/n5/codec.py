@@ -21,42 +21,47 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
+from zarr.buffer import default_buffer_prototype
+from zarr.buffer.cpu import Buffer as CPUBuffer
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.buffer.cpu import Buffer as CPUBuffer
-from zarr.core.common import JSON, parse_named_configuration
-from zarr.core.dtype import parse_data_type
-from zarr.core.metadata.v3 import parse_codecs
-from zarr.core.sync import sync
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR, N5BlockError, located
 from napari_n5zarr.n5 import bounded
-from napari_n5zarr.n5.blocks import (
+from napari_n5zarr.n5.block_format import (
     CheckedDecompress,
     block_values,
     decode_block,
+    encode_header,
     raw_payload,
     validated_header,
 )
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
-from napari_n5zarr.n5.header import encode_header
+from napari_n5zarr.zarr_internals import (
+    JSON,
+    ArrayConfig,
+    ArraySpec,
+    parse_codecs,
+    parse_data_type,
+    parse_named_configuration,
+    sync,
+)
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
-    from zarr.core.metadata.v3 import ChunkGridMetadata
+    from zarr.abc.buffer import Buffer, NDBuffer
+    from zarr.dtype import ZDType
+
+    from napari_n5zarr.zarr_internals import ChunkGridMetadata, TBaseDType, TBaseScalar
 
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):
     """Array->bytes codec ``n5_default``: N5 default-mode blocks inside Zarr v3.
 
     ``N5DefaultCodec(codecs=[transpose, bytes, optional compressor])``; see
-    :meth:`~napari_n5zarr.n5.model.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
+    :meth:`~napari_n5zarr.n5.metadata.N5DatasetMetadata.codec`. Decodes padded, truncated and mixed boundary blocks; encodes
     blocks at the chunk shape (padded). :meth:`encode_block` / :meth:`decode_block` work at
     a block's own shape, for writers that truncate boundary blocks like n5-java.
 
@@ -259,7 +264,7 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     def _decompress(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
         """Exactly ``nbytes`` decompressed: the compression table's bounded decompression
-        for every N5 compression (:mod:`napari_n5zarr.n5.blocks`), else the inner zarr codec
+        for every N5 compression (:mod:`napari_n5zarr.n5.block_format`), else the inner zarr codec
         (Zarr-only arrays), checked to give exactly ``nbytes``."""
         if self.compressor is None:
             return raw_payload(payload, nbytes)
@@ -356,7 +361,7 @@ class N5DefaultCodec(ArrayBytesCodec):
                 payload = await self._inner_decode_async(raw[header.size :], nbytes)
             except N5BlockError:
                 raise
-            except Exception as e:  # noqa: BLE001 (any failure of the inner compressor is a bad block, named by the caller)
+            except Exception as e:  # any failure of the inner compressor is a bad block, named by the caller
                 raise N5BlockError(f"cannot decompress ({_name(self.compressor)}): {e}") from None
         except N5BlockError as e:
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
@@ -522,3 +527,21 @@ def _check_chain(codecs: tuple[Any, ...]) -> None:
         raise ValueError("n5_default: the bytes codec must be big endian")
     if rest and not isinstance(rest[0], BytesBytesCodec):
         raise ValueError("n5_default: the third inner codec must be a bytes->bytes codec")
+
+
+def ensure_codecs_registered() -> None:
+    """Register this package's codecs with zarr (also done by entry points) and pin
+    ``n5_default`` to ours if another package registers the same name."""
+    import zarr
+    from zarr.registry import register_codec
+
+    from napari_n5zarr.n5.lz4block import CODEC_NAME as LZ4_NAME
+    from napari_n5zarr.n5.lz4block import LZ4BlockCodec
+    from napari_n5zarr.zarr_internals import codec_registry
+
+    register_codec(CODEC_NAME, N5DefaultCodec)
+    register_codec(LZ4_NAME, LZ4BlockCodec)
+    registry = codec_registry(CODEC_NAME)
+    registry.lazy_load()
+    if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
+        zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})

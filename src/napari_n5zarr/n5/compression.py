@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from napari_n5zarr.errors import N5FormatError
-from napari_n5zarr.n5 import bounded, lz4stream
+from napari_n5zarr.n5 import bounded, lz4block
 
 JSONDict = dict[str, Any]
 
@@ -185,12 +185,12 @@ COMPRESSIONS: tuple[Compression, ...] = (
     ),
     Compression(
         "lz4",
-        lz4stream.CODEC_NAME,
+        lz4block.CODEC_NAME,
         # z5py writes blockSize 6 (a level, not a size); Java's default is 65536.
-        lambda p: {"blockSize": max(_int(p, "blockSize", lz4stream.DEFAULT_BLOCK_SIZE), 64)},
-        lambda c: {"blockSize": int(c.get("blockSize", lz4stream.DEFAULT_BLOCK_SIZE))},
+        lambda p: {"blockSize": max(_int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE), 64)},
+        lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
         decompress=bounded.lz4_decompress,
-        zarr_refuses=lambda c: not lz4stream.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4stream.MAX_BLOCK_SIZE,
+        zarr_refuses=lambda c: not lz4block.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4block.MAX_BLOCK_SIZE,
     ),
     Compression(
         "blosc",

@@ -30,9 +30,8 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.errors import N5BlockError, located
-from napari_n5zarr.n5.blocks import Decompress
-from napari_n5zarr.n5.header import MODE_DEFAULT, MODE_VARLENGTH, parse_header
-from napari_n5zarr.n5.limits import max_block_bytes
+from napari_n5zarr.n5.block_format import MODE_DEFAULT, MODE_VARLENGTH, Decompress, parse_header
+from napari_n5zarr.n5.constants import max_block_bytes
 
 INVALID = 2**64 - 2
 """imglib2's ``Label.INVALID`` (0xfffffffffffffffe, -2 as a Java long): the label of a voxel
@@ -46,7 +45,7 @@ MAX_BYTES_PER_VOXEL = 256
 legacy argMax and the voxel's share of the lists fit many times over; a forged element
 count cannot make the reader allocate more."""
 FILE_ITEMSIZE = MAX_BYTES_PER_VOXEL // 2
-"""Item size to give :func:`~napari_n5zarr.n5.blocks.check_block_file_size` for a multiset
+"""Item size to give :func:`~napari_n5zarr.n5.block_format.check_block_file_size` for a multiset
 dataset (its stored ``uint8`` says nothing about how large its block files may be)."""
 _ENTRY = 12  # int64 id + int32 count
 

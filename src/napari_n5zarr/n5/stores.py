@@ -6,7 +6,8 @@
   but have no metadata (N5 groups need no attributes.json).
 
 Both present one consistent view: listings show ``zarr.json`` where ``attributes.json`` is,
-never ``attributes.json`` itself.
+never ``attributes.json`` itself. Errors name the storage under a store and the key in it
+(:func:`describe_store`, :func:`store_location`).
 
 Over a local folder (:class:`~napari_n5zarr.storage.local.SafeLocalStore`) both also answer
 synchronously (``get_sync``, ``list_dir_sync``), without zarr's event loop: :func:`get_many` and
@@ -25,28 +26,75 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zarr.abc.buffer import Buffer
 from zarr.abc.store import Store
-from zarr.core.buffer import Buffer, default_buffer_prototype
-from zarr.storage import LocalStore, WrapperStore
-from zarr.storage._utils import _normalize_byte_range_index
+from zarr.buffer import default_buffer_prototype
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
-from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.n5.describe import describe_store, store_location
+from napari_n5zarr.n5.block_format import block_name, check_block_file_size, check_block_header
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, parse_document
 from napari_n5zarr.n5.label_multiset import file_itemsize
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
-    parse_document,
     zarr_to_attributes,
 )
+from napari_n5zarr.storage.byte_range import byte_span
 
 if TYPE_CHECKING:
+    from zarr.abc.buffer import BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import BufferPrototype
 
 logger = logging.getLogger(__name__)
+
+
+def _innermost(store: Any) -> Any:
+    seen = 0
+    while isinstance(store, WrapperStore) and seen < 16:
+        store = store._store
+        seen += 1
+    return store
+
+
+def describe_store(store: Any) -> str:
+    """``/data/x.n5`` (local), ``s3://bucket/x.n5`` / ``https://host/x.n5`` (fsspec),
+    ``/data/x.zip`` (zip), ``memory store``; wrappers are described by what they wrap."""
+    store = _innermost(store)
+    if isinstance(store, LocalStore):
+        return str(store.root)
+    if isinstance(store, ZipStore):
+        return str(store.path)
+    if isinstance(store, FsspecStore):
+        try:
+            return str(store.fs.unstrip_protocol(store.path))
+        except Exception:
+            return str(store.path)
+    if isinstance(store, MemoryStore):
+        return "memory store"
+    for attr in ("url", "root", "path", "prefix"):
+        value = getattr(store, attr, None)
+        if isinstance(value, str | bytes) or hasattr(value, "__fspath__"):
+            return str(value)
+    return repr(store)
+
+
+def store_location(store: Any, key: str) -> str:
+    """The path or URL of ``key`` in ``store`` (seen through wrappers), for error messages."""
+    inner = _innermost(store)
+    if isinstance(inner, LocalStore):
+        return str(inner.root / key)
+    if isinstance(inner, FsspecStore):
+        path = f"{inner.path.rstrip('/')}/{key}" if inner.path.strip("/") else key
+        try:
+            return str(inner.fs.unstrip_protocol(path))
+        except Exception:
+            return path
+    if isinstance(inner, ZipStore):
+        return f"{inner.path}/{key}"
+    if isinstance(inner, MemoryStore):
+        return f"memory://{key}"
+    return f"{key} in {describe_store(inner)}"
 
 def _meta_prefix(key: str) -> str | None:
     """``a/b/`` for ``a/b/zarr.json``, ``""`` for ``zarr.json``, None for other keys."""
@@ -93,24 +141,24 @@ def reads_synchronously(store: Store) -> bool:
     return getattr(store, "sync_reads", False) is True
 
 
-def get_many(store: Store, keys: Sequence[str]) -> list[bytes | None | BaseException]:
+def get_many(store: Store, keys: Sequence[str]) -> list[bytes | BaseException | None]:
     """The bytes at each of ``keys`` (None: nothing there; the exception a read raised in its
     place: one bad key never hides the others). Synchronous where every layer reads
     synchronously (a local folder); else every request at once, in one round trip to zarr's
     event loop (``asyncio.gather``)."""
     if reads_synchronously(store):
-        out: list[bytes | None | BaseException] = []
+        out: list[bytes | BaseException | None] = []
         proto = default_buffer_prototype()
         for key in keys:
             try:
                 value = store.get_sync(key, prototype=proto)  # type: ignore[attr-defined]
                 out.append(None if value is None else value.to_bytes())
-            except Exception as exc:  # noqa: BLE001 (per-key boundary: the error is returned in place of the bytes)
+            except Exception as exc:
                 out.append(exc)
         return out
     import asyncio
 
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def one(key: str) -> bytes | None:
         value = await store.get(key, default_buffer_prototype())
@@ -126,7 +174,7 @@ def list_names(store: Store, prefix: str) -> list[str]:
     """The names directly under ``prefix`` (``list_dir``), synchronously where the store can."""
     if reads_synchronously(store):
         return list(store.list_dir_sync(prefix))  # type: ignore[attr-defined]
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def names() -> list[str]:
         return [k async for k in store.list_dir(prefix)]
@@ -136,7 +184,7 @@ def list_names(store: Store, prefix: str) -> list[str]:
 
 def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: int) -> tuple[int, bool]:
     """(keys under ``prefix`` that ``keep`` accepts, counting stopped at ``limit``)."""
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def count() -> tuple[int, bool]:
         n = 0
@@ -151,17 +199,16 @@ def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: in
 
 
 def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
-    """The part of a generated document that ``byte_range`` asks for (zarr's own stores
-    slice with the same helper, so ranges mean the same here as in every store)."""
+    """The part of a generated document that ``byte_range`` asks for."""
     if byte_range is None:
         return value
-    start, stop = _normalize_byte_range_index(value, byte_range)
+    start, stop = byte_span(byte_range, len(value))
     return value[start:stop]
 
 
 def _parse_json(raw: Buffer, where: str) -> Any:
     """The JSON document in ``raw`` (read from ``where``, a path or URL); see
-    :func:`~napari_n5zarr.n5.metadata.parse_document`."""
+    :func:`~napari_n5zarr.n5.constants.parse_document`."""
     return parse_document(raw.to_bytes(), where)
 
 
@@ -369,10 +416,8 @@ class N5DefaultStore(_ReadsThroughGet):
         prefix, index = location
         grid = self._grid(prefix)
         check_block_header(value.as_numpy_array(), index, grid[:2] if grid is not None else None, where)
-        try:
+        with contextlib.suppress(AttributeError):  # a buffer class with __slots__: errors then lack the name
             setattr(value, BLOCK_NAME_ATTR, where)
-        except AttributeError:  # a buffer class with __slots__: errors then lack the name
-            pass
         return value
 
     def _forget(self, key: str) -> None:
@@ -456,7 +501,7 @@ class N5DefaultStore(_ReadsThroughGet):
     def set_sync(self, key: str, value: Buffer) -> None:
         self._forget(key)
         if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+            from napari_n5zarr.zarr_internals import sync
 
             sync(self.set(key, value))
         else:
@@ -478,7 +523,7 @@ class N5DefaultStore(_ReadsThroughGet):
         # WrapperStore.delete_sync goes straight to the inner store: it would leave the
         # attributes.json of a deleted zarr.json behind (the async delete removes both).
         if _meta_prefix(key) is not None:
-            from zarr.core.sync import sync
+            from napari_n5zarr.zarr_internals import sync
 
             sync(self.delete(key))
         else:
@@ -579,7 +624,7 @@ class ImplicitGroupStore(_ReadsThroughGet):
         prefix = _meta_prefix(key)
         if prefix is not None:
             if not reads_synchronously(self._store):
-                from zarr.core.sync import sync
+                from napari_n5zarr.zarr_internals import sync
 
                 return sync(self.get(key, prototype or default_buffer_prototype(), byte_range))
             value = self._store.get_sync(key, prototype=prototype, byte_range=byte_range)  # type: ignore[attr-defined]

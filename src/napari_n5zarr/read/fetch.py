@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from napari_n5zarr.errors import N5BlockError, N5StoreError, located
-from napari_n5zarr.n5.blocks import block_name
+from napari_n5zarr.n5.block_format import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def _n5_key(index: tuple[int, ...]) -> str:
 
 
 def _n5_decoder(compression: dict[str, Any]) -> Callable[[Any, np.dtype, int, str], np.ndarray]:
-    from napari_n5zarr.n5.blocks import decode_block, n5_decompress
+    from napari_n5zarr.n5.block_format import decode_block, n5_decompress
 
     decompress = n5_decompress(compression)
     return lambda data, dtype, ndim, where: decode_block(data, dtype, ndim, where, decompress)
@@ -225,8 +225,7 @@ class BlockSource:
         """The block path of a zarr ``n5_default`` array: its bytes fetched through the
         array's store chain (the N5 Default Store's checks apply), decoded by its codec."""
         from napari_n5zarr.n5.codec import N5DefaultCodec
-        from napari_n5zarr.n5.describe import describe_store
-        from napari_n5zarr.n5.stores import N5DefaultStore
+        from napari_n5zarr.n5.stores import N5DefaultStore, describe_store
 
         try:
             codecs = tuple(getattr(array.metadata, "codecs", ()))  # Zarr v2 arrays have none
@@ -263,7 +262,7 @@ class BlockSource:
         """The block path of a dataset of a local N5 folder, without zarr: block files read
         with ``os`` calls under the same checks, and errors in the same words, as the N5
         Default Store over a :class:`~napari_n5zarr.storage.local.SafeLocalStore`
-        (:mod:`napari_n5zarr.n5.blocks`, :mod:`napari_n5zarr.storage.files`); decoded by
+        (:mod:`napari_n5zarr.n5.block_format`, :mod:`napari_n5zarr.storage.files`); decoded by
         the same decoder as the ``n5_default`` codec. The cache token is the opening's
         (:class:`~napari_n5zarr.read.local.LocalContainer`, from the same counter as store
         tokens): a container opened again never sees blocks cached for an earlier opening."""
@@ -335,8 +334,9 @@ class BlockSource:
     def _load_many(self, cells: list[tuple[int, ...]]) -> list[Any]:
         if self.synchronous:
             return _map_here_and_on_pool(self._load_sync, cells)
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
+        from zarr.buffer import default_buffer_prototype
+
+        from napari_n5zarr.zarr_internals import sync
 
         proto = default_buffer_prototype()
         pool = decode_pool()

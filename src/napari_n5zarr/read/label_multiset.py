@@ -66,7 +66,7 @@ class MultisetSource(BlockSource):
 
 
 def _decompress_of(compression: Any) -> Any:
-    from napari_n5zarr.n5.blocks import n5_decompress
+    from napari_n5zarr.n5.block_format import n5_decompress
 
     return n5_decompress(dict(compression))
 

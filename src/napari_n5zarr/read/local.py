@@ -5,8 +5,8 @@ a local N5 folder needs none of it to show a pyramid. :func:`open_local` gives t
 root as a :class:`LocalNode`, a :class:`~napari_n5zarr.spatial.detect.NodeView` that
 :func:`napari_n5zarr.spatial.detect` walks exactly as it walks a zarr node (same pyramids,
 calibration, labels, inherited attributes), reading metadata with ``os`` calls and the
-library's one metadata parser (:func:`~napari_n5zarr.n5.metadata.parse_document`,
-:func:`~napari_n5zarr.n5.model.parse_attributes`). Its datasets read their blocks through
+library's one metadata parser (:func:`~napari_n5zarr.n5.constants.parse_document`,
+:func:`~napari_n5zarr.n5.metadata.parse_attributes`). Its datasets read their blocks through
 :meth:`BlockSource.for_local_n5 <napari_n5zarr.read.fetch.BlockSource.for_local_n5>`; zarr is
 opened only when a level needs it (a strided preview, tiny blocks, a dask array).
 
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.n5.blocks import block_name, check_block_file_size, check_block_header
+from napari_n5zarr.n5.block_format import block_name, check_block_file_size, check_block_header
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.label_multiset import file_itemsize, is_label_multiset
 from napari_n5zarr.read.block_cache import store_token
-from napari_n5zarr.spatial.detect import OUTER_LEVELS, NodeView, merge_outer_attrs
+from napari_n5zarr.read.pyramid_walk import OUTER_LEVELS, NodeView, merge_outer_attrs
 from napari_n5zarr.spatial.model import ArrayInfo, ErrorHandler
 from napari_n5zarr.storage import files
 from napari_n5zarr.storage.location import local_path, suffix
@@ -40,7 +40,7 @@ from napari_n5zarr.storage.location import local_path, suffix
 if TYPE_CHECKING:
     import zarr
 
-    from napari_n5zarr.n5.model import N5DatasetMetadata, N5GroupMetadata
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata, N5GroupMetadata
     from napari_n5zarr.read.levels import LazyLevel
 
 
@@ -101,8 +101,8 @@ class LocalContainer:
 
     def _metadata(self, path: str) -> N5DatasetMetadata | N5GroupMetadata | None:
         from napari_n5zarr.n5.compression import zarr_refuses
-        from napari_n5zarr.n5.metadata import parse_document
-        from napari_n5zarr.n5.model import N5DatasetMetadata, parse_attributes
+        from napari_n5zarr.n5.constants import parse_document
+        from napari_n5zarr.n5.metadata import N5DatasetMetadata, parse_attributes
 
         where = self.path(path + "/" + N5_JSON if path else N5_JSON)
         try:
@@ -127,7 +127,7 @@ class LocalNode(NodeView):
     source of its blocks (:attr:`metadata`, :attr:`prefix`, :meth:`read_block`)."""
 
     def __init__(self, container: LocalContainer, path: str, metadata: N5DatasetMetadata | N5GroupMetadata | None) -> None:
-        from napari_n5zarr.n5.model import N5DatasetMetadata
+        from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
         self.container = container
         self.path = path

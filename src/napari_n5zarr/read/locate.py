@@ -151,9 +151,8 @@ def _is_n5_url(url: str) -> bool:
     if _N5_URL.search(url):
         return True
     try:  # one metadata request
-        from zarr.core.sync import sync
-
         from napari_n5zarr.access import base_store
+        from napari_n5zarr.zarr_internals import sync
 
         return bool(sync(base_store(url.rstrip("/")).exists(N5_JSON)))
     except Exception:  # a sniffer answers no, whatever the backend raises

@@ -6,7 +6,7 @@ The library's one levels builder, for the napari reader and ``n5zarr convert`` a
 * :func:`find_multiscales`: every image/labels pyramid under a node (metadata only), with
   BigDataViewer XML voxel sizes applied, and the list of nodes skipped with the reason.
   Attributes inherited from ancestors are read through the node's store (any backend):
-  see :func:`napari_n5zarr.spatial.detect`.
+  see :func:`napari_n5zarr.read.pyramid_walk.detect`.
 * :func:`levels_for`: a pyramid's levels, finest first, in napari order (..., z, y, x);
   BigDataViewer time points stacked as a leading ``t`` axis.
 
@@ -28,6 +28,7 @@ from napari_n5zarr.read.levels import (
     preview_levels,
 )
 from napari_n5zarr.read.local import LocalNode
+from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
 from napari_n5zarr.spatial import Multiscale
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def find_multiscales(
     for one bad child. ``bdv_setups`` (a BigDataViewer XML's) give the setups' voxel sizes.
     With ``limit``, more than ``limit`` pyramids give ``Found(too_many=True)``."""
     problems: list[str] = []
-    found = spatial.detect(
+    found = detect(
         node,
         name,
         inherited=inherited,
@@ -154,8 +155,8 @@ def levels_for(
     if strict:
         return [_dask(a, report, strict) for a in arrays]
     if len(arrays) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
-        return preview_levels(LazyLevel(arrays[0], n5_order=spatial.n5_ordered(arrays[0]), report=report))
-    return [LazyLevel(a, n5_order=spatial.n5_ordered(a), report=report) for a in arrays]
+        return preview_levels(LazyLevel(arrays[0], n5_order=n5_ordered(arrays[0]), report=report))
+    return [LazyLevel(a, n5_order=n5_ordered(a), report=report) for a in arrays]
 
 
 def _multiset_levels(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
@@ -196,7 +197,7 @@ def _local_level(node: LocalNode, path: str, report: Report | None) -> LazyLevel
 
 def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     """One level in napari order as a dask array (see :func:`levels_for`)."""
-    n5_order = spatial.n5_ordered(array)
+    n5_order = n5_ordered(array)
     if not strict:
         return dask_level(array, n5_order=n5_order, report=report)
     import dask.array as da
@@ -213,13 +214,13 @@ def storage_blocks(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale) ->
     else:
         array = child(node, paths[-1])
         blocks = tuple(int(b) for b in array.chunks)
-        if spatial.n5_ordered(array):
+        if n5_ordered(array):
             blocks = blocks[::-1]
     return ((1,) + blocks) if ms.time_paths else blocks
 
 
 def is_rgb(ms: Multiscale) -> bool:
-    """A colour axis (named ``rgb``/``rgba`` by the writer or by :func:`spatial.detect` for
+    """A colour axis (named ``rgb``/``rgba`` by the writer or by :func:`detect` for
     uncalibrated C-order RGB) as N5 axis 0 with 3 or 4 entries."""
     return (
         ms.ndim >= 3

@@ -93,11 +93,10 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     FileNotFoundError
         If nothing is at ``location``.
     """
-    from zarr.core.sync import sync
-
     from napari_n5zarr.access import base_store
     from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
     from napari_n5zarr.read.tree import open_tree
+    from napari_n5zarr.zarr_internals import sync
 
     text = os.fspath(location)
     incomplete = bool(sync(base_store(text, "r").exists(INCOMPLETE_MARKER)))

@@ -83,7 +83,7 @@ def documents_disagree(ours: Any, zarr_raw: bytes) -> str | None:
     which one this reader uses; None if they agree (or zarr.json cannot be compared)."""
     try:
         theirs = parse_metadata(zarr_raw)
-    except Exception:  # noqa: BLE001 (display only: an untranslatable pair is not compared)
+    except Exception:
         return None
     if not isinstance(theirs, dict) or not isinstance(ours, dict):
         return None
@@ -105,7 +105,7 @@ def _text(value: Any) -> str:
 
 def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.ArrayInfo:
     """What the conventions need to know about an array node."""
-    from napari_n5zarr.n5.model import user_attributes
+    from napari_n5zarr.n5.metadata import user_attributes
 
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
@@ -161,7 +161,7 @@ def mark_unreadable(node: Node, reason: str | None) -> None:
 def parse_metadata(raw: bytes) -> Any:
     """A metadata document (bytes) as JSON values."""
     # the library's one metadata parser (size cap, nesting limit); the caller adds the location
-    from napari_n5zarr.n5.metadata import parse_document
+    from napari_n5zarr.n5.constants import parse_document
 
     return parse_document(bytes(raw), None)
 
@@ -185,9 +185,8 @@ _VALID_LOCK = threading.Lock()
 def validate_array(doc: dict[str, Any], where: str) -> None:
     """Raise the error zarr would raise on opening the array (e.g. zstd level 1e9); one
     check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
-    from zarr.core.metadata.v3 import ArrayV3Metadata
-
-    from napari_n5zarr.n5.registry import ensure_codecs_registered
+    from napari_n5zarr.n5.codec import ensure_codecs_registered
+    from napari_n5zarr.zarr_internals import ArrayV3Metadata
 
     key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
                       doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip
@@ -199,7 +198,7 @@ def validate_array(doc: dict[str, Any], where: str) -> None:
         try:
             ArrayV3Metadata.from_dict({**doc, "attributes": {}})
             message = None
-        except Exception as exc:  # noqa: BLE001 (zarr's own validation raises many types; each becomes the node's error text)
+        except Exception as exc:
             message = str(exc) or type(exc).__name__
         with _VALID_LOCK:
             _VALID[key] = message

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.n5.stores import count_keys, get_many, list_names
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
@@ -61,7 +61,7 @@ from napari_n5zarr.read.node_metadata import (
     mark_unreadable,
     parse_metadata,
 )
-from napari_n5zarr.spatial.detect import PAINTERA_BOOKKEEPING, referenced_paths
+from napari_n5zarr.spatial.conventions import PAINTERA_BOOKKEEPING, referenced_paths
 from napari_n5zarr.spatial.model import INHERITABLE
 from napari_n5zarr.storage.location import is_url, join, node_location
 
@@ -126,7 +126,7 @@ def report_waits(activity: Activity, report: Callable[[str], None], after: float
                 told = (serial, t)
                 try:
                     report(f"waiting for {text} ({t - since:.0f} s)")
-                except Exception:  # noqa: BLE001, S110 (a closed stderr must not kill the watcher's owner)
+                except Exception:
                     return
 
     thread = threading.Thread(target=watch, name="n5zarr-waits", daemon=True)
@@ -214,7 +214,7 @@ class Tree:
     def _names_or_error(self, path: str) -> list[str]:
         try:
             return self.names(path)
-        except Exception:  # noqa: BLE001 (a listing failure is reported by the node that lists (see iter_children))
+        except Exception:
             return []
 
     def names(self, path: str) -> list[str]:
@@ -241,7 +241,7 @@ class Tree:
             return
         try:
             names = self.names(node.path)
-        except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken folder is an error row, its siblings still listed)
+        except Exception as exc:
             yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._where(node.path)}: {exc}")]
             return
         collected: list[Node] = []
@@ -353,7 +353,7 @@ class Tree:
             elif view is None:
                 return None  # nothing there, or a stray file: not a node
             # else an implicit group (N5 groups need no attributes.json): the store decides
-        except Exception as exc:  # noqa: BLE001 (per-node boundary: a broken node is an error row, its siblings still listed)
+        except Exception as exc:
             node.kind = "error"
             failed = N5_JSON if node.n5 or isinstance(n5_raw, BaseException) else ZARR_JSON  # the file that failed
             node.error = error_text(exc, self._where(_join(path, failed)), path)
@@ -371,12 +371,12 @@ class Tree:
         return node
 
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
-        return "n5" in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
+        return VERSION_KEY in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
 
     def _outer_attrs(self) -> dict[str, Any]:
         """Inheritable attributes of the N5 groups above the root (as the reader's detection
         reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
-        from napari_n5zarr.spatial.detect import outer_attrs
+        from napari_n5zarr.read.pyramid_walk import outer_attrs
 
         return outer_attrs(self._base)
 

@@ -4,10 +4,13 @@ Every per-axis tuple in this module is in **N5 order** (index 0 = fastest axis =
 the order of the zarr array shape the library presents (shape == N5 ``dimensions``).
 Viewers that show C order (napari: ..., z, y, x) reverse them.
 
-One small pure function per convention turns attribute dicts into a
+Pure: no I/O, no zarr. One small function per convention turns attribute dicts into a
 :class:`Calibration` (scale, translate, units, axes); the pyramid functions turn a
-group's attributes plus its children's :class:`ArrayInfo` into a :class:`Multiscale`.
-:func:`detect` walks a zarr node (metadata only, never chunks) and applies them.
+group's attributes plus its children's :class:`ArrayInfo` into a :class:`Multiscale`;
+:mod:`~napari_n5zarr.spatial.conventions` holds them as a table of ``matches``/``build``
+entries. The walk that reads nodes and applies the table is in the read wing,
+:func:`napari_n5zarr.read.pyramid_walk.detect` (also reachable here as ``spatial.detect``,
+imported on first use).
 
 Conventions: N5 Viewer (modern and old), neuroglancer / tensorstore, COSEM /
 OpenOrganelle, BigDataViewer, OME-NGFF 0.4 / 0.5, ImageJ (n5-ij). Downsampled levels
@@ -16,8 +19,10 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 
 from __future__ import annotations
 
+from typing import Any
+
 from napari_n5zarr.errors import SkippedNodeWarning
-from napari_n5zarr.spatial.conventions import (
+from napari_n5zarr.spatial.calibration import (
     calibrate,
     cosem,
     downsampling_factors,
@@ -25,8 +30,15 @@ from napari_n5zarr.spatial.conventions import (
     n5viewer,
     neuroglancer,
 )
-from napari_n5zarr.spatial.detect import COLOUR_AXES, describe_error, detect, looks_rgb, n5_ordered
-from napari_n5zarr.spatial.model import LABEL_MULTISET, ArrayInfo, Calibration, Multiscale, identity
+from napari_n5zarr.spatial.conventions import COLOUR_AXES, looks_rgb
+from napari_n5zarr.spatial.model import (
+    LABEL_MULTISET,
+    ArrayInfo,
+    Calibration,
+    Multiscale,
+    describe_error,
+    identity,
+)
 from napari_n5zarr.spatial.pyramids import (
     BdvSetup,
     bdv_setup,
@@ -71,3 +83,17 @@ __all__ = [
     "unreadable_reason",
     "with_bdv_setup",
 ]
+
+_WALK = ("detect", "n5_ordered")
+"""Names of the read wing's walk kept here for callers of ``spatial.detect``: imported on
+first use, so that importing this package reads nothing and imports no zarr."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WALK:
+        from napari_n5zarr.read import pyramid_walk
+
+        value = getattr(pyramid_walk, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,189 +1,254 @@
-"""Per-convention calibration of one array: pure functions on attribute dicts.
+"""The metadata conventions of a group, as a table: each one an entry with ``matches`` and
+``build`` (in the spirit of ome-zarr-py's ``Spec.matches``), tried in a documented order.
 
-N5 Viewer (modern and old), neuroglancer / tensorstore, COSEM / OpenOrganelle, ImageJ
-(n5-ij); :func:`calibrate` picks the first that applies (or unit scale)."""
+An entry looks at a :class:`~napari_n5zarr.spatial.model.Listing` (a group's attributes and
+its children's facts, plain data read by the walk in :mod:`napari_n5zarr.read.pyramid_walk`):
+
+* ``matches(group)``: does the convention apply? Cheap, on what the walk already read;
+* ``reads(group)``: more paths to read first (a referenced dataset, a Paintera ``data`` group,
+  BigDataViewer setups and time points); the walk reads them into the listing and asks again
+  until nothing new is asked;
+* ``build(group, inherited)``: the pyramids found (:class:`Recognised`), none if the data does
+  not hold up after all.
+
+Order: a group is at most one pyramid, the first of :data:`PYRAMIDS` that builds one
+(OME-NGFF, COSEM, N5 Viewer / neuroglancer / tensorstore, Paintera); then every entry of
+:data:`BIGDATAVIEWER` adds its own (a setup opened directly, the setups of a BigDataViewer
+root). Children no entry claimed are walked: an array is a single-level pyramid
+(:func:`~napari_n5zarr.spatial.pyramids.dataset_pyramid`, calibrated by
+:func:`~napari_n5zarr.spatial.calibration.calibrate`), a group is looked at the same way.
+:func:`finish` names what was found and decides colour and labels.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from napari_n5zarr.spatial.model import (
-    _LEVEL,
-    INHERITABLE,
+    SETUP,
+    TIMEPOINT,
     Attrs,
-    Calibration,
-    _fit,
-    _floats,
-    _n5_order,
-    _strings,
-    _unique_axes,
-    _unit_and_factor,
+    Listing,
+    Multiscale,
     default_axes,
-    identity,
+    inheritable,
+    join_path,
+    natural_key,
+)
+from napari_n5zarr.spatial.pyramids import (
+    bdv_setup,
+    cosem_pyramid,
+    is_labels,
+    level_names,
+    n5viewer_pyramid,
+    ngff_multiscale,
+    ngff_pyramid,
+    paintera_pyramid,
 )
 
+PAINTERA_BOOKKEEPING = ("unique-labels", "label-to-block-mapping", "fragment-segment-assignment")
+"""What a Paintera label group keeps beside its ``data`` pyramid: lookup tables, not images."""
 
-def downsampling_factors(attrs: Attrs, ndim: int) -> tuple[float, ...] | None:
-    """N5 Viewer / BigDataViewer per-dataset ``downsamplingFactors`` [fx, fy, fz]."""
-    f = _floats(attrs.get("downsamplingFactors"))
-    return _fit(f, ndim, 1.0) if f else None
+NAME_KEY = "name"
+"""Attribute of a pyramid group: the name it was saved under (napari's layer name). It names
+the pyramid opened at that group, in place of the container's folder name."""
+
+COLOUR_AXES = ("rgb", "rgba")
+"""Names of a colour axis (N5 axis 0, napari's last): written by this package's writer;
+given by :func:`finish` to uncalibrated C-order RGB(A) data."""
 
 
-def n5viewer(attrs: Attrs, ndim: int) -> Calibration | None:
-    """N5 Viewer ``pixelResolution`` ({unit, dimensions} or bare list in um) or ``resolution``.
+class Recognised(NamedTuple):
+    """One pyramid a convention found in a group."""
 
-    Gives the resolution of full-resolution pixels; no translate.
-    """
-    pr = attrs.get("pixelResolution")
-    unit: str | None = None
-    res = None
-    if isinstance(pr, Mapping):
-        res = _floats(pr.get("dimensions"))
-        unit = pr.get("unit") if isinstance(pr.get("unit"), str) else None
-    elif isinstance(pr, list):
-        res, unit = _floats(pr), "um"
-    if res is None:
-        res, unit = _floats(attrs.get("resolution")), None
-    if res is None:
-        return None
-    return Calibration(
-        _fit(res, ndim, 1.0), (0.0,) * ndim, _fit((unit,) * len(res), ndim, None), default_axes(ndim), "n5viewer"
+    at: str
+    """Where it sits: ``""`` the group itself, else the child group holding it (a setup)."""
+    pyramid: Multiscale
+    """Level paths relative to ``at``; named by :func:`finish`."""
+    claims: tuple[str, ...]
+    """The group's children it is made of: the walk does not look at them again."""
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One metadata convention: when it applies and what it makes of a group."""
+
+    name: str
+    matches: Callable[[Listing], bool]
+    build: Callable[[Listing, Attrs], list[Recognised]]
+    """``build(group, inherited)``: ``inherited`` holds the group's ancestors' inheritable keys."""
+    reads: Callable[[Listing], tuple[str, ...]] = lambda group: ()
+    """Paths below the group the walk must read (array facts, or a group's attributes and
+    children) before ``build``; asked again after each round."""
+
+
+def referenced_paths(attrs: Attrs) -> list[str]:
+    """Dataset paths named by OME-NGFF / COSEM ``multiscales`` metadata."""
+    ome = attrs.get("ome")
+    root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
+    ms = root.get("multiscales")
+    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
+        return []
+    ds = ms[0].get("datasets")
+    return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
+
+
+def _claims(group: Listing, ms: Multiscale) -> tuple[str, ...]:
+    """A group's pyramid claims the children its levels lie in, and Paintera's bookkeeping."""
+    used = dict.fromkeys(p.split("/", 1)[0] for p in ms.paths)
+    if "painteraData" in group.attrs:
+        used.update(dict.fromkeys(k for k in PAINTERA_BOOKKEEPING if k in group.children.get("", ())))
+    return tuple(used)
+
+
+def _one(group: Listing, ms: Multiscale | None) -> list[Recognised]:
+    return [Recognised("", ms, _claims(group, ms))] if ms is not None else []
+
+
+def _unread_references(group: Listing) -> tuple[str, ...]:
+    return tuple(p for p in referenced_paths(group.attrs) if p not in group.arrays and not group.listed(p))
+
+
+NGFF = Convention(
+    "ome-ngff",
+    matches=lambda g: ngff_multiscale(g.attrs) is not None,
+    reads=_unread_references,
+    build=lambda g, inherited: _one(g, ngff_pyramid(g.attrs, g.arrays)),
+)
+"""OME-NGFF 0.4 (``multiscales`` with ``coordinateTransformations``) and 0.5 (under ``"ome"``)."""
+
+COSEM = Convention(
+    "cosem",
+    matches=lambda g: isinstance(g.attrs.get("multiscales"), list),
+    reads=_unread_references,
+    build=lambda g, inherited: _one(g, cosem_pyramid(g.attrs, g.arrays)),
+)
+"""COSEM / OpenOrganelle ``multiscales: [{datasets: [{path, transform}]}]``."""
+
+N5_VIEWER = Convention(
+    "n5viewer",
+    matches=lambda g: bool(level_names(g.arrays_in())),
+    build=lambda g, inherited: _one(g, n5viewer_pyramid(g.attrs, g.arrays_in(), inherited)),
+)
+"""N5 Viewer (modern and old), neuroglancer / tensorstore: datasets ``s0, s1, ...``."""
+
+
+def _paintera(g: Listing, inherited: Attrs) -> list[Recognised]:
+    data = g.sub("data")
+    return _one(g, paintera_pyramid(g.attrs, data.attrs, data.arrays_in(), inherited))
+
+
+PAINTERA = Convention(
+    "paintera",
+    matches=lambda g: isinstance(g.attrs.get("painteraData"), Mapping) and "data" in g.groups_in(),
+    reads=lambda g: () if g.listed("data") else ("data",),
+    build=_paintera,
+)
+"""Paintera (``painteraData``): the pyramid is ``data/s0, s1, ...``."""
+
+
+def _timepoints(g: Listing, path: str = "") -> list[str]:
+    return sorted((k for k in g.groups_in(path) if TIMEPOINT.match(k)), key=natural_key)
+
+
+def _setups(g: Listing) -> list[str]:
+    return sorted((k for k in g.groups_in() if SETUP.match(k)), key=natural_key)
+
+
+def _bdv(setup: Listing, inherited: Attrs) -> Multiscale | None:
+    """One setup's time points (listed) -> its pyramid."""
+    timepoints = {}
+    for key in _timepoints(setup):
+        if setup.listed(key):
+            tp = setup.sub(key)
+            timepoints[key] = (tp.attrs, tp.arrays_in())
+    return bdv_setup(setup.attrs, timepoints, {**inheritable(inherited), **inheritable(setup.attrs)})
+
+
+def _bdv_timepoints(g: Listing, inherited: Attrs) -> list[Recognised]:
+    ms = _bdv(g, inherited)
+    return [Recognised("", ms, tuple(_timepoints(g)))] if ms is not None else []
+
+
+BDV_TIMEPOINTS = Convention(
+    "bdv-setup",
+    matches=lambda g: bool(_timepoints(g)),
+    reads=lambda g: tuple(k for k in _timepoints(g) if not g.listed(k)),
+    build=_bdv_timepoints,
+)
+"""A BigDataViewer setup opened directly: ``timepointN/sK`` (time points stacked as ``t``)."""
+
+
+def _setup_reads(g: Listing) -> tuple[str, ...]:
+    out: list[str] = []
+    for key in _setups(g):
+        if not g.listed(key):
+            out.append(key)
+        else:
+            out += [join_path(key, t) for t in _timepoints(g, key) if not g.listed(join_path(key, t))]
+    return tuple(out)
+
+
+def _bdv_setups(g: Listing, inherited: Attrs) -> list[Recognised]:
+    merged = {**inheritable(inherited), **inheritable(g.attrs)}
+    out = []
+    for key in _setups(g):
+        ms = _bdv(g.sub(key), merged) if g.listed(key) else None
+        if ms is not None:
+            out.append(Recognised(key, ms, (key,)))
+    return out
+
+
+BDV_SETUPS = Convention(
+    "bdv",
+    matches=lambda g: bool(_setups(g)),
+    reads=_setup_reads,
+    build=_bdv_setups,
+)
+"""A BigDataViewer root: one pyramid per ``setupN`` group."""
+
+PYRAMIDS = (NGFF, COSEM, N5_VIEWER, PAINTERA)
+"""A group is at most one pyramid: the first of these that builds one."""
+BIGDATAVIEWER = (BDV_TIMEPOINTS, BDV_SETUPS)
+"""Then each of these adds what it finds."""
+
+
+def looks_rgb(ms: Multiscale) -> bool:
+    """Uncalibrated uint8 data whose fastest N5 axis has 3 or 4 entries: an RGB(A) image
+    written in C order (y, x, c) by a tool without metadata."""
+    return (
+        ms.convention == "none"
+        and ms.ndim >= 3
+        and bool(ms.shapes)
+        and ms.shapes[0][0] in (3, 4)
+        and ms.dtype == "uint8"
+        and ms.channel_axis is None
+        and not ms.time_paths
     )
 
 
-def neuroglancer(attrs: Attrs, ndim: int) -> Calibration | None:
-    """Neuroglancer / tensorstore keys ``axes``, ``units``, ``resolution`` on top of N5 Viewer's.
+def _name_colour_axis(ms: Multiscale) -> Multiscale:
+    if not looks_rgb(ms):
+        return ms
+    axes = (COLOUR_AXES[ms.shapes[0][0] - 3], *default_axes(ms.ndim - 1))
+    return replace(ms, axes=axes)
 
-    Units may carry a factor (``"4nm"``). Paintera's ``offset`` (physical) is the translate.
-    """
-    axes, units = _strings(attrs.get("axes")), _strings(attrs.get("units"))
-    offset = _floats(attrs.get("offset"))
-    base = n5viewer(attrs, ndim)
-    if base is None and not (axes or units or offset):
-        return None
-    cal = base or identity(ndim)
-    scale, unit_list = list(cal.scale), list(cal.units)
-    if units:
-        for i, u in enumerate(_fit(units, ndim, None)):
-            unit_list[i], factor = _unit_and_factor(u)
-            scale[i] *= factor
-    convention = "neuroglancer" if axes or units else (base.convention if base else "paintera")
-    return Calibration(
-        tuple(scale),
-        _fit(offset, ndim, 0.0) if offset else cal.translate,
-        tuple(unit_list),
-        _unique_axes(axes, ndim) if axes else cal.axes,
-        convention,
+
+def finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
+    """``ms`` named ``name``, its paths under ``prefix``, its colour axis named, labels decided."""
+    ms = _name_colour_axis(ms)
+    return replace(
+        ms,
+        name=name,
+        paths=tuple(join_path(prefix, p) for p in ms.paths),
+        time_paths=tuple(tuple(join_path(prefix, p) for p in t) for t in ms.time_paths),
+        is_labels=is_labels(name, ms.attrs, ms.dtype) or ms.label_multiset,
     )
 
 
-def cosem(attrs: Attrs, ndim: int) -> Calibration | None:
-    """COSEM / OpenOrganelle ``transform`` {axes, units, scale, translate}.
-
-    Lists are in C order unless ``"order"`` (or n5-ij's ``"ordering"``) is ``"F"``; without
-    that key, axis names listing x before y mean N5 order.
-    """
-    t = attrs.get("transform")
-    if not isinstance(t, Mapping):
-        return None
-    scale = _floats(t.get("scale"))
-    if scale is None:
-        return None
-    n = len(scale)
-    translate = _floats(t.get("translate")) or (0.0,) * n
-    axes = _strings(t.get("axes")) or (None,) * n
-    units = _strings(t.get("units")) or (None,) * n
-    order = t.get("order", t.get("ordering"))
-    fortran = str(order).upper() == "F" if isinstance(order, str) else bool(_n5_order(axes))
-    if not fortran:
-        scale, translate, axes, units = scale[::-1], translate[::-1], axes[::-1], units[::-1]
-    return Calibration(
-        _fit(scale, ndim, 1.0),
-        _fit(translate, ndim, 0.0),
-        _fit(units, ndim, None),
-        _unique_axes(axes, ndim),
-        "cosem",
-    )
-
-
-def imagej(attrs: Attrs, ndim: int) -> Calibration | None:
-    """ImageJ (n5-ij) ``pixelWidth/Height/Depth``, ``pixelUnit``, ``x/y/zOrigin``, ``num*``.
-
-    Axes are x, y then c, z, t for those with more than one entry (ImageJ drops
-    singletons). The origins are physical offsets, as n5-ij uses them.
-    """
-    if "pixelWidth" not in attrs:
-        return None
-
-    def num(key: str, default: float) -> float:
-        v = attrs.get(key)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
-
-    axes = ["x", "y"]
-    for key, axis in (("numChannels", "c"), ("numSlices", "z"), ("numFrames", "t")):
-        if num(key, 1) > 1:
-            axes.append(axis)
-    if len(axes) != ndim:  # num* keys missing or inconsistent: spatial axes first
-        axes = list(("x", "y", "z")[: min(ndim, 3)]) + list(default_axes(ndim)[3:])
-    unit = attrs.get("pixelUnit") if isinstance(attrs.get("pixelUnit"), str) else None
-    interval = num("frameInterval", 0.0)
-    per_axis = {
-        "x": (num("pixelWidth", 1.0), num("xOrigin", 0.0), unit),
-        "y": (num("pixelHeight", 1.0), num("yOrigin", 0.0), unit),
-        "z": (num("pixelDepth", 1.0), num("zOrigin", 0.0), unit),
-        "t": (interval or 1.0, 0.0, "sec" if interval > 0 else None),
-    }
-    values = [per_axis.get(a, (1.0, 0.0, None)) for a in axes]
-    return Calibration(
-        tuple(v[0] for v in values),
-        tuple(v[1] for v in values),
-        tuple(v[2] for v in values),
-        tuple(axes),
-        "imagej",
-    )
-
-
-def _inherited(attrs: Attrs | None) -> dict[str, Any]:
-    return {k: attrs[k] for k in INHERITABLE if attrs and k in attrs}
-
-
-def calibrate(
-    attrs: Attrs,
-    ndim: int,
-    *,
-    name: str = "",
-    inherited: Attrs | None = None,
-    factors: Sequence[float] | None = None,
-) -> Calibration:
-    """Calibration of one array: COSEM, else ImageJ, else N5 Viewer/neuroglancer, else unit.
-
-    N5 Viewer family: ``inherited`` group keys are defaults for the array's own; the
-    array's ``downsamplingFactors`` (else ``factors``, else 2^N for a dataset named
-    ``sN`` that has a resolution) scale the full-resolution pixel size, and shift the
-    pixel centre by ``0.5 * (f - 1)`` full-resolution pixels.
-    """
-    for parse in (cosem, imagej):
-        cal = parse(attrs, ndim)
-        if cal is not None:
-            return cal
-    merged = {**_inherited(inherited), **attrs}
-    base = neuroglancer(merged, ndim)
-    f = downsampling_factors(attrs, ndim)
-    if f is None and factors is not None:
-        f = _fit(tuple(float(x) for x in factors), ndim, 1.0)
-    if f is None and base is not None and (m := _LEVEL.match(name.rsplit("/", 1)[-1])):
-        f = (2.0 ** int(m.group(1)),) * min(ndim, 3) + (1.0,) * max(0, ndim - 3)
-    if base is None:
-        base = identity(ndim)
-        if f is None:
-            return base
-        base = base._replace(convention="n5viewer")
-    if f is None or all(x == 1 for x in f):
-        return base
-    return base._replace(
-        scale=tuple(s * x for s, x in zip(base.scale, f, strict=True)),
-        translate=tuple(t + 0.5 * (x - 1) * s for t, s, x in zip(base.translate, base.scale, f, strict=True)),
-    )
-
-
+def stored_name(attrs: Mapping[str, Any]) -> str | None:
+    """The pyramid's own name (``NAME_KEY``), if it carries one."""
+    name = attrs.get(NAME_KEY)
+    return name.strip() if isinstance(name, str) and name.strip() else None

@@ -14,12 +14,15 @@ Attrs = Mapping[str, Any]
 ErrorHandler = Callable[[str, BaseException], None]
 
 DEFAULT_AXES = ("x", "y", "z", "t", "c")
-# Group keys that N5 Viewer and neuroglancer let children inherit.
 INHERITABLE = ("pixelResolution", "resolution", "units", "axes", "offset")
+"""Group keys that N5 Viewer and neuroglancer let children inherit."""
 
-_LEVEL = re.compile(r"^s(\d+)$")
-_SETUP = re.compile(r"^setup(\d+)$")
-_TIMEPOINT = re.compile(r"^timepoint(\d+)$")
+LEVEL = re.compile(r"^s(\d+)$")
+"""A pyramid level's name: ``s0, s1, ...`` (N5 Viewer, neuroglancer, BigDataViewer)."""
+SETUP = re.compile(r"^setup(\d+)$")
+"""A BigDataViewer setup group's name."""
+TIMEPOINT = re.compile(r"^timepoint(\d+)$")
+"""A BigDataViewer time point group's name."""
 LABEL_WORDS = frozenset({"label", "labels", "seg", "segmentation", "segmentations"})
 """A dataset/group name whose last word is one of these names labels (``labels``,
 ``raw_labels``, ``neuronLabels``, ``seg``, ``cell-segmentation``): see
@@ -28,8 +31,6 @@ CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
 """Names with these endings are containers (or point at one): never a labels name."""
 LABEL_MULTISET = "Paintera label multiset (isLabelMultiset): not readable yet"
 """Why a label-multiset dataset was not shown before they were read (issue 21); kept for callers."""
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
 
 
 class ArrayInfo(NamedTuple):
@@ -97,9 +98,101 @@ class Multiscale:
         )
 
 
+@dataclass
+class Listing:
+    """What the walk read of one group and below, as plain data; paths relative to the group
+    (``""`` is the group itself). A convention looks at it (``matches``), may ask the walk to
+    read more of it (``reads``), then describes it (``build``).
+
+    ``groups`` holds the attributes of every group read, ``arrays`` the facts of every array
+    read, ``children`` the child names of every group whose children were listed. A child
+    that is not in ``arrays`` is a group.
+    """
+
+    groups: dict[str, Attrs] = field(default_factory=dict)
+    arrays: dict[str, ArrayInfo] = field(default_factory=dict)
+    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        attrs: Attrs,
+        arrays: Mapping[str, ArrayInfo] | None = None,
+        groups: Mapping[str, Listing | None] | None = None,
+    ) -> Listing:
+        """A group with these child arrays and child groups (a nested :class:`Listing`, or
+        None for a group whose contents were not read)."""
+        out = cls()
+        out.add("", attrs, arrays or {}, list(groups or {}))
+        for key, sub in (groups or {}).items():
+            if sub is not None:
+                out.groups.update({join_path(key, p): a for p, a in sub.groups.items()})
+                out.arrays.update({join_path(key, p): a for p, a in sub.arrays.items()})
+                out.children.update({join_path(key, p): c for p, c in sub.children.items()})
+        return out
+
+    def add(self, path: str, attrs: Attrs, arrays: Mapping[str, ArrayInfo], groups: Sequence[str]) -> None:
+        """Record the group at ``path``: its attributes and its children."""
+        self.groups[path] = attrs
+        self.arrays.update({join_path(path, k): v for k, v in arrays.items()})
+        self.children[path] = (*arrays, *groups)
+
+    @property
+    def attrs(self) -> Attrs:
+        """The group's own attributes."""
+        return self.groups.get("", {})
+
+    def arrays_in(self, path: str = "") -> dict[str, ArrayInfo]:
+        """The child arrays of the group at ``path``, by name."""
+        out = {}
+        for name in self.children.get(path, ()):
+            info = self.arrays.get(join_path(path, name))
+            if info is not None:
+                out[name] = info
+        return out
+
+    def groups_in(self, path: str = "") -> list[str]:
+        """The names of the child groups of the group at ``path``."""
+        return [n for n in self.children.get(path, ()) if join_path(path, n) not in self.arrays]
+
+    def listed(self, path: str) -> bool:
+        """True once the children of the group at ``path`` were listed."""
+        return path in self.children
+
+    def sub(self, path: str) -> Listing:
+        """The part below ``path``, with paths relative to it."""
+        if not path:
+            return self
+        head = path + "/"
+
+        def below(d: Mapping[str, Any]) -> dict[str, Any]:
+            return {("" if k == path else k[len(head) :]): v for k, v in d.items() if k == path or k.startswith(head)}
+
+        return Listing(below(self.groups), below(self.arrays), below(self.children))
 
 
-def _floats(value: Any) -> tuple[float, ...] | None:
+def inheritable(attrs: Attrs | None) -> dict[str, Any]:
+    """The :data:`INHERITABLE` keys of ``attrs`` (what a group passes to its children)."""
+    return {k: attrs[k] for k in INHERITABLE if attrs and k in attrs}
+
+
+def describe_error(path: str, exc: BaseException) -> str:
+    """``"path: reason"`` without repeating a path the message already starts with."""
+    msg = str(exc) or type(exc).__name__
+    return msg if path and msg.startswith(path) else f"{path or '/'}: {msg}"
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key that puts ``s2`` before ``s10``."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name)]
+
+
+def join_path(*parts: str) -> str:
+    """Relative node paths joined with ``/`` (empty parts and outer slashes dropped)."""
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+def as_floats(value: Any) -> tuple[float, ...] | None:
     """A list of finite numbers as floats, else None."""
     if not isinstance(value, list | tuple) or not value:
         return None
@@ -112,13 +205,13 @@ def _floats(value: Any) -> tuple[float, ...] | None:
     return out
 
 
-def _strings(value: Any) -> tuple[str | None, ...] | None:
+def as_strings(value: Any) -> tuple[str | None, ...] | None:
     if not isinstance(value, list | tuple) or not value:
         return None
     return tuple(v if isinstance(v, str) else None for v in value)
 
 
-def _fit(values: Sequence[Any], ndim: int, fill: Any) -> tuple[Any, ...]:
+def fit(values: Sequence[Any], ndim: int, fill: Any) -> tuple[Any, ...]:
     """Truncate or pad ``values`` to ``ndim`` entries."""
     return tuple(values[:ndim]) + (fill,) * max(0, ndim - len(values))
 
@@ -133,9 +226,9 @@ def identity(ndim: int) -> Calibration:
     return Calibration((1.0,) * ndim, (0.0,) * ndim, (None,) * ndim, default_axes(ndim))
 
 
-def _unique_axes(axes: Sequence[str | None], ndim: int) -> tuple[str, ...]:
+def unique_axes(axes: Sequence[str | None], ndim: int) -> tuple[str, ...]:
     """Axis names fitted to ``ndim``, blanks and duplicates replaced by defaults."""
-    names = list(_fit(list(axes), ndim, None))
+    names = list(fit(list(axes), ndim, None))
     defaults = default_axes(ndim)
     seen: set[str] = set()
     for i, name in enumerate(names):
@@ -146,7 +239,7 @@ def _unique_axes(axes: Sequence[str | None], ndim: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _n5_order(axes: Sequence[Any] | None) -> bool | None:
+def in_n5_order(axes: Sequence[Any] | None) -> bool | None:
     """True if axis names list x before y (or z): N5 order; False if after; None if unknown."""
     if not axes:
         return None
@@ -156,13 +249,3 @@ def _n5_order(axes: Sequence[Any] | None) -> bool | None:
             if other in names:
                 return names.index("x") < names.index(other)
     return None
-
-
-def _unit_and_factor(unit: str | None) -> tuple[str | None, float]:
-    """Split neuroglancer-style ``"4nm"`` into ``("nm", 4.0)``."""
-    if not isinstance(unit, str):
-        return None, 1.0
-    m = _UNIT_WITH_FACTOR.match(unit)
-    if m:
-        return m.group(2).strip(), float(m.group(1))
-    return unit.strip() or None, 1.0

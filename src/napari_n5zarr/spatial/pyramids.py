@@ -4,32 +4,35 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from napari_n5zarr.spatial.conventions import _inherited, calibrate, cosem, downsampling_factors
+from napari_n5zarr.spatial.calibration import calibrate, cosem, downsampling_factors
 from napari_n5zarr.spatial.model import (
-    _LEVEL,
-    _TIMEPOINT,
-    _WORD,
     CONTAINER_SUFFIXES,
     LABEL_WORDS,
+    LEVEL,
+    TIMEPOINT,
     ArrayInfo,
     Attrs,
     Calibration,
     Multiscale,
-    _fit,
-    _floats,
-    _n5_order,
-    _unique_axes,
+    as_floats,
+    fit,
     identity,
+    in_n5_order,
+    inheritable,
+    unique_axes,
 )
 
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
-def _assemble(
+
+def assemble(
     paths: Sequence[str],
     infos: Sequence[ArrayInfo],
     cals: Sequence[Calibration],
@@ -68,9 +71,16 @@ def _assemble(
     )
 
 
+def dataset_pyramid(info: ArrayInfo, path: str = "", *, name: str | None = None, inherited: Attrs | None = None) -> Multiscale | None:
+    """A dataset that is no part of a pyramid: one level at ``path``, calibrated by its own
+    attributes and ``inherited`` (``name``, default ``path``, gives N5 Viewer's ``sN`` factor)."""
+    cal = calibrate(info.attrs, len(info.shape), name=path if name is None else name, inherited=inherited)
+    return assemble([path], [info], [cal], cal.convention, info.attrs)
+
+
 def level_names(names: Iterable[str]) -> list[str]:
     """Names ``s0, s1, ...`` among ``names``, sorted by level number."""
-    found = [(int(m.group(1)), n) for n in names if (m := _LEVEL.match(n))]
+    found = [(int(m.group(1)), n) for n in names if (m := LEVEL.match(n))]
     return [n for _, n in sorted(found)]
 
 
@@ -87,15 +97,15 @@ def n5viewer_pyramid(
     if not names:
         return None
     scales = group_attrs.get("scales")
-    merged = {**_inherited(inherited), **group_attrs}
+    merged = {**inheritable(inherited), **group_attrs}
     cals = []
     for name in names:
         info = children[name]
         n = int(name[1:])
         ndim = len(info.shape)
         factors: tuple[float, ...] | None = None
-        if isinstance(scales, list) and n < len(scales) and _floats(scales[n]):
-            factors = _floats(scales[n])
+        if isinstance(scales, list) and n < len(scales) and as_floats(scales[n]):
+            factors = as_floats(scales[n])
         if factors is None and downsampling_factors(info.attrs, ndim) is None:
             factors = (2.0**n,) * min(ndim, 3) + (1.0,) * max(0, ndim - 3)
         cals.append(calibrate(info.attrs, ndim, name=name, inherited=merged, factors=factors))
@@ -104,7 +114,7 @@ def n5viewer_pyramid(
         convention = "n5viewer"
     if convention == "n5viewer" and isinstance(scales, list):
         convention = "n5viewer-old"
-    return _assemble(names, [children[n] for n in names], cals, convention, group_attrs)
+    return assemble(names, [children[n] for n in names], cals, convention, group_attrs)
 
 
 def cosem_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multiscale | None:
@@ -131,10 +141,10 @@ def cosem_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Mult
         paths.append(path)
         infos.append(info)
         cals.append(cal)
-    return _assemble(paths, infos, cals, "cosem", group_attrs)
+    return assemble(paths, infos, cals, "cosem", group_attrs)
 
 
-def _ngff_multiscale(attrs: Attrs) -> tuple[Mapping[str, Any], Attrs] | None:
+def ngff_multiscale(attrs: Attrs) -> tuple[Mapping[str, Any], Attrs] | None:
     """(multiscale, attrs holding it): 0.5 keeps everything under ``"ome"``."""
     ome = attrs.get("ome")
     root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
@@ -155,19 +165,19 @@ def _ngff_transform(transforms: Any, ndim: int) -> tuple[list[float], list[float
     for t in transforms if isinstance(transforms, list) else []:
         if not isinstance(t, Mapping):
             continue
-        if t.get("type") == "scale" and (s := _floats(t.get("scale"))):
-            s = _fit(s, ndim, 1.0)
+        if t.get("type") == "scale" and (s := as_floats(t.get("scale"))):
+            s = fit(s, ndim, 1.0)
             scale = [a * b for a, b in zip(scale, s, strict=True)]
             translate = [a * b for a, b in zip(translate, s, strict=True)]
-        elif t.get("type") == "translation" and (v := _floats(t.get("translation"))):
-            translate = [a + b for a, b in zip(translate, _fit(v, ndim, 0.0), strict=True)]
+        elif t.get("type") == "translation" and (v := as_floats(t.get("translation"))):
+            translate = [a + b for a, b in zip(translate, fit(v, ndim, 0.0), strict=True)]
     return scale, translate
 
 
 def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multiscale | None:
     """OME-NGFF 0.4 (``multiscales``) or 0.5 (``ome.multiscales``): axes and
     ``coordinateTransformations`` in C order (N5 order if the axis names say so)."""
-    found = _ngff_multiscale(group_attrs)
+    found = ngff_multiscale(group_attrs)
     if found is None:
         return None
     ms, root = found
@@ -175,7 +185,7 @@ def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multi
     names = [a.get("name") if isinstance(a, Mapping) else a for a in raw_axes]
     units = [a.get("unit") if isinstance(a, Mapping) else None for a in raw_axes]
     types = [a.get("type") if isinstance(a, Mapping) else None for a in raw_axes]
-    reverse = _n5_order(names) is not True
+    reverse = in_n5_order(names) is not True
     paths, infos, cals = [], [], []
     for d in ms["datasets"]:
         path = d.get("path") if isinstance(d, Mapping) else None
@@ -186,21 +196,21 @@ def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multi
         scale, translate = _ngff_transform(
             list(d.get("coordinateTransformations") or []) + list(ms.get("coordinateTransformations") or []), ndim
         )
-        ax = list(_fit(names, ndim, None))
-        un = list(_fit(units, ndim, None))
+        ax = list(fit(names, ndim, None))
+        un = list(fit(units, ndim, None))
         if reverse:
             scale, translate, ax, un = scale[::-1], translate[::-1], ax[::-1], un[::-1]
-        cals.append(Calibration(tuple(scale), tuple(translate), tuple(un), _unique_axes(ax, ndim), "ngff"))
+        cals.append(Calibration(tuple(scale), tuple(translate), tuple(un), unique_axes(ax, ndim), "ngff"))
         paths.append(path)
         infos.append(info)
     if not cals:
         return None
-    ty = list(_fit(types, len(infos[0].shape), None))
+    ty = list(fit(types, len(infos[0].shape), None))
     if reverse:
         ty = ty[::-1]
     channel_axis = ty.index("channel") if "channel" in ty else None
     version = str(ms.get("version") or root.get("version") or "0.4")
-    return _assemble(paths, infos, cals, f"ngff-{version}", group_attrs, channel_axis)
+    return assemble(paths, infos, cals, f"ngff-{version}", group_attrs, channel_axis)
 
 
 def bdv_setup(
@@ -213,13 +223,13 @@ def bdv_setup(
     level shapes become a trailing ``t`` axis (``time_paths``); otherwise only the first
     time point is described. Resolution comes from the time point's ``resolution``
     (written for Paintera) or inherited N5 Viewer keys."""
-    names = sorted((n for n in timepoints if _TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :]))
+    names = sorted((n for n in timepoints if TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :]))
     factors = setup_attrs.get("downsamplingFactors")
     pyramids = []
     for tp in names:
         tp_attrs, arrays = timepoints[tp]
         group = {"scales": factors} if isinstance(factors, list) else {}
-        group.update(_inherited(tp_attrs))
+        group.update(inheritable(tp_attrs))
         ms = n5viewer_pyramid(group, arrays, inherited)
         if ms is not None:
             pyramids.append((tp, ms))
@@ -233,14 +243,30 @@ def bdv_setup(
         ms = replace(
             ms,
             time_paths=tuple(tuple(f"{tp}/{x}" for x in p.paths) for tp, p in same),
-            scale=ms.scale + (1.0,),
-            translate=ms.translate + (0.0,),
-            units=ms.units + (None,),
+            scale=(*ms.scale, 1.0),
+            translate=(*ms.translate, 0.0),
+            units=(*ms.units, None),
             axes=ms.axes + (("time",) if "t" in ms.axes else ("t",)),
-            downsampling=tuple(f + (1.0,) for f in ms.downsampling),
-            shapes=tuple(s + (len(same),) for s in ms.shapes),
+            downsampling=tuple((*f, 1.0) for f in ms.downsampling),
+            shapes=tuple((*s, len(same)) for s in ms.shapes),
         )
     return ms
+
+
+def paintera_pyramid(
+    group_attrs: Attrs, data_attrs: Attrs, data_arrays: Mapping[str, ArrayInfo], inherited: Attrs | None = None
+) -> Multiscale | None:
+    """A Paintera group (``painteraData``): its ``data/s0, s1, ...`` pyramid, with the group's
+    ``painteraData`` (the layer type) beside ``data``'s attributes. ``inherited``: the
+    group's ancestors' (its own inheritable keys are added)."""
+    paintera = group_attrs.get("painteraData")
+    if not isinstance(paintera, Mapping):
+        return None
+    merged = {**inheritable(inherited), **inheritable(group_attrs)}
+    ms = n5viewer_pyramid(data_attrs, data_arrays, merged)
+    if ms is None:
+        return None
+    return replace(ms, paths=tuple(f"data/{p}" for p in ms.paths), attrs={**data_attrs, "painteraData": dict(paintera)})
 
 
 class BdvSetup(NamedTuple):

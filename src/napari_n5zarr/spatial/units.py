@@ -8,6 +8,7 @@ as css_pixel, and N5 writers spell units freely (``um``, ``µm``, ``micron``, ``
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 
@@ -52,6 +53,8 @@ LENGTH_EXPONENT = {u.symbol: u.meters_exponent for u in UNITS if u.symbol and u.
 NO_UNIT = ("none",)
 """Spellings of "no unit" written as an empty symbol."""
 
+_UNIT_WITH_FACTOR = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\d\s].*)$")
+
 
 def normalize_unit(unit: str | None) -> str | None:
     """A unit spelling as a full unit name (``"um"`` -> ``"micrometer"``); unknowns kept."""
@@ -81,3 +84,13 @@ def unit_display(unit: str | None) -> str:
         return "px"
     row = _BY_NAME.get(name)
     return row.display if row is not None else name
+
+
+def unit_and_factor(unit: str | None) -> tuple[str | None, float]:
+    """Split neuroglancer-style ``"4nm"`` into ``("nm", 4.0)``."""
+    if not isinstance(unit, str):
+        return None, 1.0
+    m = _UNIT_WITH_FACTOR.match(unit)
+    if m:
+        return m.group(2).strip(), float(m.group(1))
+    return unit.strip() or None, 1.0

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
-from zarr.core.buffer import default_buffer_prototype
+from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES
@@ -22,11 +22,11 @@ from napari_n5zarr.storage import files
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
 
+    from zarr.abc.buffer import Buffer, BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import Buffer, BufferPrototype
 
 METADATA_NAMES = METADATA_FILES | ZARR_V2_FILES
-"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.limits.max_metadata_bytes`."""
+"""Keys whose documents are capped by :func:`~napari_n5zarr.n5.constants.max_metadata_bytes`."""
 
 
 def is_metadata_key(key: str) -> bool:

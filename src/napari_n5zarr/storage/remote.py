@@ -13,7 +13,7 @@ failure is an error: a 500 is not a 404.
 Bounded: every attempt has a total deadline (a server sending one byte a second beats any
 per-byte timeout), counted once the request has one of the store's connection slots (a
 plane's queued block requests are not timed while they wait); every body is read with a
-cap (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`): HTTP bodies are streamed (after
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`): HTTP bodies are streamed (after
 aiohttp's transparent ``Content-Encoding`` decompression) and refused one byte past the cap
 or when ``Content-Length`` declares more; other protocols ask for a range of cap + 1 bytes.
 
@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore
 
-from napari_n5zarr.errors import N5FormatError, N5StoreError
-from napari_n5zarr.n5.limits import check_stored_size, max_stored_bytes
+from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
+from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:
+    from zarr.abc.buffer import Buffer, BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import Buffer, BufferPrototype
 
 T = TypeVar("T")
 
@@ -229,10 +229,6 @@ def _connection_fault(error: BaseException) -> str | None:
     return None
 
 
-class DeadlineExceeded(TimeoutError):
-    """One attempt took longer than :attr:`RemoteSettings.deadline` (retried as a timeout)."""
-
-
 _SLOTS: weakref.WeakKeyDictionary[Any, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
 
 
@@ -339,7 +335,7 @@ class RemoteStore(FsspecStore):
         path = f"{self.path.rstrip('/')}/{key}" if key else self.path
         try:
             return str(self.fs.unstrip_protocol(path))
-        except Exception:  # noqa: BLE001 (a message helper must not fail)
+        except Exception:  # a message helper must not fail
             return path
 
     @property
@@ -370,12 +366,12 @@ class RemoteStore(FsspecStore):
                 return await self._attempt(call, deadline)
             except (FileNotFoundError, N5FormatError):
                 raise
-            except Exception as e:  # noqa: BLE001 (every library's fault, classified below)
+            except Exception as e:  # every library's fault, classified below
                 what = name() if callable(name) else name
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
                     logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
-                    await asyncio.sleep(delay * (1 + random.random() / 4))  # noqa: S311 (jitter)
+                    await asyncio.sleep(delay * (1 + random.random() / 4))  # jitter
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
                 logger.debug("giving up on %s%s", what, tries, exc_info=True)

@@ -3,7 +3,7 @@
 zarr's ``ZipStore`` reads a whole member (``f.read()``): a 3 MB zip whose member inflates to
 3 GB took 3 GB before anything could refuse it, a block or a zipped ``attributes.json``
 alike. :class:`BoundedZipStore` checks the size the member's header declares against the
-cap (:func:`~napari_n5zarr.n5.limits.max_stored_bytes`) before reading, then reads at most
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`) before reading, then reads at most
 one byte past the cap (``zipfile`` stops at the declared size: a header that lies about it
 ends in a CRC error, reported naming the member).
 """
@@ -15,29 +15,17 @@ import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
-from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import ZipStore
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.limits import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
+from napari_n5zarr.storage.byte_range import byte_span
 from napari_n5zarr.storage.local import is_metadata_key
+from napari_n5zarr.zarr_internals import zip_archive
 
 if TYPE_CHECKING:
+    from zarr.abc.buffer import Buffer, BufferPrototype
     from zarr.abc.store import ByteRequest
-    from zarr.core.buffer import Buffer, BufferPrototype
-
-
-def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
-    """(start, end) of ``byte_range`` in a member of ``size`` bytes."""
-    if byte_range is None:
-        return 0, size
-    if isinstance(byte_range, RangeByteRequest):
-        return min(byte_range.start, size), min(byte_range.end, size)
-    if isinstance(byte_range, OffsetByteRequest):
-        return min(byte_range.offset, size), size
-    if isinstance(byte_range, SuffixByteRequest):
-        return max(0, size - byte_range.suffix), size
-    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
 
 
 class BoundedZipStore(ZipStore):
@@ -48,14 +36,8 @@ class BoundedZipStore(ZipStore):
         return f"{self.path}/{key}"
 
     def _archive(self) -> zipfile.ZipFile:
-        """The open archive: zarr >= 3.4.2 opens it on first use (``_zipfile()``); older
-        ZipStores open it in ``_sync_open`` and keep it as ``_zf`` (checked on 3.3.0)."""
-        opener = getattr(super(), "_zipfile", None)
-        if callable(opener):
-            return opener()
-        if not self._is_open:
-            self._sync_open()
-        return self._zf
+        """The open archive (opened on first use)."""
+        return zip_archive(self)
 
     def member_names(self) -> list[str]:
         """Every member's name, as the archive stores it."""
@@ -67,7 +49,7 @@ class BoundedZipStore(ZipStore):
             info = self._archive().getinfo(key)
         except KeyError:
             return None
-        start, end = _span(byte_range, info.file_size)
+        start, end = byte_span(byte_range, info.file_size)
         check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata)
         try:
             with self._archive().open(info) as f:

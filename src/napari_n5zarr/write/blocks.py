@@ -19,13 +19,13 @@ from typing import Any, Literal
 
 import numpy as np
 from zarr.abc.store import Store
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
+from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
-from napari_n5zarr.n5.describe import describe_store
+from napari_n5zarr.n5.stores import describe_store
+from napari_n5zarr.zarr_internals import sync
 
 Boundary = Literal["truncate", "pad"]
 

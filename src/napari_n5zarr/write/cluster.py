@@ -107,7 +107,7 @@ def stop(client: Any, future: Any, gate: WriteGate | None) -> None:
     while time.monotonic() < deadline:
         try:
             active = client.run(shut_gate, gate.token, on_error="ignore")
-        except Exception:  # noqa: BLE001 (no scheduler, no workers to wait for)
+        except Exception:  # no scheduler, no workers to wait for
             return
         if not any(active.values()):
             return

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from napari_n5zarr.errors import NothingToConvertError
+
 if TYPE_CHECKING:
 
     from napari_n5zarr.write.blocks import Boundary
@@ -44,14 +46,6 @@ class ConvertReport:
     dest: str
     images: list[ConvertedImage] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-class NothingToConvertError(ValueError):
-    """The source holds no readable image or labels array; ``skipped`` lists the unreadable nodes."""
-
-    def __init__(self, message: str, skipped: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.skipped = list(skipped)
 
 
 def convert(

@@ -203,7 +203,7 @@ def editable_reason(root: str | os.PathLike[str]) -> str | None:
         edits.pyramid_levels(root)
     except edits.NotEditableError as e:
         return str(e)
-    except Exception as e:  # noqa: BLE001 (anything unusual: read-only, saying why)
+    except Exception as e:  # anything unusual: read-only, saying why
         return f"{e}"
     return None
 

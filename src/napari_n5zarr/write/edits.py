@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.n5.header import parse_header
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.errors import NotEditableError
+from napari_n5zarr.n5.block_format import parse_header
+from napari_n5zarr.n5.constants import N5_JSON
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 
@@ -44,10 +46,6 @@ CRASH_ENV = "NAPARI_N5ZARR_SAVE_CRASH"
 """Tests only: ``"<point>"`` or ``"<point>:<n>"`` kills the saving process (SIGKILL) there."""
 
 Index = tuple[int, ...]
-
-
-class NotEditableError(ValueError):
-    """The node cannot be edited in place (the message says why and what to do)."""
 
 
 @dataclass
@@ -101,7 +99,7 @@ class SaveResult:
 
 def _attributes(folder: Path) -> dict[str, Any] | None:
     try:
-        doc = json.loads(files.read_regular_file(folder / "attributes.json", metadata=True))
+        doc = json.loads(files.read_regular_file(folder / N5_JSON, metadata=True))
     except (FileNotFoundError, NotADirectoryError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -118,7 +116,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
         raise NotEditableError(f"{folder} is not a local folder")
     doc = _attributes(folder)
     if doc is not None and "dimensions" in doc:
-        levels = [Level(folder, N5DatasetMetadata.from_json(doc, str(folder / "attributes.json")))]
+        levels = [Level(folder, N5DatasetMetadata.from_json(doc, str(folder / N5_JSON)))]
     else:
         names = sorted((p.name for p in folder.iterdir() if p.name[:1] == "s" and p.name[1:].isdigit()), key=lambda n: int(n[1:]))
         levels = []
@@ -126,7 +124,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
             child = _attributes(folder / name)
             if child is None or "dimensions" not in child:
                 break
-            levels.append(Level(folder / name, N5DatasetMetadata.from_json(child, str(folder / name / "attributes.json"))))
+            levels.append(Level(folder / name, N5DatasetMetadata.from_json(child, str(folder / name / N5_JSON))))
         if not levels:
             raise NotEditableError(f"{folder} holds no N5 dataset nor s0..sN pyramid")
     for level in levels:

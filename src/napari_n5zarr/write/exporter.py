@@ -21,7 +21,7 @@ first, then each dataset's metadata, the root group last; until then a marker fi
 complete; a failed or cancelled one is removed (a full disk says so).
 Memory stays bounded (a region of a few blocks per thread): each level-0 region is written
 with the finer levels computed from it in memory; coarser levels from the blocks of the
-last level written (see :mod:`napari_n5zarr.write.levels`).
+last level written (see :mod:`napari_n5zarr.write.export_levels`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary
-from napari_n5zarr.write.levels import as_cancel, write_levels
+from napari_n5zarr.write.export_levels import as_cancel, write_levels
 from napari_n5zarr.write.plan import (
     ArrayLike,
     LevelsArg,
@@ -75,7 +75,7 @@ def export(
 
     Three steps: :func:`~napari_n5zarr.write.plan.make_plan` checks every argument and
     decides every level and metadata document before anything is written;
-    :func:`~napari_n5zarr.write.levels.write_levels` writes the blocks;
+    :func:`~napari_n5zarr.write.export_levels.write_levels` writes the blocks;
     :class:`~napari_n5zarr.write.publish.Destination` makes them visible (metadata, swap,
     marker) or removes them on failure.
 

@@ -18,7 +18,7 @@ import numpy as np
 from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.constants import N5_DTYPES
-from napari_n5zarr.n5.model import N5DatasetMetadata
+from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary

@@ -38,7 +38,7 @@ __all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node
 
 
 def _node_buffer(doc: dict[str, Any]) -> Any:
-    from zarr.core.buffer import default_buffer_prototype
+    from zarr.buffer import default_buffer_prototype
 
     return default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
 
@@ -46,7 +46,7 @@ def _node_buffer(doc: dict[str, Any]) -> Any:
 def publish_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
     """Write the node ``doc`` (a ``zarr.json`` document) at ``prefix`` through
     :class:`N5DefaultStore`, which writes attributes.json too (and zarr.json if ``zarr_json``)."""
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(f"{prefix}{ZARR_JSON}", _node_buffer(doc)))
 
@@ -55,7 +55,7 @@ def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
     """The plan's datasets (``s0 .. sN``, all at once), then its pyramid group at ``prefix``."""
     import asyncio
 
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     n5 = N5DefaultStore(store, write_zarr_json=plan.zarr_json)
 
@@ -77,7 +77,7 @@ def publish_parents(store: Store, prefix: str, zarr_json: bool) -> None:
 
 def node_state(store: Store, prefix: str) -> tuple[bool, bool]:
     """(holds anything, looks like an N5/Zarr node or an unfinished export)."""
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     empty = sync(store.is_empty(prefix))
     known = any(store_get(store, f"{prefix}{name}") is not None for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER))
@@ -113,7 +113,7 @@ def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path
 
 def clean_up(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
     """Remove a failed export's partial output (and the folder it created); say what."""
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     if staging is not None:
         shutil.rmtree(staging, ignore_errors=True)
@@ -186,7 +186,7 @@ class Destination:
                 safe_destination.recover(self.target)
                 self._created = None if self.target.exists() else self.target  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)
-        except BaseException:  # noqa: BLE001 (release the lock on any failure, even KeyboardInterrupt; re-raised)
+        except BaseException:  # release the lock on any failure, even KeyboardInterrupt; re-raised
             if self._lock is not None:
                 self._lock.__exit__(None, None, None)
             raise
@@ -211,9 +211,10 @@ class Destination:
 
     def publish(self, plan: ExportPlan) -> None:
         """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last."""
-        from zarr.core.sync import sync
+        from napari_n5zarr.zarr_internals import sync
 
-        assert self.store is not None and self._out is not None, "open() first"
+        assert self.store is not None, "open() first"
+        assert self._out is not None, "open() first"
         out = self._out
         publish_metadata(out, "" if self._staging is not None else self.prefix, plan)
         if self._staging is not None and self.target is not None:

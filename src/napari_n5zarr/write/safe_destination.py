@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
-from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
+from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.storage import files, location
 
 LOCK_SUFFIX = ".n5zarr-lock"
@@ -256,10 +256,8 @@ class DestinationLock:
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # while still holding the flock
-            except FileNotFoundError:
-                pass
             os.close(self._fd)
             self._fd = None
 
@@ -366,7 +364,7 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
                     scan_blocks(Path(entry.path), f"{name}/", len(meta.get("dimensions", meta.get("shape", []))) or None, 0)
                 elif _LEVEL.fullmatch(entry.name) and not meta:
                     scan_blocks(Path(entry.path), f"{name}/", None, 0)  # an unfinished export's level
-                elif meta and "n5" not in meta:
+                elif meta and VERSION_KEY not in meta:
                     scan_group(Path(entry.path), f"{name}/")
                 else:
                     foreign(entry, name, "another container" if meta else "")

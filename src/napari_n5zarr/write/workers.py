@@ -63,7 +63,7 @@ class Workers:
         try:
             if not self.cancelled():
                 fn(*args)
-        except BaseException as e:  # noqa: BLE001  # handed to the exporting thread, re-raised there
+        except BaseException as e:  # handed to the exporting thread, re-raised there
             error = e
         self._finished(error)
 

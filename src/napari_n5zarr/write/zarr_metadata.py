@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.constants import METADATA_FILES
+from napari_n5zarr.n5.constants import METADATA_FILES, N5_JSON, ZARR_JSON
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -103,7 +103,7 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
         location = os.fspath(path_or_store)
         store = base_store(location, "r" if dry_run else "r+")
     else:
-        from napari_n5zarr.n5.describe import store_location
+        from napari_n5zarr.n5.stores import store_location
 
         store = path_or_store
         location = store_location(store, "")
@@ -115,7 +115,7 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
 
 
 def _list_dir(store: Store, prefix: str) -> list[str]:
-    from zarr.core.sync import sync
+    from napari_n5zarr.zarr_internals import sync
 
     async def names() -> list[str]:
         return [k async for k in store.list_dir(prefix)]
@@ -125,7 +125,7 @@ def _list_dir(store: Store, prefix: str) -> list[str]:
 
 def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.metadata import parse_document
+    from napari_n5zarr.n5.constants import parse_document
 
     try:
         return parse_document(raw, None) == doc
@@ -138,7 +138,7 @@ def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataR
 
     from napari_n5zarr.write.blocks import store_get, store_set
 
-    key = f"{prefix}zarr.json"
+    key = f"{prefix}{ZARR_JSON}"
     existing = store_get(store, key)
     if existing is not None and _same_json(existing, doc):
         report.steps.append(ZarrMetadataStep("unchanged", key))
@@ -181,15 +181,14 @@ def _one_line(exc: BaseException) -> str:
 def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.describe import store_location
-    from napari_n5zarr.n5.first_block import first_block_mode
-    from napari_n5zarr.n5.header import MODE_NAMES
-    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, parse_document
-    from napari_n5zarr.n5.model import is_dataset
+    from napari_n5zarr.n5.block_format import MODE_NAMES, first_block_mode
+    from napari_n5zarr.n5.constants import parse_document
+    from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
+    from napari_n5zarr.n5.stores import store_location
     from napari_n5zarr.write.blocks import store_get
 
     where = prefix.rstrip("/")
-    key = f"{prefix}attributes.json"
+    key = f"{prefix}{N5_JSON}"
     try:
         raw = store_get(store, key)
     except OSError as e:  # unreadable (permissions, a FIFO, a remote fault): report it in place

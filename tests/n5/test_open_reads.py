@@ -1,6 +1,7 @@
-"""``open()`` gives ``n5_default`` arrays zarr's fused pipeline (per array, never the global
-config) and its reads equal tensorstore's and zarr's default pipeline exactly: every
-compression, padded (tensorstore) and truncated (n5-java) boundary blocks, missing blocks."""
+"""``open()`` reads of ``n5_default`` arrays equal tensorstore's and ``zarr.open_array``'s over
+the same stores exactly: every compression, padded (tensorstore) and truncated (n5-java)
+boundary blocks, missing blocks; writes, zip archives and pickling too. ``open()`` leaves
+zarr's objects and its global config as zarr made them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import napari_n5zarr
 from napari_n5zarr.access import base_store, wrap
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.metadata import attributes_to_zarr
-from napari_n5zarr.n5.pipeline import N5FusedPipeline, use_fused_pipeline
 
 TS_COMPRESSIONS = {
     "raw": {"type": "raw"},
@@ -42,8 +42,8 @@ def sample(shape=SHAPE, dtype="uint16") -> np.ndarray:
     return (rng.random(shape) * 3000).astype(dtype)
 
 
-def default_pipeline_read(path) -> zarr.Array:
-    """The same array through zarr's own pipeline (whatever the config says)."""
+def zarr_open_read(path) -> zarr.Array:
+    """The same array opened by zarr's own ``open_array``."""
     return zarr.open_array(store=wrap(base_store(path)), mode="r")
 
 
@@ -59,12 +59,12 @@ def test_open_reads_equal_tensorstore_exactly(tmp_path, name: str) -> None:
     t[:16, :16, 8:16] = 0  # tensorstore deletes a block equal to the fill value: a missing block
     expected = ts.open(spec).result().read().result()
     arr = napari_n5zarr.open(path)
-    assert isinstance(arr._async_array.codec_pipeline, N5FusedPipeline)
     assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
     whole = arr[...]
-    assert whole.dtype == np.dtype("uint16") and whole.flags.c_contiguous
+    assert whole.dtype == np.dtype("uint16")
+    assert whole.flags.c_contiguous
     np.testing.assert_array_equal(whole, expected)
-    reference = default_pipeline_read(path)
+    reference = zarr_open_read(path)
     for sel in SELECTIONS:
         got = arr[sel]
         np.testing.assert_array_equal(got, expected[sel])
@@ -97,33 +97,29 @@ def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, 
                 expected[x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]] = block
     del arr
     fast = napari_n5zarr.open(path / "d")
-    reference = default_pipeline_read(path / "d")
-    assert isinstance(fast._async_array.codec_pipeline, N5FusedPipeline)
+    reference = zarr_open_read(path / "d")
+    # the pipeline zarr's config names, as zarr built it (no per-array replacement)
+    assert type(fast._async_array.codec_pipeline) is zarr.registry.get_pipeline_class()
     for sel in SELECTIONS:
         np.testing.assert_array_equal(fast[sel], expected[sel])
         np.testing.assert_array_equal(fast[sel], reference[sel])
     assert fast[...].dtype == np.dtype(dtype)
 
 
-def test_open_writes_through_the_fused_pipeline(tmp_path) -> None:
+def test_open_writes_padded_and_partial_blocks(tmp_path) -> None:
     data = sample()
     path = tmp_path / "w.n5"
     root = napari_n5zarr.open(path, mode="w")
     napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"})
     arr = napari_n5zarr.open(path / "d", mode="r+")
-    assert isinstance(arr._async_array.codec_pipeline, N5FusedPipeline)
     arr[...] = data
     arr[3:9, 30:38, 4] = 5  # partial blocks: read-modify-write
     data[3:9, 30:38, 4] = 5
     np.testing.assert_array_equal(napari_n5zarr.open(path / "d")[...], data)
-    np.testing.assert_array_equal(default_pipeline_read(path / "d")[...], data)
+    np.testing.assert_array_equal(zarr_open_read(path / "d")[...], data)
 
 
-def test_other_arrays_keep_zarrs_pipeline(tmp_path) -> None:
-    plain = zarr.create_array(tmp_path / "plain.zarr", shape=(4, 4), chunks=(2, 2), dtype="uint8")
-    assert use_fused_pipeline(plain) is plain
-    assert not isinstance(plain._async_array.codec_pipeline, N5FusedPipeline)
-    # zip stores have no synchronous IO: the fused pipeline takes zarr's async fallback
+def test_zip_archives_read_like_folders(tmp_path) -> None:
     data = sample()
     src = tmp_path / "z.n5"
     root = napari_n5zarr.open(src, mode="w")
@@ -132,7 +128,6 @@ def test_other_arrays_keep_zarrs_pipeline(tmp_path) -> None:
     import shutil
 
     shutil.make_archive(str(tmp_path / "z"), "zip", src)
-    zipped = use_fused_pipeline(zarr.open_array(store=wrap(base_store(tmp_path / "z.zip")), path="d", mode="r"))
-    assert isinstance(zipped._async_array.codec_pipeline, N5FusedPipeline)
+    zipped = zarr.open_array(store=wrap(base_store(tmp_path / "z.zip")), path="d", mode="r")
     np.testing.assert_array_equal(zipped[...], data)
     np.testing.assert_array_equal(zipped[SELECTIONS[3]], data[SELECTIONS[3]])

@@ -1,46 +1,46 @@
-"""Walk a zarr node (metadata only, never chunks) and describe its pyramids."""
+"""Walk a node (metadata only, never blocks) and describe its pyramids.
+
+The I/O half of pyramid recognition: :func:`detect` reads what the conventions of
+:mod:`napari_n5zarr.spatial.conventions` ask for (a group's attributes and children, the
+datasets they reference, the attributes of the groups above the node) and hands it to them as
+plain data. Nodes are seen through a :class:`NodeView`: zarr nodes (any store) through
+:class:`ZarrView`, local N5 folders also through :class:`napari_n5zarr.read.local.LocalNode`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import zarr
 
 from napari_n5zarr.errors import SkippedNodeWarning
-from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON
-from napari_n5zarr.spatial.conventions import _inherited, calibrate
+from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, VERSION_KEY
+from napari_n5zarr.spatial.conventions import (
+    BIGDATAVIEWER,
+    PYRAMIDS,
+    Convention,
+    finish,
+    stored_name,
+)
 from napari_n5zarr.spatial.model import (
-    _SETUP,
-    _TIMEPOINT,
     ArrayInfo,
     Attrs,
     ErrorHandler,
+    Listing,
     Multiscale,
-    default_axes,
+    describe_error,
+    inheritable,
+    join_path,
+    natural_key,
 )
-from napari_n5zarr.spatial.pyramids import (
-    _assemble,
-    bdv_setup,
-    cosem_pyramid,
-    is_labels,
-    n5viewer_pyramid,
-    ngff_pyramid,
-)
+from napari_n5zarr.spatial.pyramids import dataset_pyramid
 
 logger = logging.getLogger(__name__)
-
-
-def describe_error(path: str, exc: BaseException) -> str:
-    """``"path: reason"`` without repeating a path the message already starts with."""
-    msg = str(exc) or type(exc).__name__
-    return msg if path and msg.startswith(path) else f"{path or '/'}: {msg}"
 
 
 def _warn(path: str, exc: BaseException) -> None:
@@ -57,14 +57,6 @@ def _logged(on_error: ErrorHandler) -> ErrorHandler:
     return report
 
 
-def _natural_key(name: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
-
-
-def _join(*parts: str) -> str:
-    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
-
-
 def n5_ordered(array: zarr.Array) -> bool:
     """True for ``n5_default`` arrays (shape in N5 order, fastest axis first); plain Zarr
     arrays are in C order (their shape is reversed to describe them in N5 order)."""
@@ -75,14 +67,15 @@ def n5_ordered(array: zarr.Array) -> bool:
         return False
 
 
-def _info(array: zarr.Array) -> ArrayInfo:
+def array_facts(array: zarr.Array) -> ArrayInfo:
+    """A zarr array's attributes, shape (N5 order) and dtype."""
     shape = tuple(int(s) for s in array.shape)
     return ArrayInfo(dict(array.attrs), shape if n5_ordered(array) else shape[::-1], str(array.dtype))
 
 
 class NodeView:
     """What the walk reads of a node (metadata only, never blocks). :func:`detect` sees
-    zarr nodes through :class:`_ZarrView`; :mod:`napari_n5zarr.read.local` offers a
+    zarr nodes through :class:`ZarrView`; :mod:`napari_n5zarr.read.local` offers a
     zarr-free view of local N5 folders, so both give the same :class:`Multiscale` objects."""
 
     is_array: bool
@@ -110,7 +103,7 @@ class NodeView:
         raise NotImplementedError
 
 
-class _ZarrView(NodeView):
+class ZarrView(NodeView):
     """A zarr node (any store) as the walk sees it."""
 
     def __init__(self, node: zarr.Array | zarr.Group) -> None:
@@ -124,13 +117,13 @@ class _ZarrView(NodeView):
         return dict(self.node.attrs)
 
     def info(self) -> ArrayInfo:
-        return _info(self.node)  # type: ignore[arg-type]
+        return array_facts(self.node)  # type: ignore[arg-type]
 
     def children(self, where: str, on_error: ErrorHandler) -> dict[str, NodeView]:
-        return {k: _ZarrView(v) for k, v in _children(self.node, where, on_error).items()}  # type: ignore[arg-type]
+        return {k: ZarrView(v) for k, v in _children(self.node, where, on_error).items()}  # type: ignore[arg-type]
 
     def get(self, path: str) -> NodeView:
-        return _ZarrView(self.node[path])  # type: ignore[index,arg-type]
+        return ZarrView(self.node[path])  # type: ignore[index,arg-type]
 
     def ancestor_attrs(self) -> dict[str, Any]:
         return _ancestor_attrs(self.node)
@@ -163,7 +156,7 @@ def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str
         if not isinstance(node, BaseException):
             out[key] = node
         elif type(node) is not KeyError:  # a broken child is reported, its siblings still read
-            on_error(_join(where, key), node)
+            on_error(join_path(where, key), node)
     return out or _probe_levels(group)
 
 
@@ -220,18 +213,13 @@ def _parent_stores(store: Any) -> list[Any]:
     return out
 
 
-def _outer_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
-    """Inheritable attributes of N5 groups above the store's root, root first (see
-    :func:`merge_outer_attrs`)."""
-    return outer_attrs(node.store)
-
-
 def outer_attrs(store: Any) -> dict[str, Any]:
     """Inheritable attributes of the N5 groups above ``store``'s root (a local folder or an
     fsspec URL, also under the N5 wrappers), root first: what a level opened on its own
     (``pyr.n5/s1``) inherits from its pyramid (see :func:`merge_outer_attrs`)."""
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
+    from zarr.buffer import default_buffer_prototype
+
+    from napari_n5zarr.zarr_internals import sync
 
     try:
         parents = _parent_stores(store)
@@ -270,8 +258,8 @@ def merge_outer_attrs(parents: Iterable[tuple[str, Callable[[], bytes | None]]])
                 break
             continue
         missing = 0
-        found.append(_inherited(doc))
-        if "n5" in doc or where.rstrip("/").lower().endswith(".n5"):
+        found.append(inheritable(doc))
+        if VERSION_KEY in doc or where.rstrip("/").lower().endswith(".n5"):
             break
     merged: dict[str, Any] = {}
     for attrs in reversed(found):
@@ -285,86 +273,50 @@ def _ancestor_attrs(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     import zarr
 
     parts = [p for p in node.path.split("/") if p]
-    merged: dict[str, Any] = _outer_attrs(node)
+    merged: dict[str, Any] = outer_attrs(node.store)
     for i in range(len(parts)):
         try:
             parent = zarr.open_group(store=node.store, path="/".join(parts[:i]), mode="r")
-            merged.update(_inherited(parent.attrs))
+            merged.update(inheritable(parent.attrs))
         except (KeyError, OSError, ValueError):  # not a readable group: nothing to inherit from it
             continue
     return merged
 
 
-def _lookup(group: NodeView, paths: Iterable[str], known: Mapping[str, NodeView]) -> dict[str, ArrayInfo]:
-    """ArrayInfo for the given relative paths that are arrays (nested paths allowed)."""
-    out = {}
-    for p in paths:
+class _GroupReader:
+    """Reads what the conventions ask for below one group into its :class:`Listing`."""
+
+    def __init__(self, group: NodeView, prefix: str, on_error: ErrorHandler) -> None:
+        self.group, self.prefix, self.on_error = group, prefix, on_error
+        self.views: dict[str, NodeView] = {}
+        self.tried: set[str] = set()
+        self.listing = Listing()
+
+    def list(self, path: str, view: NodeView) -> dict[str, NodeView]:
+        """Record the group at ``path`` and its children."""
+        attrs = view.attrs()
+        children = view.children(join_path(self.prefix, path), self.on_error)
+        arrays = {k: v.info() for k, v in children.items() if v.is_array}
+        self.listing.add(path, attrs, arrays, [k for k, v in children.items() if not v.is_array])
+        self.views.update({join_path(path, k): v for k, v in children.items()})
+        return children
+
+    def fill(self, convention: Convention) -> None:
+        """Read the paths ``convention`` asks for, round after round, each path once."""
+        while todo := [p for p in convention.reads(self.listing) if p not in self.tried]:
+            for path in todo:
+                self.tried.add(path)
+                self._read(path)
+
+    def _read(self, path: str) -> None:
         try:
-            node = known[p] if p in known else group.get(p)
+            view = self.views[path] if path in self.views else self.group.get(path)
         except (KeyError, OSError, ValueError):  # named by metadata but not there (or broken)
-            continue
-        if node.is_array:
-            out[p] = node.info()
-    return out
-
-
-def referenced_paths(attrs: Attrs) -> list[str]:
-    """Dataset paths named by OME-NGFF / COSEM ``multiscales`` metadata."""
-    ome = attrs.get("ome")
-    root = ome if isinstance(ome, Mapping) and "multiscales" in ome else attrs
-    ms = root.get("multiscales")
-    if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
-        return []
-    ds = ms[0].get("datasets")
-    return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
-
-
-COLOUR_AXES = ("rgb", "rgba")
-"""Names of a colour axis (N5 axis 0, napari's last): written by this package's writer;
-given by :func:`detect` to uncalibrated C-order RGB(A) data."""
-
-
-def looks_rgb(ms: Multiscale) -> bool:
-    """Uncalibrated uint8 data whose fastest N5 axis has 3 or 4 entries: an RGB(A) image
-    written in C order (y, x, c) by a tool without metadata."""
-    return (
-        ms.convention == "none"
-        and ms.ndim >= 3
-        and bool(ms.shapes)
-        and ms.shapes[0][0] in (3, 4)
-        and ms.dtype == "uint8"
-        and ms.channel_axis is None
-        and not ms.time_paths
-    )
-
-
-def _name_colour_axis(ms: Multiscale) -> Multiscale:
-    if not looks_rgb(ms):
-        return ms
-    axes = (COLOUR_AXES[ms.shapes[0][0] - 3], *default_axes(ms.ndim - 1))
-    return replace(ms, axes=axes)
-
-
-def _finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
-    ms = _name_colour_axis(ms)
-    return replace(
-        ms,
-        name=name,
-        paths=tuple(_join(prefix, p) for p in ms.paths),
-        time_paths=tuple(tuple(_join(prefix, p) for p in t) for t in ms.time_paths),
-        is_labels=is_labels(name, ms.attrs, ms.dtype) or ms.label_multiset,
-    )
-
-
-NAME_KEY = "name"
-"""Attribute of a pyramid group: the name it was saved under (napari's layer name). It names
-the pyramid opened at that group, in place of the container's folder name."""
-
-
-def stored_name(attrs: Mapping[str, Any]) -> str | None:
-    """The pyramid's own name (``NAME_KEY``), if it carries one."""
-    name = attrs.get(NAME_KEY)
-    return name.strip() if isinstance(name, str) and name.strip() else None
+            return
+        if view.is_array:
+            self.listing.arrays[path] = view.info()
+        else:
+            self.list(path, view)
 
 
 def detect(
@@ -387,15 +339,13 @@ def detect(
     siblings are still described. With ``limit``, the walk stops once more than ``limit``
     pyramids were found (so ``len(result) > limit`` says "too many to show").
     """
-    view = node if isinstance(node, NodeView) else _ZarrView(node)
+    view = node if isinstance(node, NodeView) else ZarrView(node)
     on_error = _logged(on_error or _warn)
     base = name if name is not None else view.basename
-    inherited = {**_inherited(inherited), **view.ancestor_attrs()}
+    inherited = {**inheritable(inherited), **view.ancestor_attrs()}
     if view.is_array:
-        info = view.info()
-        cal = calibrate(info.attrs, len(info.shape), name=view.basename, inherited=inherited)
-        ms = _assemble([""], [info], [cal], cal.convention, info.attrs)
-        return [_finish(ms, base, "")] if ms else []
+        ms = dataset_pyramid(view.info(), "", name=view.basename, inherited=inherited)
+        return [finish(ms, base, "")] if ms else []
     return _detect_group(view, base, "", inherited, on_error, max_depth, limit)
 
 
@@ -408,57 +358,41 @@ def _detect_group(
     depth: int,
     limit: int | None = None,
 ) -> list[Multiscale]:
-    attrs = group.attrs()
-    children = group.children(prefix, on_error)
-    arrays = {k: v.info() for k, v in children.items() if v.is_array}
-    groups = {k: v for k, v in children.items() if not v.is_array}
-    merged = {**inherited, **_inherited(attrs)}
+    reader = _GroupReader(group, prefix, on_error)
+    children = reader.list("", group)
+    listing = reader.listing
     name = label or prefix
     found: list[Multiscale] = []
     used: set[str] = set()
 
-    referenced = _lookup(group, referenced_paths(attrs), children)
-    pyramid = (
-        ngff_pyramid(attrs, referenced)
-        or cosem_pyramid(attrs, referenced)
-        or n5viewer_pyramid(attrs, arrays, inherited)
-    )
-    if pyramid is None:
-        pyramid = _paintera(attrs, groups, prefix, merged, on_error)
-    if pyramid is not None:
-        found.append(_finish(pyramid, (not prefix and stored_name(attrs)) or name, prefix))
-        used.update(p.split("/", 1)[0] for p in pyramid.paths)
-        if "painteraData" in attrs:
-            used.update(k for k in PAINTERA_BOOKKEEPING if k in children)
+    def take(convention: Convention, here: str) -> bool:
+        """Apply ``convention``; ``here`` names what it finds at the group itself."""
+        if not convention.matches(listing):
+            return False
+        reader.fill(convention)
+        recognised = convention.build(listing, inherited)
+        for r in recognised:
+            found.append(finish(r.pyramid, join_path(prefix, r.at) if r.at else here, join_path(prefix, r.at)))
+            used.update(r.claims)
+        return bool(recognised)
 
-    setups = sorted((k for k in groups if _SETUP.match(k)), key=_natural_key)
-    if any(_TIMEPOINT.match(k) for k in groups):  # opened at a BigDataViewer setup
-        ms = _bdv(group, attrs, groups, prefix, merged, on_error)
-        if ms is not None:
-            found.append(_finish(ms, name, prefix))
-            used.update(k for k in groups if _TIMEPOINT.match(k))
-    for key in setups:
-        setup = groups[key]
-        sub = setup.children(_join(prefix, key), on_error)
-        tgroups = {k: v for k, v in sub.items() if not v.is_array}
-        ms = _bdv(setup, setup.attrs(), tgroups, _join(prefix, key), merged, on_error)
-        if ms is not None:
-            found.append(_finish(ms, _join(prefix, key), _join(prefix, key)))
-            used.add(key)
+    saved = (not prefix and stored_name(listing.attrs)) or name  # a pyramid opened at its group keeps its saved name
+    any(take(c, saved) for c in PYRAMIDS)  # the first that builds one
+    for convention in BIGDATAVIEWER:
+        take(convention, name)
 
     if depth <= 0:
         return found
-    for key in sorted(set(children) - used, key=_natural_key):
+    merged = {**inherited, **inheritable(listing.attrs)}
+    for key in sorted(set(children) - used, key=natural_key):
         if limit is not None and len(found) > limit:
             break
-        path = _join(prefix, key)
+        path = join_path(prefix, key)
         child = children[key]
         if child.is_array:
-            info = arrays[key]
-            cal = calibrate(info.attrs, len(info.shape), name=key, inherited=merged)
-            ms = _assemble([key], [info], [cal], cal.convention, info.attrs)
+            ms = dataset_pyramid(listing.arrays[key], key, inherited=merged)
             if ms is not None:
-                found.append(_finish(ms, path, prefix))
+                found.append(finish(ms, path, prefix))
         else:
             try:
                 left = None if limit is None else limit - len(found)
@@ -466,42 +400,3 @@ def _detect_group(
             except Exception as exc:  # boundary: one broken subtree is reported, never its siblings'
                 on_error(path, exc)
     return found
-
-
-PAINTERA_BOOKKEEPING = ("unique-labels", "label-to-block-mapping", "fragment-segment-assignment")
-"""What a Paintera label group keeps beside its ``data`` pyramid: lookup tables, not images."""
-
-
-def _paintera(
-    attrs: Attrs, groups: Mapping[str, NodeView], prefix: str, inherited: Attrs, on_error: ErrorHandler
-) -> Multiscale | None:
-    """A Paintera group (``painteraData``): its ``data/s0, s1, ...`` pyramid, named after
-    the group, with the group's ``painteraData`` (the layer type) beside ``data``'s attributes."""
-    paintera = attrs.get("painteraData")
-    if not isinstance(paintera, Mapping) or "data" not in groups:
-        return None
-    data = groups["data"]
-    sub = data.children(_join(prefix, "data"), on_error)
-    data_attrs = data.attrs()
-    ms = n5viewer_pyramid(data_attrs, {k: v.info() for k, v in sub.items() if v.is_array}, inherited)
-    if ms is None:
-        return None
-    return replace(ms, paths=tuple(_join("data", p) for p in ms.paths), attrs={**data_attrs, "painteraData": dict(paintera)})
-
-
-def _bdv(
-    setup: NodeView,
-    setup_attrs: Attrs,
-    tgroups: Mapping[str, NodeView],
-    prefix: str,
-    inherited: Attrs,
-    on_error: ErrorHandler,
-) -> Multiscale | None:
-    timepoints = {}
-    for key in sorted((k for k in tgroups if _TIMEPOINT.match(k)), key=_natural_key):
-        tp = tgroups[key]
-        sub = tp.children(_join(prefix, key), on_error)
-        arrays = {k: v.info() for k, v in sub.items() if v.is_array}
-        timepoints[key] = (tp.attrs(), arrays)
-    merged = {**inherited, **_inherited(setup_attrs)}
-    return bdv_setup(setup_attrs, timepoints, merged)

@@ -1,24 +1,104 @@
-"""One stored N5 block -> its values, and the checks a block must pass: THE block decoder.
+"""An N5 block on its own: the header, THE block decoder, the checks a block must pass, and
+the first block of a dataset found by listing.
 
-Zarr-free (numpy, the header parser and the bounded decompressors only), so a reader can
-decode blocks without loading zarr. :class:`~napari_n5zarr.n5.codec.N5DefaultCodec` decodes
-through :func:`decode_block` too (one implementation); the N5 Default Store and the
-zarr-free local block reader apply :func:`check_block_file_size` and
-:func:`check_block_header` (one set of checks, one wording).
+* Header (N5 spec 4.0.0): u16 BE mode, u16 BE ndim, ndim x u32 BE shape (N5 order), and for
+  varlength mode one more u32 BE element count. Object mode is mode + u32 count (no dims).
+* Decoding: one stored block -> its values, a view of the decompressed bytes (numpy, the
+  header parser and the bounded decompressors only). :class:`~napari_n5zarr.n5.codec.N5DefaultCodec`
+  decodes through :func:`decode_block` too (one implementation); the N5 Default Store applies
+  :func:`check_block_file_size` and :func:`check_block_header` (one set of checks, one wording).
+* The first block (:func:`first_block_mode`): for decisions about a whole dataset before
+  anything is written (``n5zarr add-zarr-metadata`` refuses a dataset whose blocks are not
+  in default mode: :func:`require_default_mode` is the one block-mode check).
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from napari_n5zarr.errors import N5BlockError, located
 from napari_n5zarr.n5 import bounded
-from napari_n5zarr.n5.header import MODE_DEFAULT, BlockHeader, parse_header, require_default_mode
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+
+MODE_DEFAULT = 0
+MODE_VARLENGTH = 1
+MODE_OBJECT = 2
+MODE_NAMES = {MODE_DEFAULT: "default", MODE_VARLENGTH: "varlength", MODE_OBJECT: "object"}
+
+
+class BlockHeader(NamedTuple):
+    mode: int
+    shape: tuple[int, ...]
+    """Block shape in N5 order (fastest axis first)."""
+    num_elements: int | None
+    """Element count stored by varlength/object blocks, else None."""
+    size: int
+    """Length of the header in bytes; the payload starts here."""
+
+
+def require_default_mode(mode: int) -> None:
+    """THE block-mode check: only default-mode blocks hold array data (N5BlockError else).
+
+    The codec owns it (it calls this on every block it decodes): the codec is the one part
+    that sees every block, whatever store serves it (zarr pairs ``n5_default`` with any
+    store, e.g. a plain LocalStore opened from a zarr.json). The N5 store only names the
+    block on the buffer so the codec's error says which one; ``n5zarr add-zarr-metadata``
+    reads one block's mode to refuse a dataset before writing its zarr.json.
+    """
+    if mode != MODE_DEFAULT:
+        raise N5BlockError(
+            f"{MODE_NAMES.get(mode, 'unknown')} mode (mode {mode}); only default-mode (0) blocks hold array data"
+        )
+
+
+def header_size(ndim: int) -> int:
+    """Size of a default-mode header for ``ndim`` dimensions."""
+    return 4 + 4 * ndim
+
+
+def parse_header(data: bytes | memoryview | np.ndarray) -> BlockHeader:
+    """Parse the header at the start of an N5 block."""
+    buf = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data.data.cast("B")
+    if len(buf) < 2:
+        raise N5BlockError(f"too short for a header ({len(buf)} bytes)")
+    (mode,) = struct.unpack_from(">H", buf, 0)
+    if mode == MODE_OBJECT:
+        if len(buf) < 6:
+            raise N5BlockError("object-mode block too short for its header")
+        (count,) = struct.unpack_from(">I", buf, 2)
+        return BlockHeader(mode, (), count, 6)
+    if mode not in (MODE_DEFAULT, MODE_VARLENGTH):
+        raise N5BlockError(f"unknown block mode {mode} (expected 0 default, 1 varlength, 2 object)")
+    if len(buf) < 4:
+        raise N5BlockError("too short for its header")
+    (ndim,) = struct.unpack_from(">H", buf, 2)
+    end = header_size(ndim)
+    if mode == MODE_VARLENGTH:
+        end += 4
+    if len(buf) < end:
+        raise N5BlockError(f"too short for a {ndim}-dimensional header ({len(buf)} bytes)")
+    shape = struct.unpack_from(f">{ndim}I", buf, 4)
+    count = struct.unpack_from(">I", buf, 4 + 4 * ndim)[0] if mode == MODE_VARLENGTH else None
+    return BlockHeader(mode, tuple(shape), count, end)
+
+
+def encode_header(shape: tuple[int, ...] | list[int]) -> bytes:
+    """Default-mode header for a block of ``shape`` (N5 order)."""
+    if len(shape) > 0xFFFF:
+        raise N5BlockError(f"N5 blocks hold at most 65535 dimensions, got {len(shape)}")
+    if any(not 0 <= s <= 0xFFFFFFFF for s in shape):
+        raise N5BlockError(f"N5 block shape {tuple(shape)} does not fit in uint32")
+    return struct.pack(f">HH{len(shape)}I", MODE_DEFAULT, len(shape), *shape)
+
 
 Decompress = Callable[[np.ndarray, int], np.ndarray]
 """``(payload, nbytes) -> exactly nbytes`` (uint8 array), or N5BlockError."""
@@ -151,3 +231,33 @@ def check_position(header: tuple[int, ...], index: tuple[int, ...], shape: tuple
         f"header shape {list(header)} is neither the block size {list(block)} nor the "
         f"array's extent in this edge block {list(inside)}"
     )
+
+
+def first_block_key(store: Store, prefix: str, ndim: int) -> str | None:
+    """Key of the first block (lowest index along every axis present) under the dataset at
+    ``prefix``, or None if it has no blocks. One listing per dimension."""
+    from napari_n5zarr.zarr_internals import sync
+
+    async def names(path: str) -> list[str]:
+        return sorted([k async for k in store.list_dir(path)])
+
+    path = prefix.rstrip("/")
+    for _ in range(ndim):
+        entries = [e for e in sync(names(path)) if e.isdigit()]
+        if not entries:
+            return None
+        path = f"{path}/{entries[0]}" if path else entries[0]
+    return path
+
+
+def first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
+    """Mode of the first block found (None if the dataset has no blocks)."""
+    from zarr.buffer import default_buffer_prototype
+
+    from napari_n5zarr.zarr_internals import sync
+
+    key = first_block_key(store, prefix, ndim)
+    if key is None:
+        return None
+    raw = sync(store.get(key, default_buffer_prototype()))
+    return None if raw is None else parse_header(raw.to_bytes()).mode

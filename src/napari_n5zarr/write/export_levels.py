@@ -219,7 +219,7 @@ def grown_task(
         grown = False
         for axis in reversed(spatial):
             bigger = [*task[:axis], min(shape[axis], task[axis] * 2), *task[axis + 1 :]]
-            if bigger[axis] == task[axis] or bigger[axis] % region[axis] and bigger[axis] != shape[axis]:
+            if bigger[axis] == task[axis] or (bigger[axis] % region[axis] and bigger[axis] != shape[axis]):
                 continue
             if math.prod(bigger) * itemsize > REGION_BYTES or count(bigger) < 8 * threads:
                 continue
@@ -444,7 +444,7 @@ def cancellable(work: Callable[[], Any], cancel: Callable[[], bool] | None) -> A
     def run() -> None:
         try:
             result["value"] = work()
-        except BaseException as e:  # noqa: BLE001  # handed to the exporting thread, re-raised there
+        except BaseException as e:  # handed to the exporting thread, re-raised there
             result["error"] = e
         finally:
             done.set()

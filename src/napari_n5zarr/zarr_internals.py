@@ -1,0 +1,100 @@
+"""The one seam to zarr-python's internals: every name zarr does not promise comes from here.
+
+Rule (``tests/test_imports.py`` enforces it on ``src/``):
+
+* **Public zarr API may be imported anywhere**: names of ``zarr``, ``zarr.storage`` (not its
+  ``_``-modules), ``zarr.codecs``, ``zarr.buffer``, ``zarr.dtype``, ``zarr.errors``,
+  ``zarr.registry``'s public functions, and ``zarr.abc.*``: zarr documents ``zarr.abc`` as its
+  extension API, including the underscore hooks its base classes declare for implementers
+  (``Store._get_many``, ``WrapperStore._store`` / ``_with_store``, ``BaseCodec._decode_single``,
+  ``SupportsSyncCodec._decode_sync``, ...): a store or codec subclass overrides or calls those
+  where it stands.
+* **Only this module** imports from ``zarr.core.*`` or an ``_``-module (``zarr.storage._utils``),
+  imports a ``_``-name from zarr, or reads a private attribute of zarr's concrete classes
+  (``Group._async_group``, ``ZipStore._zipfile`` / ``_zf``, ``zarr.registry._codec_registries``).
+  Each name carries the zarr versions it was checked against; a zarr upgrade checks this file.
+* One private hook is overridden, not imported (an override must stand in its class):
+  :class:`~napari_n5zarr.storage.zip.BoundedZipStore` replaces ``ZipStore._get``
+  (checked 3.3.0, 3.4.1, 3.4.2; see :data:`OVERRIDDEN`).
+
+Checked versions: 3.3.0 (the floor in ``pyproject.toml``), 3.4.1 and 3.4.2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+# zarr.core.array_spec: the per-chunk spec a codec gets, and an array's runtime config (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+
+# zarr.core.common: the JSON type and the {"name", "configuration"} parser codecs use (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.common import JSON, parse_named_configuration
+
+# zarr.core.dtype: data type from its v3 JSON form; the dtype generics of ZDType (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.dtype import parse_data_type
+from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar
+
+# zarr.core.metadata.v3: Zarr v3 array metadata, its chunk grids and the codec-list parser (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.metadata.v3 import ArrayV3Metadata, ChunkGridMetadata, parse_codecs
+
+# zarr.core.sync.sync: run a coroutine on zarr's event-loop thread and wait (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.sync import sync
+
+if TYPE_CHECKING:
+    import zipfile
+
+    import zarr
+    from zarr.registry import Registry
+    from zarr.storage import ZipStore
+
+__all__ = [
+    "JSON",
+    "OVERRIDDEN",
+    "ArrayConfig",
+    "ArraySpec",
+    "ArrayV3Metadata",
+    "ChunkGridMetadata",
+    "TBaseDType",
+    "TBaseScalar",
+    "async_group",
+    "codec_registry",
+    "parse_codecs",
+    "parse_data_type",
+    "parse_named_configuration",
+    "sync",
+    "zip_archive",
+]
+
+OVERRIDDEN: tuple[tuple[str, str], ...] = (("zarr.storage.ZipStore", "_get"),)
+"""(class, private method) our subclasses override: checked 3.3.0, 3.4.1, 3.4.2."""
+
+
+def codec_registry(name: str) -> Registry[Any]:
+    """zarr's registry of the codec classes registered as ``name`` (after ``register_codec``).
+
+    ``zarr.registry._codec_registries``: a dict of :class:`zarr.registry.Registry` by codec
+    name (3.3.0, 3.4.1, 3.4.2); zarr has no public lookup of every class under one name.
+    """
+    from zarr.registry import _codec_registries
+
+    return _codec_registries[name]
+
+
+def async_group(group: zarr.Group) -> zarr.AsyncGroup:
+    """The :class:`zarr.AsyncGroup` behind ``group`` (for concurrent ``getitem``, which the
+    synchronous Group lacks). ``Group._async_group``: its only dataclass field (3.3.0, 3.4.1, 3.4.2)."""
+    return group._async_group
+
+
+def zip_archive(store: ZipStore) -> zipfile.ZipFile:
+    """The open :class:`zipfile.ZipFile` of a zarr ``ZipStore``.
+
+    zarr 3.4.2 opens it on first use (``ZipStore._zipfile()``); 3.3.0 and 3.4.1 open it in
+    ``_sync_open`` and keep it as ``_zf``.
+    """
+    opener = getattr(store, "_zipfile", None)
+    if callable(opener):
+        return opener()
+    if not store._is_open:
+        store._sync_open()
+    return store._zf
