@@ -497,9 +497,9 @@ def rows_reads(
         copies = [fresh_copy(path, cfg.workdir) for _ in range(2 * cfg.repeat)]
         t = best_of_each(
             {
-                "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),  # noqa: B023
-                "open": lambda i: napari_n5zarr.open(copies[i])[...],  # noqa: B023
-                "dask": lambda i: np.asarray(level0(read_path(copies[cfg.repeat + i]))),  # noqa: B023
+                "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),
+                "open": lambda i: napari_n5zarr.open(copies[i])[...],
+                "dask": lambda i: np.asarray(level0(read_path(copies[cfg.repeat + i]))),
                 "limit": (
                     limit := decode_job(path, block_keys((cfg.array,) * 3), pool)
                 ),

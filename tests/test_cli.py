@@ -87,14 +87,16 @@ def test_commands_do_not_import_napari(calibrated_pyramid, tmp_path):
 
 
 def test_convert_keeps_levels_and_metadata(calibrated_pyramid, tmp_path, capsys):
-    src, a = calibrated_pyramid
+    src, _a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     assert main(["convert", str(src), str(dest), "--compression", "zstd:3"]) == 0
     for k in range(3):
         np.testing.assert_array_equal(tensorstore_read(dest / f"s{k}"), tensorstore_read(src / f"s{k}"))
         assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {"type": "zstd", "level": 3}
     attrs = json.loads((dest / "attributes.json").read_text())
-    assert attrs["resolution"] == [1.0, 1.0, 3.0] and attrs["offset"] == [3.0, 2.0, 1.0] and attrs["units"] == ["um"] * 3
+    assert attrs["resolution"] == [1.0, 1.0, 3.0]
+    assert attrs["offset"] == [3.0, 2.0, 1.0]
+    assert attrs["units"] == ["um"] * 3
     assert json.loads((dest / "s2/attributes.json").read_text())["blockSize"] == [8, 5, 5]  # the source's blocks
 
 
@@ -174,15 +176,19 @@ def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_pat
 
     src, _ = calibrated_pyramid
     dest = tmp_path / "cluster.n5"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster:
-            with Client(cluster) as client:
-                client.register_plugin(KillOnStore())
-                argv = ["convert", str(src), str(dest), "--chunks", "8", "--scheduler", cluster.scheduler_address]
-                assert main(argv) == 4  # cannot write: the cluster failed
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(KillOnStore())
+        argv = ["convert", str(src), str(dest), "--chunks", "8", "--scheduler", cluster.scheduler_address]
+        assert main(argv) == 4  # cannot write: the cluster failed
     err = capsys.readouterr().err.strip()
-    assert err.startswith("n5zarr: error: a dask worker died while running task") and "allowed-failures" in err, err
-    assert "\n" not in err and "Directory not empty" not in err
+    assert err.startswith("n5zarr: error: a dask worker died while running task"), err
+    assert "allowed-failures" in err, err
+    assert "\n" not in err
+    assert "Directory not empty" not in err
     assert not dest.exists()
 
 
@@ -195,7 +201,8 @@ def test_convert_without_workers_stops_after_worker_timeout(calibrated_pyramid, 
         argv = ["convert", str(src), str(dest), "--scheduler", cluster.scheduler_address, "--worker-timeout", "0.5"]
         assert main(argv) == 4
     err = capsys.readouterr().err.strip()
-    assert err.startswith("n5zarr: error: the dask cluster at tcp://127.0.0.1:") and "no worker for 0.5 s (--worker-timeout)" in err, err
+    assert err.startswith("n5zarr: error: the dask cluster at tcp://127.0.0.1:"), err
+    assert "no worker for 0.5 s (--worker-timeout)" in err, err
     assert "\n" not in err
     assert not dest.exists()
 
@@ -210,7 +217,8 @@ def test_add_zarr_metadata_to_foreign_containers(corpus_dir, tmp_path, writer, c
     assert main(["add-zarr-metadata", str(dest)]) == 0
     assert snapshot(dest) == before  # attributes.json and blocks untouched
     names = sorted(p.name for p in dest.iterdir() if p.is_dir())
-    assert all((dest / n / "zarr.json").is_file() for n in names) and (dest / "zarr.json").is_file()
+    assert all((dest / n / "zarr.json").is_file() for n in names)
+    assert (dest / "zarr.json").is_file()
     expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
     for name, got in zip(names, zarr_read_subprocess([dest / n for n in names], tmp_path / "z.npz"), strict=True):
         np.testing.assert_array_equal(got, expected.T, err_msg=name)
@@ -245,10 +253,11 @@ def test_add_zarr_metadata_reports_what_cannot_be_expressed(tmp_path, capsys):
     for name in ("objects", "snappy", "sharded", "varlength"):
         assert f"cannot express {name}:" in out
         assert not (root / name / "zarr.json").exists()
-    assert "varlength mode" in out and "snappy" in out
+    assert "varlength mode" in out
+    assert "snappy" in out
     assert "4 node(s) cannot be expressed" in out
     assert snapshot(root) == before
-    [good, good2] = zarr_read_subprocess([root / "good" / "s0", root / "group" / "good2" / "s0"], tmp_path / "z.npz")
+    [good, _good2] = zarr_read_subprocess([root / "good" / "s0", root / "group" / "good2" / "s0"], tmp_path / "z.npz")
     np.testing.assert_array_equal(good, np.arange(12).reshape(3, 4).T)
     assert json.loads((root / "group" / "zarr.json").read_text())["node_type"] == "group"
     assert json.loads((root / "zarr.json").read_text()) == {"zarr_format": 3, "node_type": "group", "attributes": {}}
@@ -299,7 +308,8 @@ def test_view_command_headless_screenshot(tmp_path, calibrated_pyramid):
         cmd = [str(exe), "view", *([target] if target else []), "--screenshot", str(png)]
         subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
         pixels = np.asarray(Image.open(png).convert("L"))
-        assert pixels.shape == (720, 1280) and pixels.std() > 5  # the first screen the README describes
+        assert pixels.shape == (720, 1280)
+        assert pixels.std() > 5  # the first screen the README describes
 
 
 def test_console_script_is_installed():
@@ -322,7 +332,7 @@ def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.Compl
 
 
 @pytest.mark.parametrize(
-    "args, status",
+    ("args", "status"),
     [
         (["view", "MISSING"], 3),  # not found
         (["view", "MISSING.n5"], 3),
@@ -339,21 +349,25 @@ def test_user_errors_give_one_line_and_their_exit_status(calibrated_pyramid, tmp
     run = run_cli(*args)
     assert run.returncode == status, (run.stdout, run.stderr)
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("n5zarr: error: "), run.stderr
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("n5zarr: error: "), run.stderr
     assert "Traceback" not in run.stderr
 
 
 def test_existing_destination_says_what_to_do(calibrated_pyramid, tmp_path):
     export(np.zeros((4, 4), "uint8"), tmp_path / "out.n5")
     run = run_cli("convert", str(calibrated_pyramid[0]), str(tmp_path / "out.n5"))
-    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
     assert "--overwrite" in run.stderr
 
 
 def test_every_subcommand_documents_exit_codes():
     for command in ("tree", "info", "convert", "add-zarr-metadata", "view"):
         out = run_cli(command, "--help").stdout
-        assert "exit status:" in out and "0  all good" in out and "2  usage error" in out, command
+        assert "exit status:" in out, command
+        assert "0  all good" in out, command
+        assert "2  usage error" in out, command
     assert "exit status:" in run_cli("--help").stdout
 
 
@@ -371,7 +385,8 @@ def test_missing_remote_extra_is_named(tmp_path):
             args = [command, url] + ([str(tmp_path / "o.n5")] if command == "convert" else [])
             run = run_cli(*args, env=env)
             assert run.returncode == 6, (command, url, run.stderr)  # a needed package is missing
-            assert f"pip install 'napari-n5zarr[{extra}]'" in run.stderr and "Traceback" not in run.stderr, run.stderr
+            assert f"pip install 'napari-n5zarr[{extra}]'" in run.stderr, run.stderr
+            assert "Traceback" not in run.stderr, run.stderr
 
 
 def test_reader_names_the_missing_extra(monkeypatch):
@@ -384,7 +399,8 @@ def test_reader_names_the_missing_extra(monkeypatch):
     monkeypatch.delitem(registry, "s3", raising=False)  # ...nor loaded before
     notes = []
     assert read_path("s3://bucket/data.n5", notify=lambda level, msg: notes.append(msg)) == []
-    assert len(notes) == 1 and "pip install 'napari-n5zarr[s3]'" in notes[0]
+    assert len(notes) == 1
+    assert "pip install 'napari-n5zarr[s3]'" in notes[0]
 
 
 def test_default_install_reads_http():
@@ -392,7 +408,8 @@ def test_default_install_reads_http():
     import tomllib
 
     deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert any(d.startswith("aiohttp") for d in deps) and any(d.startswith("requests") for d in deps)
+    assert any(d.startswith("aiohttp") for d in deps)
+    assert any(d.startswith("requests") for d in deps)
 
 
 def test_broken_pipe_is_silent(tmp_path):
@@ -429,6 +446,7 @@ def test_view_fits_the_data_in_the_visible_canvas(make_napari_viewer, tmp_path, 
     shot = viewer.screenshot(canvas_only=True, flash=False)[..., :3].mean(axis=-1)
     bright = np.argwhere(shot > 100)
     (_top, left), (_bottom, right) = bright.min(axis=0), bright.max(axis=0)
-    height, width = shot.shape
-    assert left > 0 and right < width - 1, (left, right, width)  # not cut off at the sides
+    _height, width = shot.shape
+    assert left > 0, (left, right, width)
+    assert right < width - 1, (left, right, width)  # not cut off at the sides
     assert (right - left) > 0.6 * width  # and fitted, not tiny

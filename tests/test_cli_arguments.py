@@ -24,7 +24,8 @@ def test_chunks_arg():
 
 
 def test_levels_arg():
-    assert levels_arg("auto") == "auto" and levels_arg("3") == 3
+    assert levels_arg("auto") == "auto"
+    assert levels_arg("3") == 3
     for bad in ("many", "0", "-1", "2.0"):
         with pytest.raises(argparse.ArgumentTypeError, match="'auto' or a positive whole number"):
             levels_arg(bad)
@@ -47,7 +48,7 @@ def test_scheduler_arg():
 
 
 @pytest.mark.parametrize(
-    "args, culprit",
+    ("args", "culprit"),
     [
         (["convert", "a", "b", "--chunks", "a,b"], "argument --chunks: expected a positive whole number"),
         (["convert", "a", "b", "--levels", "0"], "argument --levels: expected 'auto'"),
@@ -64,7 +65,8 @@ def test_usage_errors_are_one_line_exit_2(args, culprit, capsys):
     assert caught.value.code == 2
     captured = capsys.readouterr()
     [line] = captured.err.splitlines()
-    assert line.startswith(f"n5zarr: error: {culprit}") and line.endswith("--help')"), line
+    assert line.startswith(f"n5zarr: error: {culprit}"), line
+    assert line.endswith("--help')"), line
     assert captured.out == ""
 
 
@@ -77,7 +79,8 @@ def test_verbose_shows_debug_log_on_stderr(tmp_path):
     quiet = run_cli("add-zarr-metadata", "--dry-run", str(tmp_path / "c.n5"))
     loud = run_cli("-v", "add-zarr-metadata", "--dry-run", str(tmp_path / "c.n5"))
     assert quiet.returncode == loud.returncode == 0
-    assert quiet.stdout == loud.stdout and "would write s0/zarr.json" in loud.stdout  # the report is the same
+    assert quiet.stdout == loud.stdout
+    assert "would write s0/zarr.json" in loud.stdout  # the report is the same
     assert quiet.stderr == ""
     assert "DEBUG napari_n5zarr.write.zarr_metadata: adding zarr.json under" in loud.stderr
     assert "DEBUG napari_n5zarr.write.zarr_metadata: would write s0/zarr.json" in loud.stderr
@@ -91,7 +94,7 @@ def _noisy_command(args: argparse.Namespace) -> int:
 
 
 @pytest.mark.parametrize(
-    "flags, shown, hidden",
+    ("flags", "shown", "hidden"),
     [
         ([], ["WARNING napari_n5zarr.some.module: a logged warning", "a logged error", "a python warning"], []),
         (["-q"], ["ERROR napari_n5zarr.some.module: a logged error"], ["a logged warning", "a python warning"]),

@@ -48,7 +48,9 @@ def test_progress_bar_on_a_terminal_quiet_when_piped(source, tmp_path, capsys, m
     monkeypatch.setenv("N5ZARR_PROGRESS", "1")  # as on a terminal
     assert main(["convert", str(source), str(tmp_path / "tty.n5"), "--chunks", "8"]) == 0
     err = capsys.readouterr().err
-    assert "\r" in err and "[" + "#" * 30 + "]" in err and "blocks" in err
+    assert "\r" in err
+    assert "[" + "#" * 30 + "]" in err
+    assert "blocks" in err
     assert err.endswith("\n")  # the finished bar ends its line
 
 

@@ -56,8 +56,10 @@ def test_a_server_that_is_down_is_unreachable_for_every_command(dead_port, fast,
         code, _, err = run(argv, capsys)
         [line] = err.strip().splitlines()
         assert code == ExitCode.UNREACHABLE == 4, (argv, err)
-        assert line.startswith("n5zarr: error: ") and f"127.0.0.1:{dead_port}" in line, (argv, line)
-        assert "ssl:default" not in line and "connection refused" in line, (argv, line)
+        assert line.startswith("n5zarr: error: "), (argv, line)
+        assert f"127.0.0.1:{dead_port}" in line, (argv, line)
+        assert "ssl:default" not in line, (argv, line)
+        assert "connection refused" in line, (argv, line)
         assert not ("zarr.json" in line and "attributes.json" in line), (argv, line)  # one file named, not two
         assert "Traceback" not in err
 
@@ -69,7 +71,8 @@ def test_a_missing_path_is_not_found_over_http_and_locally(served, tmp_path, cap
             code, out, err = run(argv, capsys)
             [line] = err.strip().splitlines()
             assert code == ExitCode.NOT_FOUND == 3, (argv, out, err)
-            assert line.startswith("n5zarr: error: ") and "nothere.n5" in line, (argv, line)
+            assert line.startswith("n5zarr: error: "), (argv, line)
+            assert "nothere.n5" in line, (argv, line)
 
 
 def test_a_server_error_on_the_root_is_unreachable(served, fast, tmp_path, capsys):
@@ -80,7 +83,8 @@ def test_a_server_error_on_the_root_is_unreachable(served, fast, tmp_path, capsy
         code, _, err = run(argv, capsys)
         [line] = err.strip().splitlines()
         assert code == ExitCode.UNREACHABLE, (argv, err)
-        assert f"{base}/c.n5/" in line and "HTTP 500" in line, (argv, line)
+        assert f"{base}/c.n5/" in line, (argv, line)
+        assert "HTTP 500" in line, (argv, line)
 
 
 def test_invalid_metadata_is_invalid_data(tmp_path, capsys):
@@ -91,7 +95,8 @@ def test_invalid_metadata_is_invalid_data(tmp_path, capsys):
         code, _, err = run(argv, capsys)
         [line] = err.strip().splitlines()
         assert code == ExitCode.INVALID_DATA == 5, (argv, err)
-        assert str(bad / "attributes.json") in line and "not valid JSON" in line, (argv, line)
+        assert str(bad / "attributes.json") in line, (argv, line)
+        assert "not valid JSON" in line, (argv, line)
 
 
 def test_bad_arguments_are_usage_errors(tmp_path, capsys):

@@ -22,7 +22,8 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def assert_no_traceback(run: subprocess.CompletedProcess) -> None:
-    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
+    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.stdout
 
 
 # -- add-zarr-metadata --------------------------------------------------------------------
@@ -45,10 +46,13 @@ def test_add_zarr_metadata_refuses_bad_attributes_and_goes_on(tmp_path):
     lines = run.stdout.splitlines()
     [deep_line] = [line for line in lines if line.startswith("cannot express deep:")]
     [broken_line] = [line for line in lines if line.startswith("cannot express broken:")]
-    assert str(deep / "attributes.json") in deep_line and "nested deeper" in deep_line
-    assert str(broken / "attributes.json") in broken_line and "not valid JSON" in broken_line
+    assert str(deep / "attributes.json") in deep_line
+    assert "nested deeper" in deep_line
+    assert str(broken / "attributes.json") in broken_line
+    assert "not valid JSON" in broken_line
     assert "2 node(s) cannot be expressed" in run.stdout
-    assert not (deep / "zarr.json").exists() and not (broken / "zarr.json").exists()
+    assert not (deep / "zarr.json").exists()
+    assert not (broken / "zarr.json").exists()
     # The siblings were still processed.
     assert json.loads((root / "good" / "s0" / "zarr.json").read_text())["node_type"] == "array"
     assert json.loads((root / "zarr.json").read_text())["node_type"] == "group"
@@ -82,8 +86,11 @@ def test_tree_reports_a_failing_child_in_place(served):
     lines = run.stdout.splitlines()
     a, b, c = names.index("a/"), names.index("b"), names.index("c/")
     assert a < b < c  # b reported in its place among its siblings
-    assert "unreadable" in lines[b] and f"{url}/b/attributes.json" in lines[b] and "500" in lines[b]
-    assert names[a + 1] == "s0" and names[c + 1] == "s0"  # the siblings' datasets are listed
+    assert "unreadable" in lines[b]
+    assert f"{url}/b/attributes.json" in lines[b]
+    assert "500" in lines[b]
+    assert names[a + 1] == "s0"
+    assert names[c + 1] == "s0"  # the siblings' datasets are listed
     assert server.hits["/c.n5/b/attributes.json"] + server.hits["/c.n5/b/zarr.json"] >= 1
 
 
@@ -95,5 +102,6 @@ def test_info_on_a_failing_root_is_one_line(served):
     assert_no_traceback(run)
     assert run.returncode == 4, (run.stdout, run.stderr)  # 4: unreachable (a server error), one line on stderr
     [line] = run.stderr.strip().splitlines()
-    assert url in line and "500" in line
+    assert url in line
+    assert "500" in line
     assert "not found" not in line.lower()  # a 500 is not a 404

@@ -60,12 +60,13 @@ def test_info_of_a_level_gives_the_voxel_size_tree_gives(where, capsys):
 
     assert main(["info", "--json", f"{where}/s1"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["scale"] == [8.0, 2.0, 2.0] and doc["units"] == ["micrometer"] * 3 or doc["units"] == ["um"] * 3
+    assert (doc["scale"] == [8.0, 2.0, 2.0] and doc["units"] == ["micrometer"] * 3) or doc["units"] == ["um"] * 3
 
 
 def test_info_fields_are_apart_from_their_values(calibrated_pyramid, capsys):
     assert main(["info", str(calibrated_pyramid[0])]) == 0
     out = capsys.readouterr().out
-    assert "  compression gzip 6" in out and "compressiongzip" not in out
+    assert "  compression gzip 6" in out
+    assert "compressiongzip" not in out
     for label in ("shape", "dtype", "blocks", "voxel", "size", "on disk"):
         assert re.search(rf"^  {label} +\S", out, re.M), label

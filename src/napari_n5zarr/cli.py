@@ -532,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("N5ZARR_DEBUG"):
             raise
         return _error(_cli_wording(_one_line(e)), exit_code(e))
-    except Exception as e:  # noqa: BLE001 (the CLI boundary: any other failure is one line, never a traceback)
+    except Exception as e:
         if os.environ.get("N5ZARR_DEBUG"):
             raise
         return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)", ExitCode.UNEXPECTED)

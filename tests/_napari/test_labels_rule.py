@@ -28,7 +28,7 @@ def _tensorstore_pyramid(folder: Path, data: np.ndarray = DATA) -> None:
                 "driver": "n5",
                 "kvstore": {"driver": "file", "path": str(folder / f"s{k}")},
                 "metadata": {"compression": {"type": "gzip"}, "dataType": str(level.dtype), "dimensions": list(n5.shape),
-                             "blockSize": [8, 8, 4], "downsamplingFactors": [2**k, 2**k, 1]},  # fmt: skip
+                             "blockSize": [8, 8, 4], "downsamplingFactors": [2**k, 2**k, 1]},
             },
             create=True,
         ).result()

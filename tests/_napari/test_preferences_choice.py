@@ -37,7 +37,8 @@ def test_removing_the_n5_pattern_in_napari_preferences_stands(tmp_path: Path) ->
     """))
     assert first.returncode == 0, first.stderr
     added, removed = first.stdout.splitlines()[-2:]
-    assert "*.n5/" in added and "*.n5/" not in removed, first.stdout
+    assert "*.n5/" in added, first.stdout
+    assert "*.n5/" not in removed, first.stdout
     second = run_py(env_code + "print(sorted(plugins.extension2reader))")
     assert second.returncode == 0, second.stderr
     assert second.stdout.strip().splitlines()[-1] == "['/data/a.n5/']", second.stdout

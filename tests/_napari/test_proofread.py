@@ -45,13 +45,15 @@ def open_layer(viewer, path):
 def test_paint_fill_erase_undo_then_save_gives_every_level_of_export(make_napari_viewer, pyramid, tmp_path):
     viewer = make_napari_viewer()
     layer = open_layer(viewer, pyramid)
-    assert isinstance(layer.data, EditableLevel) and not layer.multiscale
+    assert isinstance(layer.data, EditableLevel)
+    assert not layer.multiscale
     assert layer.metadata["napari_n5zarr"]["editable"]
     viewer.dims.set_point(0, 4)
     want = labels()
     layer.brush_size = 5
     layer.paint((4, 30, 30), 5)
-    assert layer.data[4, 30, 30] == 5 and layer.data.modified
+    assert layer.data[4, 30, 30] == 5
+    assert layer.data.modified
     layer.undo()
     assert layer.data[4, 30, 30] == want[4, 30, 30]
     layer.redo()
@@ -62,7 +64,8 @@ def test_paint_fill_erase_undo_then_save_gives_every_level_of_export(make_napari
     edited = np.asarray(layer.data[...])
     assert (edited != want).sum() > 0
     result = save_edits(layer)
-    assert result.total_blocks > 0 and not layer.data.modified
+    assert result.total_blocks > 0
+    assert not layer.data.modified
     export(edited, tmp_path / "ref.n5", labels=True, chunks=8)
     for got, ref in zip(levels_of(pyramid), levels_of(tmp_path / "ref.n5"), strict=True):
         np.testing.assert_array_equal(got, ref)
@@ -80,9 +83,11 @@ def test_save_widget_and_status(make_napari_viewer, pyramid, tmp_path):
     layer.brush_size = 9
     layer.paint((6, 20, 20), 42)
     text = widget.save()
-    assert text.startswith("saved seg") and "blocks" in text
+    assert text.startswith("saved seg")
+    assert "blocks" in text
     assert widget.status.value == text
-    assert (levels_of(pyramid)[0][6] == 42).any() and (levels_of(pyramid)[1][3] == 42).any()
+    assert (levels_of(pyramid)[0][6] == 42).any()
+    assert (levels_of(pyramid)[1][3] == 42).any()
     viewer.screenshot(str(tmp_path / "shot.png"), canvas_only=False)
 
 
@@ -93,7 +98,8 @@ def test_closing_with_unsaved_edits_asks_first(make_napari_viewer, pyramid, monk
     monkeypatch.setattr(proofread.CloseGuard, "confirm", lambda self, names: asked.append(names) or False)
     layer.paint((0, 1, 1), 9)
     viewer.window._qt_window.close()
-    assert asked == [["seg.n5"]] and viewer.window._qt_window.isVisible()
+    assert asked == [["seg.n5"]]
+    assert viewer.window._qt_window.isVisible()
     save_edits(layer)
     assert proofread.edited_layers(viewer) == []  # a close now would not ask (napari's own teardown closes it)
 
@@ -111,10 +117,13 @@ def test_read_only_labels_say_why_once(make_napari_viewer, pyramid, tmp_path, mo
     viewer = make_napari_viewer()
     layer = open_layer(viewer, zpath)
     assert "read_only" in layer.metadata["napari_n5zarr"]
-    assert layer.multiscale and not layer.editable  # napari disables the paint tools; their keys tell why, once
+    assert layer.multiscale
+    assert not layer.editable  # napari disables the paint tools; their keys tell why, once
     for key in proofread.PAINT_KEYS:
         layer.keymap[next(k for k in layer.keymap if str(k) == key)](layer)
-    assert len(told) == 1 and "n5zarr convert" in told[0] and "not a local folder" in told[0]
+    assert len(told) == 1
+    assert "n5zarr convert" in told[0]
+    assert "not a local folder" in told[0]
     with pytest.raises(NotEditableError, match="n5zarr convert"):
         save_edits(layer)
 
@@ -124,4 +133,5 @@ def test_single_level_read_only_drops_writes_with_one_notice(tmp_path):
     level = ReadOnlyLevel(np.zeros((4, 4), dtype="uint8"), "a zip", told.append)
     level[0, 0] = 3
     level[1, 1] = 3
-    assert told == ["a zip"] and level[0, 0] == 0
+    assert told == ["a zip"]
+    assert level[0, 0] == 0

@@ -34,10 +34,12 @@ def test_rgb_layer_keeps_its_colour_axis(tmp_path):
     rgb = np.random.default_rng(0).integers(0, 255, (300, 400, 3), dtype=np.uint8)
     layer = Image(rgb, rgb=True, scale=(2.0, 0.5))
     kwargs = layer_export_kwargs(*layer.as_layer_data_tuple()[:2])
-    assert kwargs["scale"] == [2.0, 0.5, 1.0] and kwargs["axis_labels"][-1] == "rgb"
+    assert kwargs["scale"] == [2.0, 0.5, 1.0]
+    assert kwargs["axis_labels"][-1] == "rgb"
     [written] = write_image(str(tmp_path / "rgb.n5"), *layer.as_layer_data_tuple()[:2])
     root = attrs(Path(written))
-    assert root["axes"] == ["rgb", "x", "y"] and root["resolution"] == [1.0, 0.5, 2.0]
+    assert root["axes"] == ["rgb", "x", "y"]
+    assert root["resolution"] == [1.0, 0.5, 2.0]
     # colours are never averaged; y (2.0) is coarser than x (0.5), so x is halved first
     assert attrs(Path(written) / "s1")["downsamplingFactors"] == [1, 2, 1]
     np.testing.assert_array_equal(napari_n5zarr.open(written)["s0"][...], rgb.T)
@@ -65,9 +67,12 @@ def test_save_image_layer(make_napari_viewer, tmp_path):
     [written] = viewer.layers.save(str(tmp_path / "raw.n5"), plugin="napari-n5zarr")
     assert Path(written) == tmp_path / "raw.n5"
     root = attrs(tmp_path / "raw.n5")
-    assert root["resolution"] == [0.5, 0.5, 3.0] and root["offset"] == [-4.0, 0.0, 10.0] and root["units"] == ["um"] * 3
+    assert root["resolution"] == [0.5, 0.5, 3.0]
+    assert root["offset"] == [-4.0, 0.0, 10.0]
+    assert root["units"] == ["um"] * 3
     [(layer_data, kwargs, kind)] = read_path(tmp_path / "raw.n5")
-    assert kind == "image" and not kwargs.get("multiscale")  # one level: fits a 64^3 block
+    assert kind == "image"
+    assert not kwargs.get("multiscale")  # one level: fits a 64^3 block
     np.testing.assert_array_equal(np.asarray(layer_data), data)
     assert kwargs["scale"] == pytest.approx((3.0, 0.5, 0.5))
     assert kwargs["translate"] == pytest.approx((10.0, 0.0, -4.0))
@@ -102,7 +107,8 @@ def test_save_one_layer_reopens_with_the_layer_name(make_napari_viewer, tmp_path
     viewer.layers.clear()
     [image] = viewer.open(str(tmp_path / "one.n5"), plugin="napari-n5zarr")
     [labels] = viewer.open(str(tmp_path / "two.n5"), plugin="napari-n5zarr")
-    assert image.name == "nuclei stain" and labels.name == "cells"  # not "one.n5" / "two.n5"
+    assert image.name == "nuclei stain"
+    assert labels.name == "cells"  # not "one.n5" / "two.n5"
     np.testing.assert_allclose(image.scale, (2.0, 1.0, 1.0))
 
 
@@ -151,7 +157,7 @@ def test_save_refuses_an_existing_destination(make_napari_viewer, tmp_path):
 @pytest.fixture
 def widget(make_napari_viewer):
     viewer = make_napari_viewer()
-    dock, w = viewer.window.add_plugin_dock_widget("napari-n5zarr", "Export as N5 + Zarr v3")
+    _dock, w = viewer.window.add_plugin_dock_widget("napari-n5zarr", "Export as N5 + Zarr v3")
     return viewer, w
 
 
@@ -177,10 +183,13 @@ def test_widget_exports_in_a_worker(widget, qtbot, tmp_path):
     w.block_size.value = 8
     w.levels.value = 2
     worker = w.start()
-    assert worker is not None and not w.export_button.enabled and w.cancel_button.enabled
+    assert worker is not None
+    assert not w.export_button.enabled
+    assert w.cancel_button.enabled
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert w.status.value == f"saved {tmp_path / 'seg.n5'}"
-    assert w.export_button.enabled and not w.cancel_button.enabled
+    assert w.export_button.enabled
+    assert not w.cancel_button.enabled
     assert attrs(tmp_path / "seg.n5" / "s0")["compression"] == {"type": "zstd", "level": 3}
     assert attrs(tmp_path / "seg.n5" / "s0")["blockSize"] == [8, 8, 8]
     assert sorted(p.name for p in (tmp_path / "seg.n5").iterdir() if p.is_dir()) == ["s0", "s1"]
@@ -218,8 +227,10 @@ def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
         timer.start(10)
         qtbot.waitUntil(lambda: len(ticks) >= 5 and bool(on_gui_thread), timeout=20000)  # the GUI thread runs timers
         timer.stop()
-        assert w.worker is not None and w.progress.value == 0  # still exporting, nothing written
-        assert not w.progress.native.isHidden() and w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
+        assert w.worker is not None
+        assert w.progress.value == 0  # still exporting, nothing written
+        assert not w.progress.native.isHidden()
+        assert w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
         qtbot.waitUntil(lambda: gate.release() or w.progress.value > 0, timeout=20000)  # a block at a time
         w.cancel_button.clicked.emit()
     finally:
@@ -246,7 +257,9 @@ def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     assert w.status.value.startswith("failed: ")
-    assert tracebacks == [] and len(shown) == 1 and shown[0].startswith("Export failed: ")  # no traceback
+    assert tracebacks == []
+    assert len(shown) == 1
+    assert shown[0].startswith("Export failed: ")  # no traceback
     assert "overwrite=True" not in w.status.value
     assert (tmp_path / "taken.n5" / "notes.txt").read_text() == "keep"
 
@@ -260,8 +273,10 @@ def test_widget_refuses_absurd_block_sizes_with_the_reason(widget, tmp_path, mon
     monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
     for size, reason in ((1, "too small"), (4, "too small"), (16, "blocks (at most 250,000)"), (2048, "MiB")):
         w.block_size.value = size
-        assert w.start() is None and w.worker is None
-        assert reason in w.status.value and w.status.value == shown[-1], w.status.value
+        assert w.start() is None
+        assert w.worker is None
+        assert reason in w.status.value, w.status.value
+        assert w.status.value == shown[-1], w.status.value
     assert not (tmp_path / "vol.n5").exists()
     w.block_size.value = 0
     for spin in (w.block_size.native, w.levels.native):  # 0 is shown as "auto"
@@ -275,7 +290,8 @@ def test_widget_levels_disabled_for_multiscale_layers(widget):
     viewer.add_image([np.zeros((64, 64), "uint8"), np.zeros((32, 32), "uint8")], name="pyr", multiscale=True)
     viewer.add_image(np.zeros((64, 64), "uint8"), name="flat")
     w.layer.value = viewer.layers["pyr"]
-    assert not w.levels.enabled and "its own 2 levels" in w.levels.tooltip
+    assert not w.levels.enabled
+    assert "its own 2 levels" in w.levels.tooltip
     w.layer.value = viewer.layers["flat"]
     assert w.levels.enabled
 
@@ -288,7 +304,7 @@ def test_widget_message_says_tick_overwrite(widget, qtbot, tmp_path):
     w.destination.value = tmp_path / "raw.n5"
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
-    assert 'tick "overwrite"' in w.status.value or "overwrite" in w.status.value and "=True" not in w.status.value
+    assert 'tick "overwrite"' in w.status.value or ("overwrite" in w.status.value and "=True" not in w.status.value)
 
 
 @pytest.mark.napari
@@ -300,8 +316,10 @@ def test_widget_refuses_an_empty_destination(widget, tmp_path, monkeypatch):
     monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
     for text in ("", "   ", "."):
         w.destination.line_edit.value = text
-        assert w.start() is None and w.worker is None
-        assert w.status.value.startswith("Choose a destination") and shown[-1] == w.status.value
+        assert w.start() is None
+        assert w.worker is None
+        assert w.status.value.startswith("Choose a destination")
+        assert shown[-1] == w.status.value
     assert list(tmp_path.iterdir()) == []  # nothing written anywhere
 
 
@@ -325,9 +343,11 @@ def test_widget_status_uses_the_full_width_in_words(widget, qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
     QApplication.processEvents()
     label = w.status.native
-    assert "[Errno" not in w.status.value and "already exists" in w.status.value, w.status.value
+    assert "[Errno" not in w.status.value, w.status.value
+    assert "already exists" in w.status.value, w.status.value
     assert label.width() >= w.native.width() - 30, (label.width(), w.native.width())  # not a narrow column
-    assert label.wordWrap() and _shown_whole(label), (label.size(), label.heightForWidth(label.width()))
+    assert label.wordWrap(), (label.size(), label.heightForWidth(label.width()))
+    assert _shown_whole(label), (label.size(), label.heightForWidth(label.width()))
 
 
 def test_os_errors_are_said_in_words():
@@ -369,6 +389,8 @@ def test_closing_during_an_export_asks_first(widget, qtbot, tmp_path, monkeypatc
     viewer.window._qt_window.show()
     w.start()
     viewer.window._qt_window.close()  # the user closes napari: "No" keeps it open
-    assert asked == [1] and w.worker is not None and not w._cancel.is_set()
+    assert asked == [1]
+    assert w.worker is not None
+    assert not w._cancel.is_set()
     w.cancel()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)

@@ -65,7 +65,8 @@ def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(
     assert run.returncode == 4, run.stdout + run.stderr  # 4: cannot write
     assert "Traceback" not in run.stderr
     [line] = [ln for ln in run.stderr.splitlines() if ln.startswith("n5zarr: error:")]
-    assert "zarr.json" in line and str(root) in line, line
+    assert "zarr.json" in line, line
+    assert str(root) in line, line
     left = [p for p in root.rglob("*") if "zarr.json" in p.name]  # no truncated zarr.json, no temporary file
     assert not left, left
 
@@ -86,7 +87,8 @@ def test_dual_folder_whose_documents_disagree_is_flagged(tmp_path: Path, capsys:
     assert "uint16 vs int16" in (node.warning or "")
     main(["tree", str(root)])
     [line] = [ln for ln in capsys.readouterr().out.splitlines() if "s0" in ln]
-    assert "! zarr.json disagrees" in line and "uint16 vs int16" in line
+    assert "! zarr.json disagrees" in line
+    assert "uint16 vs int16" in line
     main(["info", str(root / "d" / "s0")])
     assert "! zarr.json disagrees" in capsys.readouterr().out
     # documents that agree are not flagged

@@ -32,7 +32,8 @@ def test_read_back_what_is_written():
 
 
 def test_no_unit():
-    assert normalize_unit(None) is None and normalize_unit("  ") is None
+    assert normalize_unit(None) is None
+    assert normalize_unit("  ") is None
     assert unit_symbol(None) == unit_symbol("none") == unit_symbol("pixel") == ""
     assert unit_display(None) == "px"
 

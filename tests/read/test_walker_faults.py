@@ -137,7 +137,8 @@ def test_odd_zip_member_is_one_clear_error(tmp_path: Path, odd: str, command: st
     run = run_cli(*args)
     assert run.returncode == 5, run.stdout + run.stderr  # 5: invalid data
     assert no_traceback(run)
-    assert odd in run.stderr and "member" in run.stderr, run.stderr
+    assert odd in run.stderr, run.stderr
+    assert "member" in run.stderr, run.stderr
     assert not (tmp_path / "out.n5").exists()
 
 
@@ -152,7 +153,8 @@ def test_reader_refuses_odd_zip_member(tmp_path: Path, odd: str) -> None:
     """)
     assert run.returncode == 0, run.stderr
     count, notes = run.stdout.splitlines()[:2]
-    assert count == "0" and odd in notes, run.stdout
+    assert count == "0", run.stdout
+    assert odd in notes, run.stdout
 
 
 # -- special files ------------------------------------------------------------------------
@@ -180,7 +182,8 @@ def test_special_xml_beside_a_container_is_not_opened(tmp_path: Path, kind: str)
     assert run.returncode == 0, run.stderr
     first, second = run.stdout.splitlines()[:2]
     assert first == "1 False None", run.stdout
-    assert second.startswith("refused:") and str(xml) in second, run.stdout
+    assert second.startswith("refused:"), run.stdout
+    assert str(xml) in second, run.stdout
 
 
 @pytest.mark.parametrize("where", ["s0/pipe", "s0/zarr.json", "zarr.json"])
@@ -209,4 +212,5 @@ def test_fifo_named_zarr_json_does_not_hang_the_sniffer(tmp_path: Path) -> None:
         from napari_n5zarr._napari.reader import get_reader
         print(get_reader({str(folder)!r}))
     """, timeout=30)
-    assert run.returncode == 0 and run.stdout.strip() == "None", run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == "None", run.stdout + run.stderr

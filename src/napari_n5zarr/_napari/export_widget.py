@@ -10,6 +10,7 @@ traceback; closing napari during an export asks first.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -308,7 +309,7 @@ class ExportWidget(Container):
 
         self.status.value = message
         notifications.show_warning(message)
-        return None
+        return
 
     def cancel(self, _value: Any = None) -> None:
         """Stop the running export at its next block."""
@@ -344,10 +345,8 @@ class ExportWidget(Container):
         path = Path(dest) if dest else None
         if path is None or getattr(self, "_existed", True):
             return
-        try:
+        with contextlib.suppress(OSError):
             path.rmdir()  # only ever removes an empty folder
-        except OSError:
-            pass
 
     def _finished(self) -> None:
         self.worker = None
@@ -365,7 +364,7 @@ class _CloseGuard:
         guard = self
 
         class Filter(QObject):
-            def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802 (Qt's name)
+            def eventFilter(self, obj: Any, event: Any) -> bool:
                 if event.type() == QEvent.Type.Close and widget.worker is not None and obj.isVisible():
                     if not guard.confirm():
                         event.ignore()

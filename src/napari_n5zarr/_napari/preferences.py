@@ -94,7 +94,7 @@ def _on_change(event: Any = None) -> None:
         from napari.utils.notifications import show_info
 
         show_info("napari-n5zarr will open every *.n5 folder from now on (Preferences > Plugins > File extension readers to change it)")
-    except Exception:  # noqa: BLE001 (napari's notification API is optional here; the preference is already saved)
+    except Exception:
         pass
 
 
@@ -111,5 +111,5 @@ def remember_n5_folders() -> None:
         settings.plugins.events.extension2reader.connect(_on_change)
         _watched[:] = [settings]
         _on_change()  # a choice remembered in an earlier session
-    except Exception:  # noqa: BLE001 (napari settings internals vary by version; the feature is a convenience)
+    except Exception:
         pass

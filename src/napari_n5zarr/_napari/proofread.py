@@ -6,7 +6,7 @@ when a read-only labels layer is first painted. The editing and saving are the l
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from magicgui.widgets import Container, Label, PushButton
 
@@ -114,7 +114,7 @@ class CloseGuard:
         guard = self
 
         class Filter(QObject):
-            def eventFilter(self, obj: Any, event: Any) -> bool:  # noqa: N802 (Qt's name)
+            def eventFilter(self, obj: Any, event: Any) -> bool:
                 v = ref()
                 if event.type() == QEvent.Type.Close and v is not None and obj.isVisible():
                     names = [layer.name for layer in edited_layers(v)]
@@ -139,7 +139,7 @@ class CloseGuard:
 class SaveLabelsWidget(Container):
     """Dock widget: Save (and :data:`SHORTCUT`) writes every edited labels layer back."""
 
-    instances: weakref.WeakSet[SaveLabelsWidget] = weakref.WeakSet()
+    instances: ClassVar[weakref.WeakSet[SaveLabelsWidget]] = weakref.WeakSet()
 
     def __init__(self, napari_viewer: napari.Viewer) -> None:
         import napari
