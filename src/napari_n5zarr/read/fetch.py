@@ -46,8 +46,6 @@ from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 if TYPE_CHECKING:
     import zarr
 
-    from napari_n5zarr.read.local import LocalNode
-
 MAX_REGION_BLOCKS = 4096
 """Regions touching more blocks than this are left to zarr (tiny blocks: per-block work dominates)."""
 
@@ -122,18 +120,6 @@ def _inner_stores(store: Any) -> list[Any]:
     return chain
 
 
-def _n5_key(index: tuple[int, ...]) -> str:
-    """An N5 block's key below its dataset (N5 order index; zarr's ``v2`` encoding with ``/``)."""
-    return "/".join(map(str, index))
-
-
-def _n5_decoder(compression: dict[str, Any]) -> Callable[[Any, np.dtype, int, str], np.ndarray]:
-    from napari_n5zarr.n5.blocks import decode_block, n5_decompress
-
-    decompress = n5_decompress(compression)
-    return lambda data, dtype, ndim, where: decode_block(data, dtype, ndim, where, decompress)
-
-
 GENERATION_TRIES = 5
 """Reads of a local dataset's blocks tried again when it was replaced meanwhile."""
 
@@ -196,8 +182,7 @@ class BlockSource:
     """The decoded blocks of one ``n5_default`` array, in napari order (reversed N5).
 
     Build with :meth:`for_array` (a zarr array; None when it is not one this path reads:
-    other codecs, sharding, irregular grids) or :meth:`for_local_n5` (a dataset of a local
-    N5 folder, read without zarr). :meth:`read` fills a region.
+    other codecs, sharding, irregular grids). :meth:`read` fills a region.
     """
 
     def __init__(self, layout: BlockLayout, cache: BlockCache | None = None) -> None:
@@ -256,31 +241,6 @@ class BlockSource:
             )
         except (AttributeError, TypeError, ValueError, NotImplementedError):
             return None
-        return cls(layout, cache)
-
-    @classmethod
-    def for_local_n5(cls, dataset: LocalNode, cache: BlockCache | None = None) -> BlockSource:
-        """The block path of a dataset of a local N5 folder, without zarr: block files read
-        with ``os`` calls under the same checks, and errors in the same words, as the N5
-        Default Store over a :class:`~napari_n5zarr.storage.local.SafeLocalStore`
-        (:mod:`napari_n5zarr.n5.blocks`, :mod:`napari_n5zarr.storage.files`); decoded by
-        the same decoder as the ``n5_default`` codec. The cache token is the opening's
-        (:class:`~napari_n5zarr.read.local.LocalContainer`, from the same counter as store
-        tokens): a container opened again never sees blocks cached for an earlier opening."""
-        meta = dataset.metadata
-        layout = BlockLayout(
-            shape=meta.dimensions[::-1],
-            blocks=meta.block_size[::-1],
-            dtype=np.dtype(meta.data_type),
-            fill=0,  # N5 has no fill value: absent blocks read as 0 (the Zarr v3 view's fill_value)
-            encode_key=_n5_key,
-            decode_block=_n5_decoder(meta.compression),
-            prefix=dataset.prefix,
-            container=dataset.container.name,
-            token=dataset.container.token,
-            get_sync=dataset.read_block,
-            generation=functools.partial(folder_generation, dataset.container.path(dataset.path)),
-        )
         return cls(layout, cache)
 
     @property
