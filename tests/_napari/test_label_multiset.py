@@ -1,5 +1,5 @@
 """Paintera label multisets (issue 21): read lazily as uint64 labels at every level, through
-the local zarr-free path and through zarr's store chain alike; the Paintera group opens as one
+the store chain; the Paintera group opens as one
 labels layer (segments: fragments through the fragment-segment assignment) beside the raw image;
 ``n5zarr convert`` turns the multiset pyramid into a plain uint64 labels pyramid;
 ``add-zarr-metadata`` keeps skipping multiset datasets with its reason."""
@@ -17,7 +17,6 @@ import napari_n5zarr
 from napari_n5zarr import spatial
 from napari_n5zarr._napari.reader import read_path
 from napari_n5zarr.cli import main
-from napari_n5zarr.read.local import open_local
 from napari_n5zarr.read.multiscale import find_multiscales, levels_for
 
 
@@ -37,10 +36,8 @@ def _multiset(node):
     return next(ms for ms in found.multiscales if ms.label_multiset)
 
 
-@pytest.mark.parametrize("opener", ["local", "zarr"])
-def test_every_level_reads_the_labels_the_fixture_encodes(plain, opener):
-    node = open_local(plain) if opener == "local" else napari_n5zarr.open(plain)
-    assert node is not None
+def test_every_level_reads_the_labels_the_fixture_encodes(plain):
+    node = napari_n5zarr.open(plain)
     ms = _multiset(node)
     assert ms.dtype == "uint64" and ms.is_labels and not ms.unreadable and ms.paths == ("labels/fragments/data/s0", "labels/fragments/data/s1")
     s0, s1 = levels_for(node, ms)
@@ -53,7 +50,7 @@ def test_every_level_reads_the_labels_the_fixture_encodes(plain, opener):
 
 
 def test_segments_by_default_fragments_on_request(paintera, monkeypatch):
-    node = open_local(paintera)
+    node = napari_n5zarr.open(paintera)
     s0, s1 = levels_for(node, _multiset(node))
     np.testing.assert_array_equal(np.asarray(s0[...]), segments(expected_s0()).T)
     np.testing.assert_array_equal(np.asarray(s1[1]), segments(expected_s1()).T[1])

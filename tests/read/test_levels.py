@@ -365,19 +365,17 @@ def test_regions_above_the_block_limit_are_read_in_pieces(tmp_path, monkeypatch)
         assert reads and max(reads) <= 5 and len(reads) > 1, reads
 
 
-@pytest.mark.parametrize("opened", ["local", "zarr"])
-def test_levels_pickle_and_read_the_same_after(tmp_path, opened):
+def test_levels_pickle_and_read_the_same_after(tmp_path):
     """A level (held by a napari layer) pickles, as a dask.distributed task needs: the copy
     reopens the store (no lock or cache crosses) and reads what the original reads."""
     import pickle
 
-    from napari_n5zarr.read.local import open_local
     from napari_n5zarr.read.multiscale import levels_for
     from napari_n5zarr.spatial import detect
 
     a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
     napari_n5zarr.export(a, tmp_path / "p.n5", chunks=8)
-    node = open_local(tmp_path / "p.n5") if opened == "local" else napari_n5zarr.open(tmp_path / "p.n5")
+    node = napari_n5zarr.open(tmp_path / "p.n5")
     (ms,) = detect(node)
     levels = levels_for(node, ms, report=lambda message: None)  # a closure: never pickled
     assert type(levels[0]) is lv.LazyLevel and (levels[0].source is not None)
@@ -393,14 +391,12 @@ def test_a_pickled_level_raises_on_a_block_it_cannot_read(tmp_path):
     """A copy on a worker has nobody to show a fill-value block to: it fails, naming the block."""
     import pickle
 
-    from napari_n5zarr.read.local import open_local
-
     data = sample((16, 16, 8), "uint16") | 1
     write_n5(tmp_path, "d", data, (8, 8, 8), COMPRESSIONS["gzip"])
     block = tmp_path / "d" / "1" / "0" / "0"
     block.write_bytes(block.read_bytes()[:16] + b"\x00garbage, not gzip" * 4)
     reports: list[str] = []
-    level = open_local(tmp_path / "d").level(reports.append)
+    level = lv.LazyLevel(napari_n5zarr.open(tmp_path / "d"), n5_order=True, report=reports.append)
     assert np.asarray(level)[:, 0:8, 8:16].max() == 0 and len(reports) == 1
     copy = pickle.loads(pickle.dumps(level))
     with pytest.raises(napari_n5zarr.errors.N5BlockError, match="N5 block 1/0/0 in "):
