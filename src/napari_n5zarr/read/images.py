@@ -132,10 +132,8 @@ def images_of(
     if found.too_many:
         out.too_many = f"more than {limit} images"
         return out
-    for ms in found.multiscales:
-        if ms.unreadable:
-            out.hidden.append(f"{ms.name or '/'}: {ms.unreadable}")
-            continue
+    out.hidden = found.hidden
+    for ms in found.readable:
         try:
             out.images.append(build_image(node, ms, report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'

@@ -48,6 +48,17 @@ class Found:
     too_many: bool = False
     """More pyramids than the ``limit``: ``multiscales`` is left empty."""
 
+    @property
+    def readable(self) -> list[Multiscale]:
+        """The pyramids whose blocks can be decoded (all but :attr:`hidden`)."""
+        return [ms for ms in self.multiscales if not ms.unreadable]
+
+    @property
+    def hidden(self) -> list[str]:
+        """``"path: reason"`` of every pyramid found whose blocks cannot be decoded by
+        design (a label multiset that would read as zeros)."""
+        return [f"{ms.name or '/'}: {ms.unreadable}" for ms in self.multiscales if ms.unreadable]
+
 
 def find_multiscales(
     node: zarr.Array | zarr.Group,
