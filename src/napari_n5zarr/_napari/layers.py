@@ -100,7 +100,7 @@ def images_layers(found: Images, notify: Notify, *, too_many: TooMany = say_too_
         notify("error", f"napari-n5zarr: {found.error}")
         return []
     if found.too_many is not None:
-        return too_many(found.location, found.too_many, notify)
+        return too_many(found.location or found.name, found.too_many, notify)
     for hidden in found.hidden:
         notify("warning", f"napari-n5zarr: {hidden}; not shown")
     layers: list[Any] = []  # full (data, kwargs, layer_type) tuples with mutable kwargs
@@ -115,7 +115,7 @@ def images_layers(found: Images, notify: Notify, *, too_many: TooMany = say_too_
     for problem in problems:
         notify("warning", f"napari-n5zarr: skipped {problem}")
     if not (found.images or found.hidden or problems):
-        notify("warning", f"napari-n5zarr: no N5 dataset found in {found.location}")
+        notify("warning", f"napari-n5zarr: no N5 dataset found in {found.location or found.name}")
     return layers
 
 

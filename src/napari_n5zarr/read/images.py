@@ -69,7 +69,8 @@ class Images:
     """What :func:`open_images` found at one location."""
 
     location: str
-    """The location opened (a metadata file's folder; a URL without trailing slash)."""
+    """The location opened (a metadata file's folder; a URL without trailing slash); ""
+    when :func:`images_of` was given none."""
     name: str
     """Its display name."""
     images: list[Image] = field(default_factory=list)
@@ -147,7 +148,7 @@ def images_of(
     """:func:`open_images` for a node already open (paths relative to it); BigDataViewer
     setups take their voxel size from ``bdv_setups`` (the dataset's XML)."""
     found = find_multiscales(node, name, inherited=inherited, bdv_setups=bdv_setups, limit=limit)
-    out = Images(location=source or name, name=name, problems=list(found.problems))
+    out = Images(location=source, name=name, problems=list(found.problems))
     if found.too_many:
         out.too_many = f"more than {limit} images"
         return out
