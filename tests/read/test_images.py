@@ -197,3 +197,25 @@ def test_a_rewritten_folder_opened_again_shows_the_new_values(tmp_path):
     (again,) = open_images(root).images[0].levels
     np.testing.assert_array_equal(np.asarray(again[2]), second.T[2])
     assert level.source.token != again.source.token
+
+
+def test_the_store_chain_import_leaves_the_garbage_collector_as_it_found_it(tmp_path):
+    """The first open imports zarr with the collector paused (a speed measure): afterwards
+    it is on again, and a collector the application had turned off stays off."""
+    import subprocess
+    import sys
+
+    write_pyramid(tmp_path / "p.n5", sample((8, 8, 8), "uint8"), (4, 4, 4), COMPRESSIONS["raw"], levels=1)
+    code = f"""
+import gc, sys
+from napari_n5zarr.read.images import open_images
+if sys.argv[1] == "off":
+    gc.disable()
+assert "zarr" not in sys.modules
+found = open_images({str(tmp_path / "p.n5")!r})
+print(len(found.images), "zarr" in sys.modules, gc.isenabled())
+"""
+    for given, expected in (("on", "1 True True"), ("off", "1 True False")):
+        done = subprocess.run([sys.executable, "-c", code, given], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == expected.split()
