@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,15 +61,16 @@ def write(root: Path, ids: np.ndarray) -> None:
 
 
 def plane_time(root: Path, name: str, z: int, repeat: int) -> tuple[float, np.ndarray]:
+    import napari_n5zarr
     from napari_n5zarr.read.block_cache import block_cache
-    from napari_n5zarr.read.local import open_local
+    from napari_n5zarr.read.label_multiset import MultisetLevel, is_multiset_array
+    from napari_n5zarr.read.levels import LazyLevel
 
     best, out = float("inf"), None
     for _ in range(repeat):
         block_cache().clear()
-        node = open_local(root)
-        assert node is not None
-        level = node.get(name).level()  # type: ignore[attr-defined]
+        array: Any = napari_n5zarr.open(root / name)
+        level = (MultisetLevel if is_multiset_array(array) else LazyLevel)(array, n5_order=True)
         t = time.perf_counter()
         out = np.asarray(level[z])
         best = min(best, time.perf_counter() - t)

@@ -99,10 +99,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-KNOWN_CYCLES: list[set[str]] = [
-    # removed with read/local.py by issue 20 (the lead drops this entry after that merge)
-    {f"{PACKAGE}.read.{m}" for m in ("fetch", "label_multiset", "levels", "local")},
-]
+KNOWN_CYCLES: list[set[str]] = []  # none: keep it so
 
 
 def test_the_package_has_no_import_cycle():

@@ -216,7 +216,7 @@ def child_nodes(group: zarr.Group, keys: Sequence[str]) -> list[zarr.Array | zar
     return [known[k] for k in keys]
 
 
-def open(  # noqa: A001 (the public name is a contract)
+def open(
     path_or_url: str | os.PathLike[str],
     mode: AccessMode = "r",
     storage_options: dict[str, Any] | None = None,

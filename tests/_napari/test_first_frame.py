@@ -69,7 +69,8 @@ def test_viewer_open_draws_the_data_inside_the_call(make_napari_viewer, window, 
     assert drawn, "no frame showed the data"
     layer = viewer.layers[0]
     assert window._data_drawn(viewer)
-    assert layer.multiscale and len(layer.data) == 3
+    assert layer.multiscale
+    assert len(layer.data) == 3
     assert [str(u) for u in layer.units] == ["micrometer"] * 3
     np.testing.assert_allclose(layer.scale, (2.0, 0.5, 0.5))
     coarsest = data[::4, ::4, ::4]

@@ -60,7 +60,8 @@ def assert_levels(layer, expected: list[np.ndarray]) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert isinstance(g, LevelReader | da.Array)  # lazy: readers (channels: dask arrays)
-        assert g.shape == e.shape and g.dtype == e.dtype
+        assert g.shape == e.shape
+        assert g.dtype == e.dtype
         np.testing.assert_array_equal(np.asarray(g[-1]), e[-1])  # a slice at the last z
         np.testing.assert_array_equal(np.asarray(g), e)
 
@@ -319,7 +320,8 @@ def test_corpus_container(corpus_dir, rel):
         assert kind == "image"
         np.testing.assert_array_equal(np.asarray(data), datasets[path])
         if "zarr_implementations" in rel:  # C-order RGB written as N5 [3, 512, 512]
-            assert kw["rgb"] is True and kw["axis_labels"] == ("y", "x")
+            assert kw["rgb"] is True
+            assert kw["axis_labels"] == ("y", "x")
 
 
 def test_corpus_metadata_only_conventions(corpus_dir):
@@ -340,10 +342,14 @@ def test_corpus_refused_dataset_is_reported(corpus_dir):
     root = corpus_dir / "saalfeldlab-n5/experimental_wip_commit_765a7b4/src/test/resources/shardExamples"
     notes = Notes()
     assert read_path(root / "test.n5", notify=notes) == []
-    assert len(notes) == 1 and notes[0][0] == "warning" and "mid_sharded" in notes[0][1] and "shard" in notes[0][1]
+    assert len(notes) == 1
+    assert notes[0][0] == "warning"
+    assert "mid_sharded" in notes[0][1]
+    assert "shard" in notes[0][1]
     notes.clear()
     assert read_path(root / "test.n5" / "mid_sharded", notify=notes) == []
-    assert notes[0][0] == "error" and "mid_sharded" in notes[0][1]
+    assert notes[0][0] == "error"
+    assert "mid_sharded" in notes[0][1]
 
 
 # --- errors never hide siblings, never raise --------------------------------------------------
@@ -362,7 +368,8 @@ def test_broken_child_is_reported_and_siblings_read(container, write_n5):
     assert [layer[1]["name"] for layer in layers] == ["good"]
     np.testing.assert_array_equal(np.asarray(layers[0][0]), good)
     assert sorted(m.split(":")[0] for _, m in notes) == ["napari-n5zarr", "napari-n5zarr"]
-    assert any("bad" in m for _, m in notes) and any("worse" in m for _, m in notes)
+    assert any("bad" in m for _, m in notes)
+    assert any("worse" in m for _, m in notes)
 
 
 def test_unreadable_path_gives_an_error_notification(tmp_path):
@@ -370,7 +377,8 @@ def test_unreadable_path_gives_an_error_notification(tmp_path):
     (tmp_path / "x.n5" / "attributes.json").write_text("[1, 2")
     notes = Notes()
     assert reader.read_path(tmp_path / "x.n5", notify=notes) == []
-    assert notes[0][0] == "error" and "x.n5" in notes[0][1]
+    assert notes[0][0] == "error"
+    assert "x.n5" in notes[0][1]
 
 
 def test_read_returns_a_claim_when_nothing_is_shown(tmp_path, monkeypatch):
@@ -506,7 +514,8 @@ def test_dask_chunks(shape, blocks, itemsize, expected):
     chunks = dask_chunks(shape, blocks, itemsize)
     assert chunks == expected
     per_task = math.prod(math.ceil(c / b) for c, b in zip(chunks, blocks, strict=True))
-    assert per_task <= 4096 and math.prod(chunks) * itemsize <= 64 * 2**20
+    assert per_task <= 4096
+    assert math.prod(chunks) * itemsize <= 64 * 2**20
     for c, b, s in zip(chunks, blocks, shape, strict=True):
         assert c == s or c % b == 0
 
@@ -569,7 +578,8 @@ def test_viewer_opens_container_and_draws(make_napari_viewer, sample_cache, monk
     layers = viewer.open(str(path), plugin="napari-n5zarr")
     assert [type(layer).__name__ for layer in layers] == ["Image", "Labels"]
     image = viewer.layers["raw"]
-    assert image.multiscale and len(image.data) == 3
+    assert image.multiscale
+    assert len(image.data) == 3
     assert tuple(image.scale) == (1.0, 0.25, 0.25)
     assert image.axis_labels == ("z", "y", "x")
     assert str(image.units[0]) == "micrometer"

@@ -52,7 +52,7 @@ def plane_blocks(z: int) -> list[str]:
 
 def test_a_remote_plane_requests_all_its_blocks_at_once_and_each_once(tmp_path, server):
     url, state = server
-    data, path = make(tmp_path)
+    _data, path = make(tmp_path)
     level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=pytest.fail)
     assert level.numblocks[1] * level.numblocks[2] >= 6  # the plane is split into many dask tasks
     expected = np.asarray(napari_n5zarr.open(tmp_path / path)[...]).T  # zarr's own read
@@ -68,7 +68,7 @@ def test_a_remote_plane_requests_all_its_blocks_at_once_and_each_once(tmp_path, 
 
 def test_absent_blocks_of_a_remote_plane_read_as_fill_value(tmp_path, server):
     url, state = server
-    data, path = make(tmp_path, skip={(1, 1, 2), (4, 2, 2)})
+    _data, path = make(tmp_path, skip={(1, 1, 2), (4, 2, 2)})
     level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=pytest.fail)
     expected = np.asarray(napari_n5zarr.open(tmp_path / path)[...]).T
     assert (expected[9, 8:16, 8:16] == 0).all()  # zarr reads them as the fill value too
@@ -88,7 +88,8 @@ def test_a_failing_block_is_named_once_and_only_it_reads_as_fill(tmp_path, serve
     expected[8:16, 16:24] = 0  # block x=2, y=1 (napari y rows 8:16, x columns 16:24)
     assert np.array_equal(got, expected)
     assert len(reports) == 1, reports
-    assert "a.n5/d/2/1/0" in reports[0] and "500" in reports[0], reports
+    assert "a.n5/d/2/1/0" in reports[0], reports
+    assert "500" in reports[0], reports
     assert state["gets"]["/a.n5/d/2/1/0"] == 2  # retried once (N5ZARR_RETRIES=1), per request
     state["fail"].clear()
     assert np.array_equal(level[1].compute(), data.T[1])  # not cached: read again once it works
@@ -103,9 +104,11 @@ def test_every_compression_reads_over_http_exactly_as_zarr_reads_it_locally(tmp_
     assert np.array_equal(expected, data.T)
     for z in (0, 5, 11):  # first, inner and last plane (a truncated edge block slab: 12 = 4+4+4)
         got = level[z].compute()
-        assert got.dtype == expected.dtype and np.array_equal(got, expected[z]), (name, z)
+        assert got.dtype == expected.dtype, (name, z)
+        assert np.array_equal(got, expected[z]), (name, z)
     blocks = {k: v for k, v in state["gets"].items() if k.rsplit("/", 1)[-1].isdigit()}
-    assert len(blocks) == 5 * 3 * 3 and set(blocks.values()) == {1}, blocks  # every block, once
+    assert len(blocks) == 5 * 3 * 3, blocks
+    assert set(blocks.values()) == {1}, blocks  # every block, once
 
 
 def test_a_corrupt_block_over_http_is_named_and_only_it_reads_as_fill(tmp_path, server):
@@ -124,7 +127,8 @@ def test_a_corrupt_block_over_http_is_named_and_only_it_reads_as_fill(tmp_path, 
     expected[16:24, 24:32] = 0  # block x=3, y=2 (napari y rows 16:24, x columns 24:32)
     assert np.array_equal(got, expected)
     assert len(reports) == 1, reports
-    assert f"N5 block 3/2/0 in {url}/a.n5/d" in reports[0] and "corrupt gzip" in reports[0], reports
+    assert f"N5 block 3/2/0 in {url}/a.n5/d" in reports[0], reports
+    assert "corrupt gzip" in reports[0], reports
     assert state["peak"] >= 15  # the plane's requests still all in flight together
 
 

@@ -116,7 +116,8 @@ def test_plain_zarr_c_order_arrays_fall_back_to_zarr(tmp_path, endian):
     )  # fmt: skip
     arr[...] = data
     reader = lv.LevelReader(arr, n5_order=False, report=pytest.fail)
-    assert reader.source is None and BlockSource.for_array(arr) is None
+    assert reader.source is None
+    assert BlockSource.for_array(arr) is None
     assert np.array_equal(reader[...], data)
     assert np.array_equal(np.asarray(lv.dask_level(arr, n5_order=False)[3]), data[3])
 
@@ -190,7 +191,8 @@ def test_scrolling_prefetches_the_next_slab_in_the_direction_of_travel(tmp_path,
     assert np.array_equal(reader[13], data.T[13])
     settled()
     assert decodes[0] == 8  # moving up in z: slab 2 decoded in the background
-    assert np.array_equal(reader[25], data.T[25]) and np.array_equal(reader[29], data.T[29])
+    assert np.array_equal(reader[25], data.T[25])
+    assert np.array_equal(reader[29], data.T[29])
     settled()
     assert decodes[0] == 8  # served from the cache, and nothing beyond the last slab
     assert np.array_equal(reader[5], data.T[5])  # down again: slab 0 read in the foreground
@@ -208,7 +210,8 @@ def test_a_jump_prefetches_nothing_until_the_next_step(tmp_path, decodes):
     def settled() -> None:
         fetch._prefetch_pool().submit(lambda: None).result()
 
-    assert np.array_equal(reader[12], data.T[12]) and np.array_equal(reader[13], data.T[13])
+    assert np.array_equal(reader[12], data.T[12])
+    assert np.array_equal(reader[13], data.T[13])
     settled()
     assert decodes[0] == 8  # slab 1, and slab 2 prefetched
     assert np.array_equal(reader[35], data.T[35])  # a jump up to slab 3
@@ -242,12 +245,18 @@ def test_cache_is_bounded_and_least_recently_used_goes_first(tmp_path, monkeypat
     for k in "klmn":
         cache.put(k, blocks[k])
     stats = cache.stats()
-    assert stats.nbytes <= 10 * unit and stats.entries == 10
-    assert cache.get("b") is None and cache.get("e") is None and cache.get("a") is blocks["a"]
+    assert stats.nbytes <= 10 * unit
+    assert stats.entries == 10
+    assert cache.get("b") is None
+    assert cache.get("e") is None
+    assert cache.get("a") is blocks["a"]
     cache.put("huge", np.zeros(3 * unit, np.uint8))  # more than a quarter: not kept
     assert "huge" not in cache
     cache.resize(3 * unit)
-    assert cache.stats().nbytes <= 3 * unit and "l" not in cache and "a" in cache and "n" in cache  # a: read last
+    assert cache.stats().nbytes <= 3 * unit
+    assert "l" not in cache
+    assert "a" in cache
+    assert "n" in cache  # a: read last
     monkeypatch.setenv(bc.ENV_VAR, "12345")
     assert bc.default_cache_bytes() == 12345
     monkeypatch.setenv(bc.ENV_VAR, "lots")
@@ -263,9 +272,11 @@ def test_reading_more_than_the_cache_holds_stays_within_its_bound(tmp_path, fres
     for z in range(0, 32, 3):
         assert np.array_equal(reader[z], data.T[z])
         stats = bc.cache_stats()
-        assert 0 < stats.nbytes <= 16 * 1024 and stats.entries <= 16
+        assert 0 < stats.nbytes <= 16 * 1024
+        assert stats.entries <= 16
     bc.set_cache_bytes(0)  # off: still reads right
-    assert np.array_equal(reader[...], data.T) and bc.cache_stats().entries == 0
+    assert np.array_equal(reader[...], data.T)
+    assert bc.cache_stats().entries == 0
 
 
 def test_corrupt_block_reads_as_fill_value_with_one_report_naming_it(tmp_path):
@@ -281,10 +292,12 @@ def test_corrupt_block_reads_as_fill_value_with_one_report_naming_it(tmp_path):
         assert np.array_equal(reader[...], expected)
         assert np.array_equal(reader[3], expected[3])
     assert len(reports) == 1, reports  # the store is rooted at the dataset: key 1/0/0
-    assert reports[0].startswith(f"N5 block 1/0/0 in {tmp_path / 'd'}: ") and "fill value" in reports[0]
+    assert reports[0].startswith(f"N5 block 1/0/0 in {tmp_path / 'd'}: ")
+    assert "fill value" in reports[0]
     level_reports: list[str] = []
     level = lv.dask_level(arr, report=level_reports.append)
-    assert np.array_equal(np.asarray(level), expected) and np.array_equal(np.asarray(level[5]), expected[5])
+    assert np.array_equal(np.asarray(level), expected)
+    assert np.array_equal(np.asarray(level[5]), expected[5])
     assert level_reports == reports
 
 
@@ -298,7 +311,9 @@ def test_block_with_impossible_header_is_refused_as_zarr_refuses_it(tmp_path):
     expected = data.T.copy()
     expected[:, :8] = 0
     assert np.array_equal(got, expected)
-    assert len(reports) == 1 and "N5 block 0/0 in" in reports[0] and "interior" in reports[0], reports
+    assert len(reports) == 1, reports
+    assert "N5 block 0/0 in" in reports[0], reports
+    assert "interior" in reports[0], reports
 
 
 @pytest.fixture
@@ -314,7 +329,8 @@ def test_remote_blocks_read_like_local_ones_and_concurrently(tmp_path, served):
     local = write_n5(tmp_path, "r.n5", data, (8, 8, 6), COMPRESSIONS["gzip"], "mixed", skip={(1, 1, 0)})
     remote = napari_n5zarr.open(f"{url}/r.n5")
     reader = lv.LevelReader(remote, n5_order=True, report=pytest.fail)
-    assert reader.source is not None and not reader.source.synchronous
+    assert reader.source is not None
+    assert not reader.source.synchronous
     assert lv._task_bytes(reader) > lv._task_bytes(lv.LevelReader(local, n5_order=True))  # larger remote tasks
     state["peak"] = 0
     plane = reader[2]  # one plane: 4 x 3 blocks, 1 absent
@@ -340,7 +356,8 @@ def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes
         got = source.read((slice(0, 8), slice(0, 8), slice(0, 8)), pytest.fail)
     finally:
         fetch._inflight.pop(key, None)
-    assert np.array_equal(got, data.T) and decodes[0] == 1  # block (0, 0, 0) only
+    assert np.array_equal(got, data.T)
+    assert decodes[0] == 1  # block (0, 0, 0) only
 
 
 def test_regions_above_the_block_limit_are_read_in_pieces(tmp_path, monkeypatch):
@@ -362,28 +379,31 @@ def test_regions_above_the_block_limit_are_read_in_pieces(tmp_path, monkeypatch)
     for index in [(slice(None),), (slice(1, 10), slice(2, 17), slice(0, 11)), (5,)]:
         reads.clear()
         assert np.array_equal(reader[index], expected[index]), index
-        assert reads and max(reads) <= 5 and len(reads) > 1, reads
+        assert reads, reads
+        assert max(reads) <= 5, reads
+        assert len(reads) > 1, reads
 
 
-@pytest.mark.parametrize("opened", ["local", "zarr"])
-def test_levels_pickle_and_read_the_same_after(tmp_path, opened):
+def test_levels_pickle_and_read_the_same_after(tmp_path):
     """A level (held by a napari layer) pickles, as a dask.distributed task needs: the copy
     reopens the store (no lock or cache crosses) and reads what the original reads."""
     import pickle
 
-    from napari_n5zarr.read.local import open_local
     from napari_n5zarr.read.multiscale import levels_for
     from napari_n5zarr.spatial import detect
 
     a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
     napari_n5zarr.export(a, tmp_path / "p.n5", chunks=8)
-    node = open_local(tmp_path / "p.n5") if opened == "local" else napari_n5zarr.open(tmp_path / "p.n5")
+    node = napari_n5zarr.open(tmp_path / "p.n5")
     (ms,) = detect(node)
     levels = levels_for(node, ms, report=lambda message: None)  # a closure: never pickled
-    assert type(levels[0]) is lv.LazyLevel and (levels[0].source is not None)
+    assert type(levels[0]) is lv.LazyLevel
+    assert levels[0].source is not None
     for level in levels:
         copy = pickle.loads(pickle.dumps(level))
-        assert type(copy) is type(level) and copy.shape == level.shape and copy.dtype == level.dtype
+        assert type(copy) is type(level)
+        assert copy.shape == level.shape
+        assert copy.dtype == level.dtype
         np.testing.assert_array_equal(np.asarray(copy), np.asarray(level))
         np.testing.assert_array_equal(np.asarray(copy[2, 3:17]), np.asarray(level[2, 3:17]))
     np.testing.assert_array_equal(np.asarray(levels[0]), a)  # napari order
@@ -393,15 +413,14 @@ def test_a_pickled_level_raises_on_a_block_it_cannot_read(tmp_path):
     """A copy on a worker has nobody to show a fill-value block to: it fails, naming the block."""
     import pickle
 
-    from napari_n5zarr.read.local import open_local
-
     data = sample((16, 16, 8), "uint16") | 1
     write_n5(tmp_path, "d", data, (8, 8, 8), COMPRESSIONS["gzip"])
     block = tmp_path / "d" / "1" / "0" / "0"
     block.write_bytes(block.read_bytes()[:16] + b"\x00garbage, not gzip" * 4)
     reports: list[str] = []
-    level = open_local(tmp_path / "d").level(reports.append)
-    assert np.asarray(level)[:, 0:8, 8:16].max() == 0 and len(reports) == 1
+    level = lv.LazyLevel(napari_n5zarr.open(tmp_path / "d"), n5_order=True, report=reports.append)
+    assert np.asarray(level)[:, 0:8, 8:16].max() == 0
+    assert len(reports) == 1
     copy = pickle.loads(pickle.dumps(level))
     with pytest.raises(napari_n5zarr.errors.N5BlockError, match="N5 block 1/0/0 in "):
         np.asarray(copy)

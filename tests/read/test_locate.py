@@ -89,13 +89,16 @@ def _bdv(tmp_path: Path) -> Path:
 def test_resolve_bdv_xml_and_its_sibling(tmp_path):
     xml = _bdv(tmp_path)
     target, setups = bdv_xml_target(xml)
-    assert target == str(tmp_path / "c.n5") and list(setups) == [0]
-    assert setups[0].voxel_size == (4.0, 4.0, 40.0) and setups[0].unit == "nm"
+    assert target == str(tmp_path / "c.n5")
+    assert list(setups) == [0]
+    assert setups[0].voxel_size == (4.0, 4.0, 40.0)
+    assert setups[0].unit == "nm"
     assert sibling_bdv_xml(tmp_path / "c.n5") == setups
     from_xml, from_folder = resolve(xml), resolve(tmp_path / "c.n5" / "attributes.json")
     assert from_xml.target == from_folder.target == str(tmp_path / "c.n5")
     assert from_xml.bdv_setups == from_folder.bdv_setups == setups
-    assert from_xml.name == "c.n5" and from_xml.location == str(xml)
+    assert from_xml.name == "c.n5"
+    assert from_xml.location == str(xml)
 
 
 def test_resolve_plain_locations(tmp_path):
@@ -110,18 +113,22 @@ def test_resolve_plain_locations(tmp_path):
 def test_is_n5(tmp_path, write_n5):
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
     write_n5(root, "d", np.zeros((4, 4), "uint8"), chunks=(2, 2))
-    assert is_n5(tmp_path / "c.n5") and is_n5(tmp_path / "c.n5" / "d") and is_n5(f"file://{tmp_path}/c.n5")
+    assert is_n5(tmp_path / "c.n5")
+    assert is_n5(tmp_path / "c.n5" / "d")
+    assert is_n5(f"file://{tmp_path}/c.n5")
     assert is_n5(tmp_path / "c.n5" / "d" / "attributes.json")
     (tmp_path / "c.n5" / "d" / "0").mkdir(exist_ok=True)
     assert is_n5(tmp_path / "c.n5" / "d" / "0")  # inside a container: an ancestor has attributes.json
     (tmp_path / "plain").mkdir()
-    assert not is_n5(tmp_path / "plain") and not is_n5(tmp_path / "missing")
+    assert not is_n5(tmp_path / "plain")
+    assert not is_n5(tmp_path / "missing")
     assert is_n5(_bdv(tmp_path))
     with zipfile.ZipFile(tmp_path / "n5.zip", "w") as z:
         z.writestr("c.n5/attributes.json", '{"n5": "4.0.0"}')
     with zipfile.ZipFile(tmp_path / "other.zip", "w") as z:
         z.writestr("readme.txt", "hi")
-    assert is_n5(tmp_path / "n5.zip") and not is_n5(tmp_path / "other.zip")
+    assert is_n5(tmp_path / "n5.zip")
+    assert not is_n5(tmp_path / "other.zip")
     (tmp_path / "v3").mkdir()
     (tmp_path / "v3" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
     assert is_n5(tmp_path / "v3")

@@ -46,9 +46,13 @@ def test_find_multiscales_reports_problems_and_keeps_siblings(tmp_path, write_n5
     found = find_multiscales(root, "c.n5")
     names = sorted(ms.name for ms in found.multiscales)
     assert names == ["line", "raw"]
-    assert len(found.problems) == 1 and found.problems[0].startswith("broken") and not found.too_many
+    assert len(found.problems) == 1
+    assert found.problems[0].startswith("broken")
+    assert not found.too_many
     raw = next(ms for ms in found.multiscales if ms.name == "raw")
-    assert raw.paths == ("raw/s0", "raw/s1") and raw.scale == (4.0, 4.0, 40.0) and raw.units == ("nm",) * 3
+    assert raw.paths == ("raw/s0", "raw/s1")
+    assert raw.scale == (4.0, 4.0, 40.0)
+    assert raw.units == ("nm",) * 3
     assert find_multiscales(root, "c.n5", limit=1) == type(found)([], found.problems, too_many=True)
 
 
@@ -81,7 +85,7 @@ def test_children_opens_the_levels_in_one_round_trip_as_child_does(tmp_path, wri
         one = child(root, path)
         assert (array.path, array.shape, array.chunks, array.metadata) == (one.path, one.shape, one.chunks, one.metadata)
         np.testing.assert_array_equal(array[...], one[...])
-    with pytest.raises(ValueError, match="^raw is not an array"):  # as child: the first problem in path order
+    with pytest.raises(ValueError, match=r"^raw is not an array"):  # as child: the first problem in path order
         children(root, ["raw/s0", "raw", "nowhere"])
     with pytest.raises(KeyError):
         children(root, ["raw/s0", "nowhere", "raw"])
@@ -95,7 +99,9 @@ def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(t
         np.asarray(levels_for(root, raw, strict=True)[0])
     reports: list[str] = []
     shown = np.asarray(levels_for(root, raw, reports.append)[0])
-    assert (shown[:2, :4, :4] == 0).all() and len(reports) == 1 and "fill value" in reports[0]
+    assert (shown[:2, :4, :4] == 0).all()
+    assert len(reports) == 1
+    assert "fill value" in reports[0]
 
 
 def test_bdv_time_points_stack_and_xml_voxel_sizes_apply(tmp_path, write_n5):
@@ -107,7 +113,8 @@ def test_bdv_time_points_stack_and_xml_voxel_sizes_apply(tmp_path, write_n5):
     source = resolve(tmp_path / "dataset.xml")
     node = napari_n5zarr.open(source.target)
     (ms,) = find_multiscales(node, source.name, bdv_setups=source.bdv_setups).multiscales
-    assert ms.convention == "bdv-xml" and ms.scale[:3] == (4.0, 4.0, 40.0)
+    assert ms.convention == "bdv-xml"
+    assert ms.scale[:3] == (4.0, 4.0, 40.0)
     for strict in (False, True):
         (level,) = levels_for(node, ms, strict=strict)
         assert level.shape == (3, 4, 5, 6)
@@ -121,9 +128,11 @@ def test_a_huge_single_level_gets_preview_levels_unless_strict(tmp_path):
     napari_n5zarr.create_dataset(root, "big", shape=(edge, edge), dtype="uint8", chunks=(1024, 1024))
     (ms,) = find_multiscales(root).multiscales
     viewing = levels_for(root, ms)
-    assert len(viewing) > 1 and max(viewing[-1].shape) <= lv.PREVIEW_EDGE
+    assert len(viewing) > 1
+    assert max(viewing[-1].shape) <= lv.PREVIEW_EDGE
     (copying,) = levels_for(root, ms, strict=True)
-    assert copying.shape == (edge, edge) and copying.chunksize == (1024, 1024)
+    assert copying.shape == (edge, edge)
+    assert copying.chunksize == (1024, 1024)
 
 
 def test_is_rgb(tmp_path, write_n5):
@@ -131,4 +140,5 @@ def test_is_rgb(tmp_path, write_n5):
     write_n5(root, "photo", np.zeros((3, 8, 6), "uint8"), chunks=(3, 8, 6), attributes={"axes": ["rgb", "x", "y"]})
     write_n5(root, "stack", np.zeros((3, 8, 6), "uint8"), chunks=(3, 8, 6), attributes={"axes": ["x", "y", "z"]})
     by_name = {ms.name: ms for ms in find_multiscales(root).multiscales}
-    assert is_rgb(by_name["photo"]) and not is_rgb(by_name["stack"])
+    assert is_rgb(by_name["photo"])
+    assert not is_rgb(by_name["stack"])

@@ -1,7 +1,8 @@
 """The npe2 reader hook, thin: claim a path (:func:`napari_n5zarr.read.locate.is_n5`), read it
-(:func:`napari_n5zarr._napari.layers.location_layers`: the library's pyramids and lazy
-levels mapped to layer tuples), and when a container holds too much to show, open the N5
-browser on it instead. Problems become napari notifications, never exceptions.
+(:func:`napari_n5zarr.read.images.open_images`: the pyramids, their lazy levels, the
+problems), map that to layer tuples (:func:`napari_n5zarr._napari.layers.images_layers`),
+and when a container holds too much to show, open the N5 browser on it instead. Problems
+become napari notifications, never exceptions.
 """
 
 from __future__ import annotations
@@ -9,10 +10,17 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from napari_n5zarr._napari.layers import MAX_LAYERS, Notify, location_layers, too_many_message
+from napari_n5zarr._napari.layers import (
+    MAX_LAYERS,
+    Notify,
+    block_reporter,
+    images_layers,
+    too_many_message,
+)
 from napari_n5zarr._napari.layers import notify_napari as _notify
 from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
+from napari_n5zarr.read.images import open_images
 from napari_n5zarr.read.locate import is_n5
 from napari_n5zarr.storage.location import display_name, local_path
 
@@ -106,11 +114,12 @@ def read_path(
     """Layers for one path or URL; problems go to ``notify(level, message)``, never raised.
 
     A container holding more than ``max_layers`` pyramids (or more than
-    :data:`~napari_n5zarr._napari.layers.MAX_CHILDREN` entries at its top) gives no
+    :data:`~napari_n5zarr.read.images.MAX_CHILDREN` entries at its top) gives no
     layers: the N5 browser is opened on it instead (when a viewer is open) and ``notify`` says so.
     """
     notify = _notify if notify is None else notify
-    return location_layers(path, notify, max_layers=max_layers, too_many=_too_many)
+    found = open_images(path, limit=max_layers, report=block_reporter(notify))
+    return images_layers(found, notify, too_many=_too_many)
 
 
 def _too_many(source: str, what: str, notify: Notify) -> list[LayerData]:

@@ -26,6 +26,7 @@ lowest CPU priority: it must not slow the plane being drawn).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import math
@@ -45,8 +46,6 @@ from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
 
 if TYPE_CHECKING:
     import zarr
-
-    from napari_n5zarr.read.local import LocalNode
 
 MAX_REGION_BLOCKS = 4096
 """Regions touching more blocks than this are left to zarr (tiny blocks: per-block work dominates)."""
@@ -89,10 +88,8 @@ def _lower_priority() -> None:
     the cores to the reads and the drawing a person is waiting for. Elsewhere a no-op."""
     if not hasattr(os, "setpriority"):
         return
-    try:
+    with contextlib.suppress(OSError):  # not permitted here: prefetch at normal priority
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except OSError:  # not permitted here: prefetch at normal priority
-        pass
 
 
 def decode_pool() -> ThreadPoolExecutor:
@@ -120,18 +117,6 @@ def _inner_stores(store: Any) -> list[Any]:
     while getattr(chain[-1], "_store", None) is not None and len(chain) < 16:
         chain.append(chain[-1]._store)
     return chain
-
-
-def _n5_key(index: tuple[int, ...]) -> str:
-    """An N5 block's key below its dataset (N5 order index; zarr's ``v2`` encoding with ``/``)."""
-    return "/".join(map(str, index))
-
-
-def _n5_decoder(compression: dict[str, Any]) -> Callable[[Any, np.dtype, int, str], np.ndarray]:
-    from napari_n5zarr.n5.block_format import decode_block, n5_decompress
-
-    decompress = n5_decompress(compression)
-    return lambda data, dtype, ndim, where: decode_block(data, dtype, ndim, where, decompress)
 
 
 GENERATION_TRIES = 5
@@ -196,8 +181,7 @@ class BlockSource:
     """The decoded blocks of one ``n5_default`` array, in napari order (reversed N5).
 
     Build with :meth:`for_array` (a zarr array; None when it is not one this path reads:
-    other codecs, sharding, irregular grids) or :meth:`for_local_n5` (a dataset of a local
-    N5 folder, read without zarr). :meth:`read` fills a region.
+    other codecs, sharding, irregular grids). :meth:`read` fills a region.
     """
 
     def __init__(self, layout: BlockLayout, cache: BlockCache | None = None) -> None:
@@ -257,31 +241,6 @@ class BlockSource:
             return None
         return cls(layout, cache)
 
-    @classmethod
-    def for_local_n5(cls, dataset: LocalNode, cache: BlockCache | None = None) -> BlockSource:
-        """The block path of a dataset of a local N5 folder, without zarr: block files read
-        with ``os`` calls under the same checks, and errors in the same words, as the N5
-        Default Store over a :class:`~napari_n5zarr.storage.local.SafeLocalStore`
-        (:mod:`napari_n5zarr.n5.block_format`, :mod:`napari_n5zarr.storage.files`); decoded by
-        the same decoder as the ``n5_default`` codec. The cache token is the opening's
-        (:class:`~napari_n5zarr.read.local.LocalContainer`, from the same counter as store
-        tokens): a container opened again never sees blocks cached for an earlier opening."""
-        meta = dataset.metadata
-        layout = BlockLayout(
-            shape=meta.dimensions[::-1],
-            blocks=meta.block_size[::-1],
-            dtype=np.dtype(meta.data_type),
-            fill=0,  # N5 has no fill value: absent blocks read as 0 (the Zarr v3 view's fill_value)
-            encode_key=_n5_key,
-            decode_block=_n5_decoder(meta.compression),
-            prefix=dataset.prefix,
-            container=dataset.container.name,
-            token=dataset.container.token,
-            get_sync=dataset.read_block,
-            generation=functools.partial(folder_generation, dataset.container.path(dataset.path)),
-        )
-        return cls(layout, cache)
-
     @property
     def cache(self) -> BlockCache:
         return self._cache if self._cache is not None else block_cache()
@@ -319,7 +278,7 @@ class BlockSource:
         try:
             raw = self._get_sync(key)  # type: ignore[misc]  # checked: self.synchronous
             return None if raw is None else self.decode(raw, key)
-        except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
+        except Exception as exc:
             return exc
 
     def _decode_or_error(self, item: tuple[tuple[int, ...], Any]) -> Any:
@@ -328,7 +287,7 @@ class BlockSource:
             return raw
         try:
             return self.decode(raw, self.key(cell))
-        except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
+        except Exception as exc:
             return exc
 
     def _load_many(self, cells: list[tuple[int, ...]]) -> list[Any]:
@@ -344,7 +303,7 @@ class BlockSource:
         async def fetch_one(cell: tuple[int, ...]) -> Any:
             try:
                 raw = await self.store.get(self.key(cell), proto)
-            except Exception as exc:  # noqa: BLE001 (any failure of one block: fill value + report)
+            except Exception as exc:
                 return exc
             if raw is None:
                 return None
@@ -357,7 +316,7 @@ class BlockSource:
 
         try:
             fetched = sync(fetch_all())
-        except Exception as exc:  # noqa: BLE001 (the loop itself failed: every block failed)
+        except Exception as exc:
             return [exc] * len(cells)
         return [value.result() if isinstance(value, Future) else value for value in fetched]
 
@@ -460,7 +419,7 @@ class BlockSource:
         token = self.token if token is None else token
         try:
             values = self._load_many(cells)
-        except BaseException as exc:  # noqa: BLE001 (waiters must be released whatever happens)
+        except BaseException as exc:
             values = [exc] * len(cells)
         for i, (cell, value) in enumerate(zip(cells, values, strict=True)):
             key = (token, self.prefix, cell)
@@ -508,7 +467,7 @@ class BlockSource:
         token = self.cache_token()
         with _inflight_lock:
             for rest in plane:
-                cell = rest[:z] + (target,) + rest[z:]
+                cell = (*rest[:z], target, *rest[z:])
                 key = (token, self.prefix, cell)
                 if key in _inflight or key in cache:
                     continue
@@ -527,7 +486,7 @@ class BlockSource:
             key = (token, self.prefix, cell)
             try:
                 value = self._load_sync(cell)
-            except BaseException as exc:  # noqa: BLE001 (handed to the waiting reader)
+            except BaseException as exc:
                 value = exc
             if not isinstance(value, BaseException):
                 self.cache.put(key, value)

@@ -4,8 +4,8 @@ A multiset level is a :class:`MultisetLevel`: a :class:`~napari_n5zarr.read.leve
 whose every read goes through its :class:`MultisetSource` (the block path of
 :mod:`~napari_n5zarr.read.fetch`: cache, concurrency, prefetch, errors naming the block),
 which decodes blocks with :func:`~napari_n5zarr.n5.label_multiset.decode_multiset_block`.
-zarr is never asked for the values (its ``n5_default`` codec refuses varlength blocks): a
-local N5 folder is read without zarr, any other store through the zarr array's store chain.
+zarr is never asked for the values (its ``n5_default`` codec refuses varlength blocks): the
+blocks come through the zarr array's store chain.
 Blocks never written read as 0 (background). Strided reads read the covering region.
 
 Paintera's ``fragment-segment-assignment`` (:func:`read_assignment`) maps fragments to
@@ -65,19 +65,6 @@ class MultisetSource(BlockSource):
         return out
 
 
-def _decompress_of(compression: Any) -> Any:
-    from napari_n5zarr.n5.block_format import n5_decompress
-
-    return n5_decompress(dict(compression))
-
-
-def source_for_local(dataset: Any) -> MultisetSource:
-    """The block path of a multiset dataset (a :class:`~napari_n5zarr.read.local.LocalNode`)
-    of a local N5 folder (no zarr)."""
-    plain = BlockSource.for_local_n5(dataset)
-    return MultisetSource(plain.layout, _decompress_of(dataset.metadata.compression))
-
-
 def source_for_array(array: zarr.Array) -> MultisetSource:
     """The block path of a multiset dataset opened with zarr (any store)."""
     plain = BlockSource.for_array(array)
@@ -96,9 +83,7 @@ class MultisetLevel(LazyLevel):
     def __init__(self, array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> None:
         source = source_for_array(array)
         self._setup(source.shape, source.blocks, UINT64, n5_order=True, source=source, report=report)
-        self._array = array
-        self._open_array = None
-        self._reopen = None
+        self.array = array
 
     def _fast(self, basic: tuple[slice, ...]) -> bool:
         return True
@@ -133,31 +118,23 @@ def is_multiset_array(array: Any) -> bool:
         return False
 
 
-def read_assignment(node: Any, path: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """Paintera's fragment -> segment table at ``path`` below ``node`` (a
-    :class:`~napari_n5zarr.read.local.LocalNode` or a zarr group), None where there is none.
-    A table that cannot be read raises (N5FormatError): segments must not silently be fragments."""
-    try:
-        if hasattr(node, "container") and hasattr(node, "read_block"):  # a LocalNode (zarr-free)
-            dataset = node.get(path)
-            if not getattr(dataset, "is_array", False):
-                return None
-            level = dataset.level()
-            level.strict = True
-            pairs = np.asarray(level.read(tuple(slice(0, n, 1) for n in level.shape)))
-        else:
-            import zarr
+def read_assignment(node: zarr.Group | zarr.Array, path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Paintera's fragment -> segment table at ``path`` below the zarr group ``node``, None
+    where there is none. A table that cannot be read raises (N5FormatError): segments must
+    not silently be fragments."""
+    import zarr
 
-            try:
-                array = node[path]
-            except KeyError:
-                return None
-            if not isinstance(array, zarr.Array):
-                return None
-            pairs = np.asarray(array[...]).T  # zarr sees N5 order: [N, 2]
+    try:
+        array = node[path]  # type: ignore[index]
     except KeyError:
         return None
-    except Exception as e:  # noqa: BLE001 (one clear line, naming the table)
+    except Exception as e:
+        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+    if not isinstance(array, zarr.Array):
+        return None
+    try:
+        pairs = np.asarray(array[...]).T  # zarr sees N5 order: [N, 2]
+    except Exception as e:
         raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
     return assignment_table(pairs)
 

@@ -83,11 +83,7 @@ class _Level:
 class LevelReader(_Level):
     """A zarr array seen in napari order (basic indexing only): ``n5_default`` arrays are
     transposed, plain Zarr arrays kept in their own C order. Reads that fail are retried
-    block by block; unreadable blocks become the fill value and go to ``report`` once.
-
-    :meth:`over_source` builds one over a :class:`~napari_n5zarr.read.fetch.BlockSource`
-    alone (a local N5 dataset read without zarr): the zarr array is opened only when a
-    read needs it (strided, tiny blocks, a failed read retried block by block)."""
+    block by block; unreadable blocks become the fill value and go to ``report`` once."""
 
     def __init__(self, array: zarr.Array, *, n5_order: bool, report: Report | None = None) -> None:
         shape = tuple(int(s) for s in array.shape)
@@ -95,36 +91,14 @@ class LevelReader(_Level):
         source = BlockSource.for_array(array) if n5_order else None
         self._setup(shape[::-1] if n5_order else shape, blocks[::-1] if n5_order else blocks, np.dtype(array.dtype),
                     n5_order=n5_order, source=source, report=report)  # fmt: skip
-        self._array: zarr.Array | None = array
-        self._open_array: Callable[[], zarr.Array] | None = None
-        self._reopen: Callable[[type], LevelReader] | None = None
-
-    @classmethod
-    def over_source(
-        cls,
-        source: BlockSource,
-        *,
-        open_array: Callable[[], zarr.Array],
-        report: Report | None = None,
-        reopen: Callable[[type], LevelReader] | None = None,
-    ) -> Any:
-        """A reader (of this class) over ``source`` (N5 order storage); ``open_array()``
-        gives the same array through zarr, called once, when a read first needs it.
-        ``reopen(cls)`` (picklable) builds the same reader again in another process."""
-        reader = cls.__new__(cls)
-        reader._setup(source.shape, source.blocks, source.dtype, n5_order=True, source=source, report=report)
-        reader._array = None
-        reader._open_array = open_array
-        reader._reopen = reopen
-        return reader
+        self.array = array
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled (a dask.distributed task) as where it reads from: the unpickled reader
-        reopens the store, with a lock and cache of its own process. It has no ``report``
-        (a worker has nobody to show it to): a block it cannot read raises instead of
-        reading as the fill value, so a copy never writes fill values for unread data."""
-        if self._reopen is not None:
-            return (_strict, (self._reopen, type(self)))
+        """Pickled (a dask.distributed task) as its zarr array (which pickles as its store
+        and path): the unpickled reader reopens the store, with a lock and cache of its own
+        process. It has no ``report`` (a worker has nobody to show it to): a block it cannot
+        read raises instead of reading as the fill value, so a copy never writes fill values
+        for unread data."""
         return (_strict, (functools.partial(_over_array, self.array, self.n5_order), type(self)))
 
     def _setup(self, shape: tuple[int, ...], blocks: tuple[int, ...], dtype: np.dtype, *, n5_order: bool,
@@ -141,16 +115,6 @@ class LevelReader(_Level):
         self._lock = threading.Lock()
         self.source = source
         """The fast block path (``n5_default`` arrays), else None: zarr reads every region."""
-
-    @property
-    def array(self) -> zarr.Array:
-        """The zarr array (opened now if this reader was built over a block source)."""
-        if self._array is None:
-            with self._lock:
-                if self._array is None:
-                    assert self._open_array is not None
-                    self._array = self._open_array()
-        return self._array
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
@@ -207,7 +171,7 @@ class LevelReader(_Level):
         lo = s.start
         while lo < s.stop:
             hi = min(s.stop, (lo // b + per_piece) * b)
-            piece = basic[:axis] + (slice(lo, hi),) + basic[axis + 1 :]
+            piece = (*basic[:axis], slice(lo, hi), *basic[axis + 1:])
             out[(slice(None),) * axis + (slice(lo - s.start, hi - s.start),)] = self._read_fast(piece)
             lo = hi
         return out

@@ -202,6 +202,6 @@ def zip_holds_n5(p: Path) -> bool:
     """A zip with an attributes.json at its root or up to two folders down."""
     try:
         with zipfile.ZipFile(p) as z:
-            return any(n == N5_JSON or n.count("/") <= 2 and n.endswith("/" + N5_JSON) for n in z.namelist())
+            return any(n == N5_JSON or (n.count("/") <= 2 and n.endswith("/" + N5_JSON)) for n in z.namelist())
     except (OSError, zipfile.BadZipFile):
         return False

@@ -27,7 +27,6 @@ from napari_n5zarr.read.levels import (
     needs_preview,
     preview_levels,
 )
-from napari_n5zarr.read.local import LocalNode
 from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
 from napari_n5zarr.spatial import Multiscale
 
@@ -50,9 +49,20 @@ class Found:
     too_many: bool = False
     """More pyramids than the ``limit``: ``multiscales`` is left empty."""
 
+    @property
+    def readable(self) -> list[Multiscale]:
+        """The pyramids whose blocks can be decoded (all but :attr:`hidden`)."""
+        return [ms for ms in self.multiscales if not ms.unreadable]
+
+    @property
+    def hidden(self) -> list[str]:
+        """``"path: reason"`` of every pyramid found whose blocks cannot be decoded by
+        design (a label multiset that would read as zeros)."""
+        return [f"{ms.name or '/'}: {ms.unreadable}" for ms in self.multiscales if ms.unreadable]
+
 
 def find_multiscales(
-    node: zarr.Array | zarr.Group | LocalNode,
+    node: zarr.Array | zarr.Group,
     name: str | None = None,
     *,
     inherited: Mapping[str, Any] | None = None,
@@ -121,7 +131,7 @@ def children(node: zarr.Array | zarr.Group, paths: list[str]) -> list[zarr.Array
 
 
 def levels_for(
-    node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, report: Report | None = None, *, strict: bool = False
+    node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
 ) -> list[Any]:
     """The levels of ``ms`` (paths relative to ``node``), finest first, napari order.
 
@@ -136,13 +146,6 @@ def levels_for(
     """
     if ms.label_multiset and not ms.time_paths:  # Paintera: blocks decoded by the multiset reader only
         return _multiset_levels(node, ms, report, strict)
-    if isinstance(node, LocalNode):
-        if not strict and not ms.time_paths:  # a local N5 folder read without zarr
-            levels = [_local_level(node, path, report) for path in ms.paths]
-            if len(levels) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
-                return preview_levels(levels[0])
-            return levels
-        node = node.container.zarr_node(node.path)  # what only zarr reads
     if ms.time_paths:
         import dask.array as da
 
@@ -159,7 +162,7 @@ def levels_for(
     return [LazyLevel(a, n5_order=n5_ordered(a), report=report) for a in arrays]
 
 
-def _multiset_levels(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
+def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
     """Label-multiset levels (:class:`~napari_n5zarr.read.label_multiset.MultisetLevel`), with
     the Paintera group's fragment-segment assignment applied unless fragments are asked for
     (:func:`~napari_n5zarr.read.label_multiset.show_fragments`); ``strict``: dask arrays that
@@ -171,10 +174,7 @@ def _multiset_levels(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, 
         show_fragments,
     )
 
-    if isinstance(node, LocalNode):
-        levels: list[Any] = [_local_level(node, path, report) for path in ms.paths]
-    else:
-        levels = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
+    levels: list[Any] = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
     group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
     if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
         table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT)
@@ -189,12 +189,6 @@ def _multiset_levels(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale, 
     return levels
 
 
-def _local_level(node: LocalNode, path: str, report: Report | None) -> LazyLevel:
-    dataset = node.get(path) if path else node
-    assert isinstance(dataset, LocalNode)
-    return dataset.level(report)
-
-
 def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     """One level in napari order as a dask array (see :func:`levels_for`)."""
     n5_order = n5_ordered(array)
@@ -206,17 +200,14 @@ def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     return data.T if n5_order else data
 
 
-def storage_blocks(node: zarr.Array | zarr.Group | LocalNode, ms: Multiscale) -> tuple[int, ...]:
+def storage_blocks(node: zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:
     """Storage block shape of the coarsest level, napari order (``1`` for a stacked ``t``)."""
     paths = ms.time_paths[0] if ms.time_paths else ms.paths
-    if isinstance(node, LocalNode):
-        blocks = _local_level(node, paths[-1], None).storage_blocks
-    else:
-        array = child(node, paths[-1])
-        blocks = tuple(int(b) for b in array.chunks)
-        if n5_ordered(array):
-            blocks = blocks[::-1]
-    return ((1,) + blocks) if ms.time_paths else blocks
+    array = child(node, paths[-1])
+    blocks = tuple(int(b) for b in array.chunks)
+    if n5_ordered(array):
+        blocks = blocks[::-1]
+    return ((1, *blocks)) if ms.time_paths else blocks
 
 
 def is_rgb(ms: Multiscale) -> bool:

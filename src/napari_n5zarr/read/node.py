@@ -119,7 +119,7 @@ class Node:
             from napari_n5zarr.n5.metadata import attributes_to_zarr
 
             return attributes_to_zarr(doc, path=self.path or "/")
-        except Exception:  # noqa: BLE001 (display only: an untranslatable document shows no zarr.json view)
+        except Exception:
             return None
 
     @property

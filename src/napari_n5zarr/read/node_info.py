@@ -112,6 +112,6 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     if info.root.kind in ("array", "pyramid"):
         try:
             info.blocks = tree.block_count(info.root)
-        except Exception as e:  # noqa: BLE001 (any failure to count is reported in place, not fatal)
+        except Exception as e:
             info.problems.append(f"{info.root.path or '/'}: cannot count blocks ({e})")
     return info

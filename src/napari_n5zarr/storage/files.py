@@ -3,8 +3,8 @@
 Opening a FIFO named like a block blocks the read forever, and a link to ``/dev/zero``
 reads until memory runs out: :func:`read_regular_file` opens without blocking, checks the
 opened file (no race between the check and the read), and refuses anything that is not a
-regular file, naming it; :class:`LinkGuard` keeps walks through symbolic links finite. Used by :class:`~napari_n5zarr.storage.local.SafeLocalStore` and
-by the zarr-free local block reader (:mod:`napari_n5zarr.read.local`).
+regular file, naming it; :class:`LinkGuard` keeps walks through symbolic links finite. Used by
+:class:`~napari_n5zarr.storage.local.SafeLocalStore` and the few local reads outside a store.
 """
 
 from __future__ import annotations

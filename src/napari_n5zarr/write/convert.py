@@ -116,20 +116,19 @@ def convert(
     """
     from napari_n5zarr.access import open as open_node
     from napari_n5zarr.errors import InvalidArgumentError
-    from napari_n5zarr.read.multiscale import levels_for
-    from napari_n5zarr.read.node_info import detect_pyramids
+    from napari_n5zarr.read.multiscale import find_multiscales, levels_for
     from napari_n5zarr.write.exporter import export
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     if _overlap(src_text, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
     node = open_node(src_text)
-    found, skipped = detect_pyramids(node)
+    found = find_multiscales(node)  # the read wing's detection (read.images.open_images uses it too)
     # One pyramid goes to dest itself, several to one group each (named before skipping any).
-    named = [(ms, ms.name or "" if len(found) > 1 else "") for ms in found]
+    several = len(found.multiscales) > 1
+    named = [(ms, ms.name or "" if several else "") for ms in found.readable]
     # Blocks that cannot be decoded by design (Paintera label multisets): skipped with the reason.
-    skipped = skipped + [f"{ms.name or '/'}: {ms.unreadable}" for ms in found if ms.unreadable]
-    named = [(ms, name) for ms, name in named if not ms.unreadable]
+    skipped = found.problems + found.hidden
     if not named:
         raise NothingToConvertError(f"{src_text}: no image or labels arrays to convert", skipped)
     report = ConvertReport(dest=dest_text, skipped=skipped)
