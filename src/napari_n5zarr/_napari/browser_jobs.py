@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,14 +74,14 @@ class Jobs(QObject):
               on_error: Callable[[BaseException], None], on_done: Callable[[], None] | None = None) -> None:  # fmt: skip
         stop = self.stop_event
 
-        def run(stop: threading.Event) -> Iterator[Any]:
+        def run(stop: threading.Event) -> Generator[Any, Any, None]:
             yield from work(stop)  # GeneratorWorker takes generator functions only
 
         worker: GeneratorWorker = GeneratorWorker(run, stop)
         worker.yielded.connect(lambda value: None if stop.is_set() else on_yield(value))
         worker.errored.connect(lambda exc: None if stop.is_set() else on_error(exc))
 
-        def finished() -> None:
+        def finished(*_args: Any) -> None:
             self._workers.pop(worker, None)
             if on_done is not None and not stop.is_set():
                 on_done()
