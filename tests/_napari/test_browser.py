@@ -401,3 +401,122 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     fits = dest.fontMetrics().horizontalAdvance(dest.text()) <= dest.contentsRect().width()
     assert fits or dest.cursorPosition() == 0, (dest.text(), dest.cursorPosition())  # its start, or all of it
     assert dest.toolTip() == dest.text()  # the full path on hover
+
+
+DEEP = [f"g{a}/h{b}/i{c}/d{d}" for a in range(2) for b in range(3) for c in range(2) for d in range(3)]
+"""1 + 2 + 6 + 12 groups and 36 datasets: 57 nodes, four levels deep."""
+
+
+def wait_walked(qtbot, widget, timeout=60_000) -> None:
+    qtbot.waitUntil(lambda: widget._walked and not widget.busy and not widget._loading, timeout=timeout)
+
+
+def test_filter_shows_the_match_count(browser, qtbot, tmp_path: Path) -> None:
+    """The count covers every depth, groups listed before the filter and groups listed for it."""
+    root = write_container(tmp_path / "c.n5", [*DEEP, "g0/h1/needle", "g1/h2/i1/needle2", "needle3"])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    assert browser.match_count.isHidden()  # no filter, no count
+    item(browser, "g0").setExpanded(True)  # listed before the filter
+    wait_listed(qtbot, browser)
+    browser.filter.setText("Needle")
+    wait_walked(qtbot, browser)
+    assert browser.match_count.text() == "3 matches" and not browser.match_count.isHidden()
+    shown = [p for p, it in browser._items.items() if p and not it.isHidden()]
+    assert sorted(shown) == ["g0", "g0/h1", "g0/h1/needle", "g1", "g1/h2", "g1/h2/i1", "g1/h2/i1/needle2", "needle3"]
+    browser.filter.setText("d2")  # the tree is listed: counted at once
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.text() == "12 matches"
+    browser.filter.setText("needle2")
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.text() == "1 match"
+    browser.filter.setText("")
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.isHidden() and not item(browser, "g1/h0/i0/d0").isHidden()
+
+
+def test_filter_before_the_root_is_listed(browser, qtbot, tmp_path: Path) -> None:
+    """Text typed before a location loads filters it once it is there."""
+    root = write_container(tmp_path / "c.n5", [*DEEP, "g1/h2/i1/needle"])
+    browser.filter.setText("needle")
+    browser.load(str(root))
+    wait_walked(qtbot, browser)
+    assert browser.match_count.text() == "1 match"
+    assert all(not item(browser, p).isHidden() and item(browser, p).isExpanded() for p in ("g1", "g1/h2", "g1/h2/i1"))
+    assert item(browser, "g0").isHidden()
+
+
+def test_expand_all_lists_and_expands_every_group(browser, qtbot, tmp_path: Path) -> None:
+    root = write_container(tmp_path / "c.n5", DEEP)
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    item(browser, "g1").setExpanded(True)  # one group listed and shown before
+    wait_listed(qtbot, browser)
+    with GuiThreadIO(root) as io:
+        browser.expand_all()
+        wait_walked(qtbot, browser)
+    assert len(browser._items) == 1 + len(DEEP) + 20
+    groups = [p for p, it in browser._items.items() if it.data(0, 0x0100).kind == "group"]
+    assert len(groups) == 21 and all(browser._items[p].isExpanded() for p in groups)
+    assert child_names(item(browser, "g1/h2/i1")) == ["d0", "d1", "d2"]  # each row once
+    assert io.reads == [], io.reads[:5]
+
+
+def test_expanding_a_group_while_the_tree_is_walked(browser, qtbot, tmp_path: Path) -> None:
+    """A group the user opens during the walk is listed once, its rows in order."""
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:02d}" for i in range(30) for j in range(40)])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    browser.filter.setText("d39")
+    item(browser, "g29").setExpanded(True)
+    wait_walked(qtbot, browser)
+    assert child_names(item(browser, "g29")) == [f"d{j:02d}" for j in range(40)]
+    assert browser.match_count.text() == "30 matches"
+
+
+def test_closing_the_viewer_with_jobs_in_flight(make_napari_viewer, qtbot, tmp_path: Path) -> None:
+    """Closing napari while the browser lists, walks and reads details: no error, every
+    worker ends (none waits for a GUI that is gone)."""
+    from napari_n5zarr._napari.browser import dock_browser
+
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(150)])
+    viewer = make_napari_viewer()
+    browser = dock_browser(viewer)
+    browser.load(str(root))
+    qtbot.waitUntil(lambda: browser.tree_model is not None, timeout=30_000)
+    browser.expand_all()
+    browser.filter.setText("d1")
+    jobs = browser.jobs
+    assert jobs.running
+    viewer.close()
+    qtbot.waitUntil(lambda: not jobs._workers, timeout=60_000)
+
+
+def test_process_exits_when_closed_mid_walk(tmp_path: Path) -> None:
+    """A script that closes napari while the browser walks a big tree exits cleanly (the
+    timeout only detects a hang)."""
+    import subprocess
+    import textwrap
+
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(200)])
+    script = textwrap.dedent(f"""
+        import time, napari
+        from qtpy.QtWidgets import QApplication
+        from napari_n5zarr._napari.browser import dock_browser
+        viewer = napari.Viewer(show=False)
+        browser = dock_browser(viewer)
+        browser.load({str(root)!r})
+        end = time.monotonic() + 60
+        while browser.tree_model is None and time.monotonic() < end:
+            QApplication.processEvents()
+        browser.expand_all()
+        for _ in range(20):
+            QApplication.processEvents()
+        assert browser.busy
+        viewer.close()
+        print("closed")
+    """)
+    env = {**os.environ, "NAPARI_N5ZARR_CONFIG": str(tmp_path / "cfg"), "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "closed" in done.stdout, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

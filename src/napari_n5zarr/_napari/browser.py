@@ -209,7 +209,7 @@ class BrowserWidget(QWidget):
         self.viewer = napari_viewer
         self.tree_model: Tree | None = None
         self.root_location = ""
-        self.jobs = Jobs(self)
+        self.jobs = jobs = Jobs()
         self._lister: Lister | None = None
         self._items: dict[str, QTreeWidgetItem] = {}
         self._requested: set[str] = set()  # groups whose listing was asked for
@@ -224,7 +224,7 @@ class BrowserWidget(QWidget):
         self._refilter_timer = QTimer(self, singleShot=True, interval=0)
         self._refilter_timer.timeout.connect(self._refilter_step)
         self._recent = load_recent()
-        self.destroyed.connect(self.jobs.shutdown)
+        self.destroyed.connect(lambda *_: jobs.shutdown())  # not a method of self: it is gone by then
         self._build()
 
     def _build(self) -> None:

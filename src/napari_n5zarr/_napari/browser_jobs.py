@@ -25,7 +25,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from qtpy.QtCore import QCoreApplication, QObject, QThreadPool
+from qtpy.QtCore import QCoreApplication, QThreadPool
 from superqt.utils import GeneratorWorker
 
 from napari_n5zarr.read.tree import Node, Tree
@@ -40,22 +40,32 @@ THREADS = 3
 _ALL: weakref.WeakSet[Jobs] = weakref.WeakSet()
 
 
+EXIT_WAIT_MS = 5000
+"""At exit, how long to wait for running jobs to reach their next step and end."""
+
+
 @atexit.register
 def _stop_all() -> None:
-    """At exit, every job stops at its next step (none waits for a GUI that is gone)."""
+    """At exit, every job stops at its next step (none waits for a GUI that is gone), and
+    the interpreter waits for them: a thread still running while Python tears its objects
+    down would abort the process."""
     for jobs in list(_ALL):
-        jobs.stop_event.set()
+        jobs.shutdown()
+    for jobs in list(_ALL):
+        jobs.pool.waitForDone(EXIT_WAIT_MS)
 
 
-class Jobs(QObject):
+class Jobs:
     """The background jobs of one browser. Each job is ``work(stop)``, a generator; ``stop``
     is set when the job's results are no longer wanted (a new location, the browser closed):
     a job checks it between steps. Each value yielded is passed to ``on_yield`` on the GUI
-    thread, unless the job was cancelled meanwhile."""
+    thread, unless the job was cancelled meanwhile.
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.pool = QThreadPool(self)
+    Not a child of the widget: when napari deletes the widget, Qt must not wait for the
+    pool's threads on the GUI thread before :meth:`shutdown` told them to stop."""
+
+    def __init__(self) -> None:
+        self.pool = QThreadPool()
         self.pool.setMaxThreadCount(THREADS)
         self.stop_event = threading.Event()
         self._workers: dict[GeneratorWorker, threading.Event] = {}
@@ -63,7 +73,7 @@ class Jobs(QObject):
         _ALL.add(self)
         app = QCoreApplication.instance()
         if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
+            app.aboutToQuit.connect(_stop_all)
 
     @property
     def running(self) -> int:
