@@ -6,7 +6,8 @@ Rows, as the test suite's behaviour tests in ``tests/_napari/test_browser.py`` r
   them ``needle``, the last one listed): type ``needle`` in the filter; ``first_match_s`` is
   the time until its row is shown, ``seconds`` until the whole tree is searched.
 * ``expand-2225``: the same container, Expand all: ``seconds`` until every row is in.
-* ``n5zarr-tree-2225``: ``n5zarr tree`` on that container in a subprocess, for comparison.
+* ``n5zarr-tree-2225``: ``n5zarr tree`` on that container in a subprocess, for comparison;
+  ``model-walk-2225``: the tree model's own walk of it in this process (the floor for both).
 * ``load-10k`` lists the first level of a group of 10,000 datasets; ``expand-50k`` expands a
   whole tree of 50,000 datasets in 100 groups.
 
@@ -86,7 +87,7 @@ def wait(app, done, timeout: float = 600.0) -> float:
 DEEP = [f"g{a}/h{b}/i{c}/d{d}" for a in range(4) for b in range(5) for c in range(10) for d in range(10)]
 DEEP[-1] = DEEP[-1].rsplit("/", 1)[0] + "/needle"
 """2,224 nodes under the root (4 + 20 + 200 implicit groups, 2,000 datasets), the needle last."""
-ROWS = ("filter-2225", "expand-2225", "n5zarr-tree-2225", "load-10k", "expand-50k")
+ROWS = ("filter-2225", "expand-2225", "n5zarr-tree-2225", "model-walk-2225", "load-10k", "expand-50k")
 
 
 def shown(widget, path: str) -> bool:
@@ -111,6 +112,14 @@ def cli_tree_seconds(location: Path) -> float:
     return time.perf_counter() - t0
 
 
+def model_walk_seconds(location: Path) -> float:
+    from napari_n5zarr.read.tree import open_tree
+
+    t0 = time.perf_counter()
+    sum(1 for _ in open_tree(location).walk())
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated rows to measure")
@@ -129,6 +138,9 @@ def main() -> None:
     for name in names:
         if name == "n5zarr-tree-2225":
             rows[name] = {"seconds": round(cli_tree_seconds(deep), 2)}
+            continue
+        if name == "model-walk-2225":
+            rows[name] = {"seconds": round(model_walk_seconds(deep), 2)}
             continue
         location, total = {
             "filter-2225": (deep, 2_225), "expand-2225": (deep, 2_225),

@@ -273,6 +273,9 @@ class BrowserWidget(QWidget):
         self.tree.open_requested.connect(self.open_selected)
         self.tree.itemSelectionChanged.connect(self._selection_changed)
         self.tree.setMinimumHeight(120)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.tree.addAction("Expand all (lists every group)", self.expand_all)
+        self.tree.addAction("Collapse all", self.tree.collapseAll)
 
         self.open_button = QPushButton("Open")
         self.open_button.setToolTip("Open the selected datasets/pyramids as layers (double-click or Enter too)")
