@@ -348,7 +348,7 @@ class BrowserWidget(QWidget):
         self.tree_model = None
         self.panel.clear()
         self.open_button.setEnabled(False)
-        self._count_matches()
+        self._show_count()
 
     def _failed(self, location: str, exc: BaseException) -> None:
         self._set_status(f"Cannot open {location}: {exc}")
@@ -431,7 +431,7 @@ class BrowserWidget(QWidget):
                 return
             if batch == WALKED:
                 self._walked = True
-                self._count_matches()
+                self._show_count()
                 return
             for rows in batch:
                 self._add_rows(rows)
@@ -550,9 +550,6 @@ class BrowserWidget(QWidget):
         if not any(not item.child(i).isHidden() and item.child(i).data(0, NODE_ROLE) is not None for i in range(item.childCount())):
             item.setHidden(True)
         return False
-
-    def _count_matches(self) -> None:
-        self._show_count()
 
     def _show_count(self) -> None:
         """The match count beside the filter ("… so far" while groups are still listed)."""
