@@ -361,7 +361,7 @@ class BrowserWidget(QWidget):
 
     def _rooted(self, tree: Tree) -> None:
         self.tree_model = tree
-        self._lister = Lister(tree)
+        self._lister = Lister(tree, urgent=self._matches_filter)
         self.root_location = tree.location
         self._recent = save_recent(tree.location, self._recent)
         self.combo.blockSignals(True)
@@ -508,13 +508,12 @@ class BrowserWidget(QWidget):
         if self._text:
             self._walk()  # matches at any depth, also in groups not listed yet
         self._matches = 0
-        self._refilter = self._refilter_rows(self._text)
+        self._refilter = self._refilter_rows(self._text, list(self._items.items()))  # rows now: later ones are filtered as they come
         self._refilter_timer.start()
         self._show_count()
 
-    def _refilter_rows(self, text: str) -> Iterator[None]:
-        """Show or hide every row for ``text``, children before parents, in slices."""
-        items = list(self._items.items())
+    def _refilter_rows(self, text: str, items: list[tuple[str, QTreeWidgetItem]]) -> Iterator[None]:
+        """Show or hide ``items`` for ``text``, children before parents, in slices."""
         for end in range(len(items), 0, -REFILTER_ROWS):
             for path, item in reversed(items[max(0, end - REFILTER_ROWS) : end]):
                 if not path:
@@ -533,6 +532,11 @@ class BrowserWidget(QWidget):
         else:
             self._refilter_timer.start()
         self._show_count()
+
+    def _matches_filter(self, node: Node) -> bool:
+        """The filter matches ``node`` (called by the lister's worker: reads one str)."""
+        text = self._text
+        return bool(text) and text in node.name.lower()
 
     def _apply_filter(self, item: QTreeWidgetItem, text: str) -> bool:
         """Show ``item`` if its name matches (and then its ancestors, expanded), else hide it

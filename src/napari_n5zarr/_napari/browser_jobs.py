@@ -32,8 +32,10 @@ from napari_n5zarr.read.tree import Node, Tree
 
 BATCH_ROWS = 500
 """A walk hands rows to the GUI when it has this many ..."""
-BATCH_SECONDS = 0.05
-"""... or when this long has passed since the last batch (the first match shows quickly)."""
+BATCH_SECONDS = 0.2
+"""... or when this long has passed since the last batch, or at once when a row is
+:attr:`Lister.urgent` (a filter match). Fewer batches leave the walk more of the interpreter
+(measured on 2,225 nodes: the last node shown after 0.76 s with 50 ms batches, 0.51 s with 200)."""
 THREADS = 3
 """Workers of one browser: the lister, details of the selected node, reading layers."""
 
@@ -132,8 +134,10 @@ class Lister:
     :meth:`work` runs in a worker and yields lists of :class:`Rows` and :data:`WALKED`.
     Each group's rows are handed out once, after its own row."""
 
-    def __init__(self, tree: Tree) -> None:
+    def __init__(self, tree: Tree, urgent: Callable[[Node], bool] | None = None) -> None:
         self.tree = tree
+        self.urgent = urgent
+        """Rows the GUI wants without delay (called in the worker)."""
         self._lock = threading.Lock()
         self._requests: deque[Node] = deque()
         self._walk = False
@@ -200,6 +204,7 @@ class Lister:
         stack = [self.tree.root]
         batch: list[Rows] = []
         count, since = 0, time.monotonic()
+        urgent = self.urgent or (lambda _node: False)
         while stack and not stop.is_set():
             with self._lock:
                 asked = list(self._requests)
@@ -207,6 +212,7 @@ class Lister:
             for node in asked:
                 batch.extend(self._list(node))
             node = stack.pop()
+            hurry = False
             if node.path in self._listed:
                 kids = self.tree.children(node)  # cached
             else:
@@ -215,7 +221,8 @@ class Lister:
                     batch.append(rows)
                     kids.extend(rows.nodes)
                     count += len(rows.nodes)
-            if batch and (count >= BATCH_ROWS or time.monotonic() - since >= BATCH_SECONDS):
+                hurry = any(urgent(k) for k in kids)
+            if batch and (hurry or count >= BATCH_ROWS or time.monotonic() - since >= BATCH_SECONDS):
                 if not self._handed(stop):
                     return
                 yield batch
