@@ -72,10 +72,10 @@ class Jobs:
         self.stop_event = threading.Event()
         self._workers: dict[GeneratorWorker, threading.Event] = {}
         """Every worker until it finishes (a Python reference must outlive the thread)."""
-        _ALL.add(self)
         app = QCoreApplication.instance()
-        if app is not None:
+        if app is not None and not _ALL:  # once per application (each call stops them all)
             app.aboutToQuit.connect(_stop_all)
+        _ALL.add(self)
 
     @property
     def running(self) -> int:
