@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ class GuiThreadIO:
     on the GUI thread, seen through an audit hook (``sys.addaudithook``: fires on the
     thread that calls, for every opened file and listed folder)."""
 
-    _watching: list[GuiThreadIO] = []
+    _watching: ClassVar[list[GuiThreadIO]] = []
     _installed = False
 
     def __init__(self, root: Path) -> None:
@@ -133,7 +134,8 @@ def test_lazy_expansion_with_loading_row(browser, qtbot, tmp_path: Path) -> None
     assert child_names(g) == ["loading…"]  # shown at once, listing runs in the background
     wait_listed(qtbot, browser)
     assert child_names(g) == ["a", "b"]
-    assert g.child(0).text(1) == "8×64×64 zyx" and g.child(0).text(2) == "uint16"
+    assert g.child(0).text(1) == "8×64×64 zyx"
+    assert g.child(0).text(2) == "uint16"
 
 
 def test_first_level_of_10k_group_never_blocks(browser, qtbot, flat_10k: Path) -> None:
@@ -141,7 +143,8 @@ def test_first_level_of_10k_group_never_blocks(browser, qtbot, flat_10k: Path) -
     page, with the event loop free between batches (the stall in ms: benchmarks/browser_stalls.py)."""
     with GuiThreadIO(flat_10k) as io, RowProbe(browser) as probe:
         browser.load(str(flat_10k))
-        assert browser.busy and browser.tree.topLevelItemCount() == 0  # load() returned before reading
+        assert browser.busy
+        assert browser.tree.topLevelItemCount() == 0  # load() returned before reading
         wait_listed(qtbot, browser, timeout=300_000)
     top = browser.tree.topLevelItem(0)
     assert top.childCount() == 10_000  # no cap
@@ -156,7 +159,8 @@ def test_whole_50k_tree_expands_without_blocking(browser, qtbot, nested_50k: Pat
     wait_listed(qtbot, browser)
     with GuiThreadIO(nested_50k) as io, RowProbe(browser) as probe:
         browser.expand_all()
-        assert len(browser._items) == 101 and browser.busy  # expand_all() returned before reading
+        assert len(browser._items) == 101
+        assert browser.busy  # expand_all() returned before reading
         qtbot.waitUntil(lambda: len(browser._items) == 50_101 and not browser.busy and not browser._loading, timeout=600_000)
     assert item(browser, "g099/d499").parent() is item(browser, "g099")
     assert all(item(browser, f"g{i:03d}").isExpanded() for i in range(100))
@@ -173,10 +177,12 @@ def test_filter_matches_at_any_depth(browser, qtbot, tmp_path: Path) -> None:
     qtbot.waitUntil(lambda: item(browser, "a/b/c/needle") is not None and not browser.busy, timeout=30_000)
     assert not item(browser, "a/b/c/needle").isHidden()
     assert all(not item(browser, p).isHidden() for p in ("a", "a/b", "a/b/c"))
-    assert item(browser, "a/b/hay").isHidden() and item(browser, "z").isHidden()
+    assert item(browser, "a/b/hay").isHidden()
+    assert item(browser, "z").isHidden()
     browser.filter.setText("")
     qtbot.waitUntil(lambda: not browser.busy)
-    assert not item(browser, "z").isHidden() and not item(browser, "a/b/hay").isHidden()
+    assert not item(browser, "z").isHidden()
+    assert not item(browser, "a/b/hay").isHidden()
 
 
 @pytest.fixture
@@ -192,14 +198,17 @@ def test_pyramid_row_and_open_by_double_click(browser, qtbot, pyramid: Path) -> 
     browser.load(str(pyramid))
     wait_listed(qtbot, browser)
     img = item(browser, "img")
-    assert img.text(0) == "img" and img.text(3).endswith("3 levels") and img.text(1) == "9×20×30 zyx"
+    assert img.text(0) == "img"
+    assert img.text(3).endswith("3 levels")
+    assert img.text(1) == "9×20×30 zyx"
     rect = browser.tree.visualItemRect(img)
     qtbot.mouseClick(browser.tree.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.mouseDClick(browser.tree.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     viewer = browser.viewer
     qtbot.waitUntil(lambda: len(viewer.layers) == 1, timeout=30_000)
     layer = viewer.layers[0]
-    assert layer.multiscale and len(layer.data) == 3
+    assert layer.multiscale
+    assert len(layer.data) == 3
     np.testing.assert_allclose(layer.scale, (3.0, 1.0, 1.0))
     assert [str(u) for u in layer.units] == ["micrometer"] * 3
 
@@ -263,7 +272,9 @@ def test_details_and_thumbnail(browser, qtbot, tmp_path: Path) -> None:
     assert "of 12" in text  # 1 x 3 x 4 blocks of 16
     key = (browser.tree_model.location, target.data(0, 0x0100).path)
     thumb = browser._thumbs[key]
-    assert thumb.shape == (40, 60) and thumb[20, 30] == 255 and thumb[0, 0] == 0  # the middle z slice
+    assert thumb.shape == (40, 60)
+    assert thumb[20, 30] == 255
+    assert thumb[0, 0] == 0  # the middle z slice
 
 
 def test_bad_location_is_a_message_not_a_crash(browser, qtbot, tmp_path: Path) -> None:
@@ -318,7 +329,8 @@ def test_loading_another_location_drops_the_first(browser, qtbot, tmp_path: Path
     qtbot.wait(200)
     assert browser.tree.topLevelItemCount() == 1
     assert child_names(browser.tree.topLevelItem(0)) == ["only"]
-    assert browser.tree_model.location == str(small) and not browser.busy
+    assert browser.tree_model.location == str(small)
+    assert not browser.busy
 
 
 def test_url_location_lists_and_opens(browser, qtbot, tmp_path: Path, corpus_dir: Path) -> None:
@@ -382,10 +394,12 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     assert not tree.horizontalScrollBar().isVisible()
     lines = browser.details.height() // browser.details.fontMetrics().lineSpacing()
     assert lines >= 12, f"details pane shows {lines} lines"
-    assert not browser.visibleRegion().isEmpty() and exporter.native.visibleRegion().isEmpty()  # browser in front
+    assert not browser.visibleRegion().isEmpty()
+    assert exporter.native.visibleRegion().isEmpty()  # browser in front
 
     def whole(button) -> None:
-        assert button.width() >= button.sizeHint().width() and _unclipped(button), (button.text(), button.width(), button.sizeHint().width())
+        assert button.width() >= button.sizeHint().width(), (button.text(), button.width(), button.sizeHint().width())
+        assert _unclipped(button), (button.text(), button.width(), button.sizeHint().width())
 
     whole(browser.browse_button)
     whole(browser.open_button)
@@ -401,3 +415,126 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     fits = dest.fontMetrics().horizontalAdvance(dest.text()) <= dest.contentsRect().width()
     assert fits or dest.cursorPosition() == 0, (dest.text(), dest.cursorPosition())  # its start, or all of it
     assert dest.toolTip() == dest.text()  # the full path on hover
+
+
+DEEP = [f"g{a}/h{b}/i{c}/d{d}" for a in range(2) for b in range(3) for c in range(2) for d in range(3)]
+"""1 + 2 + 6 + 12 groups and 36 datasets: 57 nodes, four levels deep."""
+
+
+def wait_walked(qtbot, widget, timeout=60_000) -> None:
+    qtbot.waitUntil(lambda: widget._walked and not widget.busy and not widget._loading, timeout=timeout)
+
+
+def test_filter_shows_the_match_count(browser, qtbot, tmp_path: Path) -> None:
+    """The count covers every depth, groups listed before the filter and groups listed for it."""
+    root = write_container(tmp_path / "c.n5", [*DEEP, "g0/h1/needle", "g1/h2/i1/needle2", "needle3"])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    assert browser.match_count.isHidden()  # no filter, no count
+    item(browser, "g0").setExpanded(True)  # listed before the filter
+    wait_listed(qtbot, browser)
+    browser.filter.setText("Needle")
+    wait_walked(qtbot, browser)
+    assert browser.match_count.text() == "3 matches"
+    assert not browser.match_count.isHidden()
+    shown = [p for p, it in browser._items.items() if p and not it.isHidden()]
+    assert sorted(shown) == ["g0", "g0/h1", "g0/h1/needle", "g1", "g1/h2", "g1/h2/i1", "g1/h2/i1/needle2", "needle3"]
+    browser.filter.setText("d2")  # the tree is listed: counted at once
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.text() == "12 matches"
+    browser.filter.setText("needle2")
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.text() == "1 match"
+    browser.filter.setText("")
+    qtbot.waitUntil(lambda: not browser.busy)
+    assert browser.match_count.isHidden()
+    assert not item(browser, "g1/h0/i0/d0").isHidden()
+
+
+def test_filter_before_the_root_is_listed(browser, qtbot, tmp_path: Path) -> None:
+    """Text typed before a location loads filters it once it is there."""
+    root = write_container(tmp_path / "c.n5", [*DEEP, "g1/h2/i1/needle"])
+    browser.filter.setText("needle")
+    browser.load(str(root))
+    wait_walked(qtbot, browser)
+    assert browser.match_count.text() == "1 match"
+    assert all(not item(browser, p).isHidden() and item(browser, p).isExpanded() for p in ("g1", "g1/h2", "g1/h2/i1"))
+    assert item(browser, "g0").isHidden()
+
+
+def test_expand_all_lists_and_expands_every_group(browser, qtbot, tmp_path: Path) -> None:
+    root = write_container(tmp_path / "c.n5", DEEP)
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    item(browser, "g1").setExpanded(True)  # one group listed and shown before
+    wait_listed(qtbot, browser)
+    with GuiThreadIO(root) as io:
+        browser.expand_all()
+        wait_walked(qtbot, browser)
+    assert len(browser._items) == 1 + len(DEEP) + 20
+    groups = [p for p, it in browser._items.items() if it.data(0, 0x0100).kind == "group"]
+    assert len(groups) == 21
+    assert all(browser._items[p].isExpanded() for p in groups)
+    assert child_names(item(browser, "g1/h2/i1")) == ["d0", "d1", "d2"]  # each row once
+    assert io.reads == [], io.reads[:5]
+
+
+def test_expanding_a_group_while_the_tree_is_walked(browser, qtbot, tmp_path: Path) -> None:
+    """A group the user opens during the walk is listed once, its rows in order."""
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:02d}" for i in range(30) for j in range(40)])
+    browser.load(str(root))
+    wait_listed(qtbot, browser)
+    browser.filter.setText("d39")
+    item(browser, "g29").setExpanded(True)
+    wait_walked(qtbot, browser)
+    assert child_names(item(browser, "g29")) == [f"d{j:02d}" for j in range(40)]
+    assert browser.match_count.text() == "30 matches"
+
+
+def test_closing_the_viewer_with_jobs_in_flight(make_napari_viewer, qtbot, tmp_path: Path) -> None:
+    """Closing napari while the browser lists, walks and reads details: no error, every
+    worker ends (none waits for a GUI that is gone)."""
+    from napari_n5zarr._napari.browser import dock_browser
+
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(150)])
+    viewer = make_napari_viewer()
+    browser = dock_browser(viewer)
+    browser.load(str(root))
+    qtbot.waitUntil(lambda: browser.tree_model is not None, timeout=30_000)
+    browser.expand_all()
+    browser.filter.setText("d1")
+    jobs = browser.jobs
+    assert jobs.running
+    viewer.close()
+    qtbot.waitUntil(lambda: not jobs._workers, timeout=60_000)
+
+
+def test_process_exits_when_closed_mid_walk(tmp_path: Path) -> None:
+    """A script that closes napari while the browser walks a big tree exits cleanly (the
+    timeout only detects a hang)."""
+    import subprocess
+    import textwrap
+
+    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(200)])
+    script = textwrap.dedent(f"""
+        import time, napari
+        from qtpy.QtWidgets import QApplication
+        from napari_n5zarr._napari.browser import dock_browser
+        viewer = napari.Viewer(show=False)
+        browser = dock_browser(viewer)
+        browser.load({str(root)!r})
+        end = time.monotonic() + 60
+        while browser.tree_model is None and time.monotonic() < end:
+            QApplication.processEvents()
+        browser.expand_all()
+        for _ in range(20):
+            QApplication.processEvents()
+        assert browser.busy
+        viewer.close()
+        print("closed")
+    """)
+    env = {**os.environ, "NAPARI_N5ZARR_CONFIG": str(tmp_path / "cfg"), "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "closed" in done.stdout, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
