@@ -63,8 +63,8 @@ def write(root: Path, ids: np.ndarray) -> None:
 def plane_time(root: Path, name: str, z: int, repeat: int) -> tuple[float, np.ndarray]:
     import napari_n5zarr
     from napari_n5zarr.read.block_cache import block_cache
-    from napari_n5zarr.read.label_multiset import MultisetLevel, is_multiset_array
     from napari_n5zarr.read.levels import LazyLevel
+    from napari_n5zarr.read.multiset_levels import MultisetLevel, is_multiset_array
 
     best, out = float("inf"), None
     for _ in range(repeat):

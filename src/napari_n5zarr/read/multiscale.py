@@ -163,11 +163,11 @@ def levels_for(
 
 
 def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
-    """Label-multiset levels (:class:`~napari_n5zarr.read.label_multiset.MultisetLevel`), with
+    """Label-multiset levels (:class:`~napari_n5zarr.read.multiset_levels.MultisetLevel`), with
     the Paintera group's fragment-segment assignment applied unless fragments are asked for
-    (:func:`~napari_n5zarr.read.label_multiset.show_fragments`); ``strict``: dask arrays that
+    (:func:`~napari_n5zarr.read.multiset_levels.show_fragments`); ``strict``: dask arrays that
     raise on unreadable blocks."""
-    from napari_n5zarr.read.label_multiset import (
+    from napari_n5zarr.read.multiset_levels import (
         ASSIGNMENT,
         MultisetLevel,
         read_assignment,

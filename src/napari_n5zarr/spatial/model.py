@@ -80,7 +80,7 @@ class Multiscale:
     none today); "" when they can. Such a pyramid is described, never shown."""
     label_multiset: bool = False
     """Paintera label multisets (``isLabelMultiset``): read as uint64 labels (``dtype``) by
-    :mod:`napari_n5zarr.read.label_multiset`."""
+    :mod:`napari_n5zarr.read.multiset_levels`."""
 
     @property
     def ndim(self) -> int:
