@@ -17,7 +17,7 @@ from napari_n5zarr import export
 
 def main() -> None:
     work = Path(tempfile.mkdtemp())
-    z, y, x = np.mgrid[0:32, 0:256, 0:256]
+    _z, y, x = np.mgrid[0:32, 0:256, 0:256]
     seg = (((y // 48) * 7 + (x // 48) * 3) % 9 + 1).astype(np.uint64) * ((y - 128) ** 2 + (x - 128) ** 2 < 110**2)
     export(seg, work / "seg.n5", labels=True, chunks=64)
     viewer = napari.Viewer()
