@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,16 +30,6 @@ _CONVENTIONS = {
     "paintera-raw": "Paintera raw",
     "paintera-channel": "Paintera channels",
 }
-
-def natural_key(name: str) -> list[Any]:
-    """Sort key that puts ``s2`` before ``s10``."""
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name)]
-
-
-def join_path(*parts: str) -> str:
-    """Slash-joined relative path, empty parts dropped."""
-    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
-
 
 # ---------------------------------------------------------------------------
 # nodes

@@ -49,8 +49,7 @@ from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.n5.stores import count_keys, get_many, list_names
 from napari_n5zarr.read.locate import bdv_xml_target
 from napari_n5zarr.read.multiscale import with_bdv_setups
-from napari_n5zarr.read.node import Node, natural_key
-from napari_n5zarr.read.node import join_path as _join
+from napari_n5zarr.read.node import Node
 from napari_n5zarr.read.node_metadata import (
     array_info,
     calibrate_array,
@@ -61,8 +60,14 @@ from napari_n5zarr.read.node_metadata import (
     mark_unreadable,
     parse_metadata,
 )
-from napari_n5zarr.spatial.conventions import PAINTERA_BOOKKEEPING, referenced_paths
-from napari_n5zarr.spatial.model import INHERITABLE
+from napari_n5zarr.spatial.conventions import (
+    BDV_TIMEPOINTS,
+    PAINTERA,
+    PAINTERA_BOOKKEEPING,
+    PYRAMIDS,
+)
+from napari_n5zarr.spatial.model import INHERITABLE, Listing, natural_key
+from napari_n5zarr.spatial.model import join_path as _join
 from napari_n5zarr.storage.location import is_url, join, node_location
 
 if TYPE_CHECKING:
@@ -75,7 +80,10 @@ PAGE_SIZE = 500
 FIRST_PAGE = 100
 
 _LEVEL = re.compile(r"^s(\d+)$")
-_TIMEPOINT = re.compile(r"^timepoint(\d+)$")
+TREE_CONVENTIONS = (*(c for c in PYRAMIDS if c is not PAINTERA), BDV_TIMEPOINTS)
+"""What makes a group one pyramid row, in spatial's order (the reader's): Paintera groups are
+classified with their ``data/`` pyramid (:meth:`Tree._classify_paintera`); a BigDataViewer
+root is a group whose setups are the rows."""
 
 
 class Activity:
@@ -470,33 +478,35 @@ class Tree:
         return parent is not None and "painteraData" in parent.attributes
 
     def _multiscale_of(self, group: Node) -> spatial.Multiscale | None:
+        """The pyramid the reader would open ``group`` as, by spatial's convention table
+        (:data:`TREE_CONVENTIONS`, in its order: the first that builds one wins), reading
+        what each convention asks for through the tree's own nodes."""
+        listing = Listing()
+        self._list_into(listing, "", group)
+        tried: set[str] = set()
+        for convention in TREE_CONVENTIONS:
+            if not convention.matches(listing):
+                continue
+            while todo := [p for p in convention.reads(listing) if p not in tried]:
+                for path in todo:
+                    tried.add(path)
+                    child = self._child(group, path)
+                    if child is not None and child.kind == "array":
+                        listing.arrays[path] = array_info(child)
+                    elif child is not None and child.kind in ("group", "pyramid"):
+                        self._list_into(listing, path, child)
+            found = [r.pyramid for r in convention.build(listing, group.inherited) if r.at == ""]
+            if found:
+                ms = found[0]
+                return with_bdv_setups(ms, self.bdv_setups, group.path) if convention is BDV_TIMEPOINTS else ms
+        return None
+
+    def _list_into(self, listing: Listing, path: str, group: Node) -> None:
+        """Record ``group`` (at ``path`` in ``listing``): its attributes, its children's names,
+        and the facts of its level-named children (``s0``, ``s1``, ...)."""
         names = self.names(group.path)
-        attrs = dict(group.attributes)
-        refs = referenced_paths(attrs)
-        referenced: dict[str, spatial.ArrayInfo] = {}
-        for ref in refs:
-            child = self._child(group, ref)
-            if child is not None and child.kind == "array":
-                referenced[ref] = array_info(child)
-        levels = [n for n in names if _LEVEL.match(n)]
-        arrays = self._arrays(group, levels) if levels else {}
-        ms = None
-        if referenced:
-            ms = spatial.ngff_pyramid(attrs, referenced) or spatial.cosem_pyramid(attrs, referenced)
-        if ms is None and arrays:
-            ms = spatial.n5viewer_pyramid(attrs, arrays, group.inherited)
-        timepoints = [n for n in names if _TIMEPOINT.match(n)]
-        if ms is None and timepoints:
-            tps = {}
-            for tp in timepoints:
-                tnode = self._child(group, tp)
-                if tnode is None or tnode.kind != "group":
-                    continue
-                tps[tp] = (dict(tnode.attributes), self._arrays(tnode, [n for n in self.names(tnode.path) if _LEVEL.match(n)]))
-            ms = spatial.bdv_setup(attrs, tps, group.inherited)
-            if ms is not None:
-                ms = with_bdv_setups(ms, self.bdv_setups, group.path)
-        return ms
+        arrays = self._arrays(group, [n for n in names if _LEVEL.match(n)])
+        listing.add(path, dict(group.attributes), arrays, [n for n in names if n not in arrays])
 
     # -- details (on request) ------------------------------------------------------
     def zarr_root(self) -> zarr.Array | zarr.Group:
