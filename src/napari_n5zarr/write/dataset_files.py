@@ -69,10 +69,10 @@ class DatasetFolder:
         """The path ``key`` names (for messages)."""
         return self.root.joinpath(*split_key(key))
 
-    def refuse(self, key: str, what: str, advice: str = "move it away") -> PlantedFileError:
-        return PlantedFileError(
-            f"{self.path(key)} is {what}, not a file napari-n5zarr's save wrote; refused, nothing was changed ({advice})"
-        )
+    def refuse(self, key: str, what: str, advice: str = "move it away", *, own: bool = True) -> PlantedFileError:
+        """The one-line refusal of what was found at ``key`` (``own``: a name the save uses)."""
+        found = f"{what}, not a file napari-n5zarr's save wrote" if own else what
+        return PlantedFileError(f"{self.path(key)} is {found}; refused, nothing was changed ({advice})")
 
     @contextlib.contextmanager
     def at(self, key: str, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -93,7 +93,8 @@ class DatasetFolder:
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         where = "/".join(parts[: n + 1])
-                        raise self.refuse(where, kind(os.lstat(part, dir_fd=fd).st_mode)) from None
+                        what = f"{kind(os.lstat(part, dir_fd=fd).st_mode)} where a folder of the dataset was expected"
+                        raise self.refuse(where, what, "edits are never written through links", own=False) from None
                     raise
                 os.close(fd)
                 fd = sub
@@ -115,20 +116,22 @@ class DatasetFolder:
         a folder, a FIFO or a device: refused, naming it."""
         try:
             with self.at(key) as (dir_fd, name):
+                advice = "move it away" if own else "a block must be a regular file inside the dataset to be edited in place"
                 try:
                     fd = os.open(name, _READ, dir_fd=dir_fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENXIO):
-                        raise self.refuse(key, kind(os.lstat(name, dir_fd=dir_fd).st_mode)) from None
+                        raise self.refuse(key, kind(os.lstat(name, dir_fd=dir_fd).st_mode), advice, own=own) from None
                     raise
                 try:
                     info = os.fstat(fd)
                     if not stat.S_ISREG(info.st_mode):
-                        raise self.refuse(key, kind(info.st_mode))
+                        raise self.refuse(key, kind(info.st_mode), advice, own=own)
                     if own and info.st_nlink != 1:
                         raise self.refuse(key, f"a hard link (a file with {info.st_nlink} names)")
                     if info.st_size > cap:
-                        raise self.refuse(key, f"a file of {info.st_size} bytes (over the {cap}-byte cap of such files)")
+                        raise self.refuse(key, f"a file of {info.st_size} bytes (over the {cap}-byte cap of such files)",
+                                          advice, own=own)  # fmt: skip
                     chunks, left = [], info.st_size
                     while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
                         chunks.append(chunk)

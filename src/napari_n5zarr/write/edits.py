@@ -34,6 +34,7 @@ block by block: the proofreading save path (no napari here).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import itertools
 import json
@@ -682,7 +683,13 @@ def lock(root: Path) -> Iterator[None]:
     where = f"{root} (saving label edits)"
     with contextlib.ExitStack() as stack:
         for folder in reversed(container_folders(root)):
-            stack.enter_context(DestinationLock(folder, f"{folder} (labels inside it are being saved)", shared=True))
+            try:
+                stack.enter_context(DestinationLock(folder, f"{folder} (labels inside it are being saved)", shared=True))
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    raise
+                # a folder around the container that this user cannot write: no export can replace
+                # what is in it either; check_ancestors below still sees an export's lock there
         stack.enter_context(DestinationLock(root, where))
         check_ancestors(root, where)
         yield

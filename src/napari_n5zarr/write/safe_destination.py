@@ -40,6 +40,7 @@ from typing import Any, TypeGuard
 from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.storage import files, location
+from napari_n5zarr.write.dataset_files import kind as _kind
 
 LOCK_SUFFIX = ".n5zarr-lock"
 """``.<node name>.n5zarr-lock`` beside the target node: held while an export writes it."""
@@ -122,16 +123,6 @@ def _pid_alive(pid: int) -> bool:
 
 
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return "a special file"
 
 
 class DestinationLock:
