@@ -42,6 +42,7 @@ import math
 import os
 import re
 import signal
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,7 @@ from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, max_stored_block_byte
 from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.dataset_files import DatasetFolder
+from napari_n5zarr.write.dataset_files import DatasetFolder, kind
 
 JOURNAL = ".n5zarr-save-journal"
 JOURNAL_TMP = JOURNAL + ".tmp"
@@ -624,8 +625,9 @@ def commit(folder: DatasetFolder, blocks: Mapping[str, NewBlock]) -> int:
     for start in range(0, len(keys), JOURNAL_BATCH):
         batch = keys[start : start + JOURNAL_BATCH]
         for key in batch:  # refuse anything planted before writing a byte
-            if folder.lstat(key + STAGED_SUFFIX) is not None:
-                folder.create(key + STAGED_SUFFIX, b"")  # raises PlantedFileError naming it
+            if (found := folder.lstat(key + STAGED_SUFFIX)) is not None:
+                hard = stat.S_ISREG(found.st_mode) and found.st_nlink > 1
+                raise folder.refuse(key + STAGED_SUFFIX, "a hard link" if hard else kind(found.st_mode))
         entries = [Entry(k, blocks[k].before, _sha(blocks[k].encoded)) for k in batch]
         _write_journal(folder, "staging", entries)
         _crash_point("journal")
