@@ -1,4 +1,5 @@
-"""The one way the save path touches files: through the dataset folder's own descriptor.
+"""The one way files beside user data are touched (a save's journal and staged blocks, the
+blocks it replaces, export locks and staging markers): through the folder's own descriptor.
 
 Every path (a block, the journal and its temporary, a staged block) is a relative key such
 as ``s0/3/2/1``, opened component by component from the dataset folder with ``O_NOFOLLOW``
@@ -101,6 +102,11 @@ class DatasetFolder:
             yield fd, parts[-1]
         finally:
             os.close(fd)
+
+    def open(self, key: str, flags: int, mode: int = 0o644) -> int:
+        """``os.open`` of ``key`` with ``flags`` and ``O_NOFOLLOW`` (the caller closes it)."""
+        with self.at(key) as (dir_fd, name):
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
     def lstat(self, key: str) -> os.stat_result | None:
         """``lstat`` of ``key``, or None when it (or a folder on the way) is missing."""
