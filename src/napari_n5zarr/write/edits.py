@@ -62,6 +62,7 @@ from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder, kind
+from napari_n5zarr.write.safe_destination import DestinationLock, check_ancestors
 
 JOURNAL = ".n5zarr-save-journal"
 JOURNAL_TMP = JOURNAL + ".tmp"
@@ -680,8 +681,6 @@ def lock(root: Path) -> Iterator[None]:
     """The export lock of ``root`` (exclusive: a second saver or an exporter of it is refused,
     naming the first) and of every folder above it up to the container root (shared: an
     export replacing an enclosing group is refused while the save runs, and vice versa)."""
-    from napari_n5zarr.write.safe_destination import DestinationLock, check_ancestors
-
     where = f"{root} (saving label edits)"
     with contextlib.ExitStack() as stack:
         for folder in reversed(container_folders(root)):
