@@ -315,10 +315,13 @@ def cmd_view(args: argparse.Namespace) -> int:
         for name in METADATA_FILES:
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
+    from napari_n5zarr._napari.viewer_launch import read_first
+
+    found = None if args.path is None else read_first(args.path)  # nothing to show: one line (exit 3), no empty napari
     try:
         from napari_n5zarr._napari.viewer_launch import view
 
-        view(args.path, screenshot=args.screenshot)
+        view(args.path, screenshot=args.screenshot, found=found)
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
             raise

@@ -226,6 +226,7 @@ class BrowserWidget(QWidget):
         self._matches = 0
         self._refilter: Iterator[None] | None = None
         self._reveal: str | None = None  # a node path to select once listed (see reveal)
+        self._claimed = False  # the dock was widened to sizeHint once (see _claim_width)
         self._refilter_timer = QTimer(self, singleShot=True, interval=0)
         self._refilter_timer.timeout.connect(self._refilter_step)
         self._recent = load_recent()
@@ -692,6 +693,26 @@ class BrowserWidget(QWidget):
     def sizeHint(self) -> QSize:
         """napari's usual dock width: name, shape and dtype fit without scrolling."""
         return QSize(DOCK_WIDTH, super().sizeHint().height())
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if not self._claimed:
+            self._claimed = True
+            QTimer.singleShot(0, self._claim_width)  # once docked and laid out
+
+    def _claim_width(self) -> None:
+        """Widen this widget's dock to :meth:`sizeHint` once, when first shown: napari gives
+        a dock opened from the Plugins menu (beside the exporter) only ~220 px."""
+        from qtpy.QtWidgets import QDockWidget
+
+        dock = self.parent()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parent()
+        if dock is None or dock.isFloating() or dock.window() is None:
+            return
+        want = self.sizeHint().width() + dock.width() - dock.contentsRect().width()
+        if dock.width() < want and hasattr(dock.window(), "resizeDocks"):
+            dock.window().resizeDocks([dock], [want], Qt.Orientation.Horizontal)
 
     def closeEvent(self, event: Any) -> None:
         self.jobs.shutdown()

@@ -88,6 +88,21 @@ def _settle(browser: Any, timeout: float = 15.0) -> None:
     QApplication.processEvents()
 
 
+def first_screen(viewer: napari.Viewer, location: str, found: Any = None) -> Any:
+    """What ``n5zarr view`` shows: the layers of ``location`` (``found``, else read now),
+    napari's scale bar on (in the data's unit), the browser on ``location`` with the first
+    layer's pyramid selected (its voxel size and scale table in the details) and the
+    exporter; fitted once the docks took their room. Returns the browser."""
+    from napari_n5zarr._napari import layers as layer_data
+
+    found = read_first(location) if found is None else found
+    added = layer_data.add_to_viewer(viewer, layer_data.images_layers(found, layer_data.notify_napari, too_many=_listed_instead))
+    scale_bar(viewer).visible = True  # physical size at first sight (napari takes the unit from the layers)
+    browser, _ = add_widgets(viewer, location, reveal=first_pyramid(added))
+    fit_after_layout(viewer)
+    return browser
+
+
 def read_first(location: str) -> Any:
     """The images at ``location`` (:func:`~napari_n5zarr.read.images.open_images`), read
     before any window opens. Raises :class:`~napari_n5zarr.errors.NodeNotFoundError` (exit 3:
@@ -116,9 +131,9 @@ def first_pyramid(layers: list) -> str | None:
     return str(paths[0]) if paths else None
 
 
-def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None) -> napari.Viewer:
-    """Open napari on ``path`` (default: the sample) with this plugin's widgets docked,
-    the scale bar on (in the data's unit) and the first pyramid's details in the browser.
+def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None, found: Any = None) -> napari.Viewer:
+    """Open napari on ``path`` (default: the sample) with this plugin's widgets docked
+    (see :func:`first_screen`); ``found``: what :func:`read_first` read there already.
 
     Runs the event loop if ``block``; with ``screenshot``, saves the window to that PNG
     and closes instead (headless checks, documentation). A location holding no N5 or Zarr
@@ -126,18 +141,14 @@ def view(path: str | None = None, *, block: bool = True, screenshot: str | None 
     """
     import napari
 
-    from napari_n5zarr._napari import layers as layer_data
     from napari_n5zarr._napari.sample import make_sample
 
     location = str(path or make_sample())
-    found = read_first(location)
+    found = read_first(location) if found is None else found
     viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
     if screenshot is not None:  # the first screen the README describes (1280x720), not Qt's default
         viewer.window._qt_window.resize(1280, 720)
-    added = layer_data.add_to_viewer(viewer, layer_data.images_layers(found, layer_data.notify_napari, too_many=_listed_instead))
-    scale_bar(viewer).visible = True  # physical size at first sight (napari takes the unit from the layers)
-    browser, _ = add_widgets(viewer, location, reveal=first_pyramid(added))
-    fit_after_layout(viewer)
+    browser = first_screen(viewer, location, found)
     if screenshot is not None:
         _settle(browser)
         viewer.screenshot(screenshot, canvas_only=False)
