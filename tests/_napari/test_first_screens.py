@@ -86,7 +86,8 @@ def test_browser_names_are_whole_with_both_docks(make_napari_viewer, qtbot, tmp_
     QApplication.processEvents()
     tree = browser.tree
     rows = [it for path, it in browser._items.items() if "mid" in path.rsplit("/", 1)[-1]]
-    assert len(rows) == 2 and all(not it.isHidden() for it in rows)
+    assert len(rows) == 2
+    assert all(not it.isHidden() for it in rows)
     need = tree.sizeHintForColumn(0)  # the rows on screen, indentation included
     assert tree.columnWidth(0) >= need, (tree.columnWidth(0), need)
     for it in rows:
@@ -94,7 +95,8 @@ def test_browser_names_are_whole_with_both_docks(make_napari_viewer, qtbot, tmp_
         text = tree.fontMetrics().horizontalAdvance(it.text(0))
         assert rect.left() + text <= tree.columnWidth(0), (it.text(0), rect.left(), text, tree.columnWidth(0))
     assert not tree.horizontalScrollBar().isVisible()
-    assert not tree.isColumnHidden(1) and not tree.isColumnHidden(2)  # shape and dtype still shown
+    assert not tree.isColumnHidden(1)  # shape and dtype still shown
+    assert not tree.isColumnHidden(2)
 
 
 def test_export_suggests_the_layer_name_without_a_second_suffix(make_napari_viewer, tmp_path: Path, monkeypatch) -> None:
@@ -146,7 +148,8 @@ def test_read_only_notice_is_a_short_sentence_that_fits(make_napari_viewer, tmp_
         label = note.message
         first = message.split("\n")[0]
         assert QElidingLabel.wrapText(first, label.width(), label.font()) == [first], (kind, first, label.width())
-        assert first.startswith("seg is read-only (") and first.endswith(")."), first
+        assert first.startswith("seg is read-only ("), first
+        assert first.endswith(")."), first
         assert "n5zarr convert" in message
         note.close()
     assert refused_message("volumes/labels/em_cells_mid", "label multisets").startswith("em_cells_mid is read-only (Paintera label multisets).")
