@@ -24,7 +24,7 @@ from napari_n5zarr.read.node import convention_label
 from napari_n5zarr.read.tree import Node, Tree
 
 COLUMNS = ("name", "shape", "dtype", "kind", "compression", "blocks", "voxel", "size")
-"""Columns in order of importance: at the default dock width (~315 px) name, shape and
+"""Columns in order of importance: at the default dock width (~345 px) name, shape and
 dtype are visible; the rest scroll into view and are all in the details pane."""
 HEADERS = {"name": "name", "shape": "shape", "dtype": "dtype", "kind": "kind", "compression": "compression",
            "blocks": "blocks", "voxel": "voxel size", "size": "size"}  # fmt: skip
