@@ -177,7 +177,7 @@ def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Repo
     levels: list[Any] = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
     group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
     if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
-        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT)
+        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT, None if strict else report)
         for level in levels:
             level.assignment = table
     if strict:  # one dask chunk per storage block, as the other levels of a copy

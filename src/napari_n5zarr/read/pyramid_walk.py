@@ -25,6 +25,7 @@ from napari_n5zarr.spatial.conventions import (
     PYRAMIDS,
     Convention,
     finish,
+    paintera_bookkeeping,
     stored_name,
 )
 from napari_n5zarr.spatial.model import (
@@ -380,6 +381,7 @@ def _detect_group(
     any(take(c, saved) for c in PYRAMIDS)  # the first that builds one
     for convention in BIGDATAVIEWER:
         take(convention, name)
+    used.update(paintera_bookkeeping(listing))  # lookup tables, with or without a data/ pyramid
 
     if depth <= 0:
         return found
