@@ -204,11 +204,7 @@ def stored_size(store: Store, prefix: str, limit: int = 100_000) -> int | None:
     None past ``limit`` keys."""
     from napari_n5zarr.zarr_internals import sync
 
-    base: Any = store
-    for _ in range(8):  # the wrappers keep the store they wrap as ``_store``
-        if not hasattr(base, "_store"):
-            break
-        base = base._store
+    base = _innermost(store)
 
     async def total() -> int | None:
         n = size = 0
