@@ -377,6 +377,7 @@ class Tree:
             table = self._paintera_table(path)
             if table:
                 node.reason = f"Paintera lookup table ({table}), not an image"
+                node.lookup_table = True
         return node
 
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
@@ -435,6 +436,7 @@ class Tree:
             group.encoding = "label multisets"
         if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
             group.reason = f"Paintera lookup table ({group.name}), not an image"
+            group.lookup_table = True
 
     def _classify_paintera(self, group: Node) -> bool:
         """A Paintera group (``painteraData``) is one row, as the reader opens it: its pyramid
