@@ -141,7 +141,7 @@ def test_paintera_resolution_is_in_nanometres(project, capsys):
     labels = layers["labels/fragments"][1]
     assert tuple(labels["scale"]) == (40.0, 4.0, 4.0)
     assert tuple(labels["units"]) == ("nanometer",) * 3
-    assert "units" not in layers["raw"][1] or set(layers["raw"][1]["units"]) != {"nanometer"}  # not a Paintera group
+    assert "nanometer" not in (layers["raw"][1].get("units") or ())  # not a Paintera group: no unit
     assert main(["tree", str(project)]) == 0
     assert "40 × 4 × 4 nm" in _tree_lines(capsys)["fragments/"]
 
@@ -254,4 +254,4 @@ def test_browser_shows_the_lookup_tables_without_red(project):
         text = tooltip(node) + "".join(details_html(node, {}))
         assert "Paintera lookup table" in text
         assert "#c33" not in text
-        assert "Unreadable" not in text and "unreadable" not in text
+        assert "unreadable" not in text.lower()

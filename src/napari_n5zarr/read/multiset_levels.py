@@ -142,7 +142,10 @@ def check_assignment_size(array: zarr.Array, path: str) -> str | None:
     codec = codecs[0]
     bound = stored if getattr(codec, "compressor", None) is None else stored * MAX_EXPANSION
     if declared > bound:
-        return f"{path}: declares {shape[0]} fragment-segment pairs ({declared} bytes) but stores {stored} bytes"
+        from napari_n5zarr.n5.stores import store_location
+
+        where = store_location(array.store, array.path)
+        return f"{where}: declares {shape[0]} fragment-segment pairs ({declared} bytes) but stores {stored} bytes"
     return None
 
 
