@@ -255,3 +255,28 @@ def test_browser_shows_the_lookup_tables_without_red(project):
         assert "Paintera lookup table" in text
         assert "#c33" not in text
         assert "unreadable" not in text.lower()
+
+
+@pytest.mark.napari
+def test_browser_widget_lists_the_project_without_red(make_napari_viewer, qtbot, project, monkeypatch, tmp_path):
+    from napari_n5zarr._napari.browser import GREY, BrowserWidget
+
+    monkeypatch.setenv("NAPARI_N5ZARR_CONFIG", str(tmp_path / "config"))
+    viewer = make_napari_viewer()
+    browser = BrowserWidget(viewer)
+    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+    browser.load(str(project))
+    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    browser.expand_all()
+    level = "labels/fragments/label-to-block-mapping/s2"
+    qtbot.waitUntil(lambda: level in browser._items and not browser.busy, timeout=60_000)
+    assert not any(item.text(3) == "unreadable" for item in browser._items.values())
+    row = browser._items[level]
+    assert row.foreground(0).color() == GREY
+    browser.tree.setCurrentItem(row)
+    qtbot.waitUntil(lambda: "Paintera lookup table (label-to-block-mapping)" in browser.details.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(lambda: not browser.busy, timeout=30_000)
+    html = browser.details.toHtml().lower()
+    assert "color:#808080;\">paintera lookup table" in html  # grey, as the row
+    assert "#cc3333" not in html  # the red of faults
+    assert not browser.open_button.isEnabled()
