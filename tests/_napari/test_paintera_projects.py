@@ -88,6 +88,19 @@ def test_the_reader_never_opens_the_bookkeeping(project):
     assert sorted(image.multiscale.name for image in found.images) == ["labels/fragments", "raw"]
 
 
+@pytest.mark.parametrize(
+    "rel",
+    ["unique-labels", "unique-labels/s0", "fragment-segment-assignment", "label-to-block-mapping", "label-to-block-mapping/s1"],
+)
+def test_a_lookup_table_opened_on_its_own_is_no_layer(project, capsys, rel):
+    layers, notes = _layers(project / "labels/fragments" / rel)
+    assert layers == {}
+    assert len(notes) == 1
+    assert f"Paintera lookup table ({rel.split('/')[0]}), not an image" in notes[0]
+    assert main(["info", str(project / "labels/fragments" / rel)]) == 0
+    assert "cannot open: Paintera lookup table" in capsys.readouterr().out
+
+
 def test_a_paintera_group_without_data_lists_and_opens_no_bookkeeping(project, tmp_path, capsys):
     root = _copy(project, tmp_path)
     shutil.rmtree(root / "labels/fragments/data")
@@ -123,8 +136,11 @@ def test_a_long_max_dataset_reads_where_it_is_addressable(project):
     np.testing.assert_array_equal(level[20000:20005], np.zeros(5, "int8"))
 
 
-def test_copying_a_long_max_dataset_is_refused_in_one_line(project, tmp_path, capsys):
-    source = project / "labels/fragments/label-to-block-mapping/s0"
+def test_copying_a_long_max_dataset_is_refused_in_one_line(tmp_path, capsys):
+    """Not a MemoryError (exit 7) from dask's list of blocks: the copy cannot address it."""
+    root = napari_n5zarr.open(tmp_path / "h.n5", mode="w")
+    napari_n5zarr.create_dataset(root, "big", shape=(LONG_MAX, 8), dtype="uint8", chunks=(64, 8))
+    source = tmp_path / "h.n5/big"
     assert main(["convert", str(source), str(tmp_path / "out.zarr")]) == 5
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
