@@ -42,6 +42,9 @@ N5_DTYPES = tuple(N5_DTYPE_SIZES)
 """Every N5 ``dataType`` holding array data (``object``/``string`` datasets do not)."""
 
 DIMENSIONS = "dimensions"
+MAX_DIMENSION = 2**63 - 1
+"""The largest N5 extent: dimensions are Java longs (Paintera's ``label-to-block-mapping/sN``
+declare ``Long.MAX_VALUE``); block sizes are u32 in every block header."""
 BLOCK_SIZE = "blockSize"
 DATA_TYPE = "dataType"
 COMPRESSION = "compression"

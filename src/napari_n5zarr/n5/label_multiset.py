@@ -178,15 +178,19 @@ def apply_assignment(labels: np.ndarray, assignment: tuple[np.ndarray, np.ndarra
 
 
 def assignment_table(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted fragments, their segments) from Paintera's ``fragment-segment-assignment``
+    """(sorted distinct fragments, their segments) from Paintera's ``fragment-segment-assignment``
     read in napari order: shape (2, N), row 0 the fragments, row 1 their segments
     (``N5FragmentSegmentAssignmentPersister``: N5 dimensions [N, 2], block 0/0 the
-    fragments, block 0/1 the segments)."""
+    fragments, block 0/1 the segments). A fragment listed twice keeps its last segment, as
+    Paintera's loader (``N5FragmentSegmentAssignmentInitialLut``: ``TLongLongHashMap(keys,
+    values)`` puts the pairs in order)."""
     pairs = np.asarray(pairs, dtype=np.uint64)
     if pairs.ndim != 2 or pairs.shape[0] != 2:
         raise N5BlockError(f"fragment-segment-assignment of shape {list(pairs.shape[::-1])}; expected [N, 2]")
     order = np.argsort(pairs[0], kind="stable")
-    return pairs[0][order], pairs[1][order]
+    keys, values = pairs[0][order], pairs[1][order]
+    last = np.append(keys[1:] != keys[:-1], True) if len(keys) else np.zeros(0, bool)  # the last of each run
+    return keys[last], values[last]
 
 
 __all__ = [

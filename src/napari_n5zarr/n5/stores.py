@@ -198,6 +198,26 @@ def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: in
     return sync(count())
 
 
+def stored_size(store: Store, prefix: str, limit: int = 100_000) -> int | None:
+    """Bytes stored under ``prefix`` (its blocks and metadata documents) in the plain store
+    beneath the N5 wrappers (sizes from the listing's store, no block read or checked);
+    None past ``limit`` keys."""
+    from napari_n5zarr.zarr_internals import sync
+
+    base = _innermost(store)
+
+    async def total() -> int | None:
+        n = size = 0
+        async for key in base.list_prefix(f"{prefix}/" if prefix else ""):
+            n += 1
+            if n > limit:
+                return None
+            size += await base.getsize(key)
+        return size
+
+    return sync(total())
+
+
 def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
     """The part of a generated document that ``byte_range`` asks for."""
     if byte_range is None:
