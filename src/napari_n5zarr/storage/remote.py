@@ -33,17 +33,27 @@ import asyncio
 import dataclasses
 import logging
 import os
+import posixpath
 import random
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlparse
 
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore
 
 from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
-from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import (
+    MAX_LISTING_BYTES_ENV,
+    MAX_LISTING_ENTRIES_ENV,
+    ReadLimit,
+    check_stored_size,
+    max_listing_bytes,
+    max_listing_entries,
+    max_stored_bytes,
+)
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:
@@ -297,13 +307,103 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
             check(len(body))
             if len(body) > cap:  # check raised for any real cap; never read on regardless
                 break
-    data = bytes(body)
-    return _slice(data, byte_range) if whole else data
+    return _slice(bytes(body), byte_range) if whole else bytes(body)
+
+
+def listing_limits(url: str) -> tuple[int, int]:
+    """(bytes, entries) one listing of ``url`` may take (:func:`max_listing_bytes`,
+    :func:`max_listing_entries`)."""
+    return max_listing_bytes(), max_listing_entries()
+
+
+def _too_many(url: str, entries: int) -> N5StoreError:
+    return N5StoreError(f"cannot list {url}: more than {entries} entries (the listing limit); "
+                        f"set the environment variable {MAX_LISTING_ENTRIES_ENV} to raise it")  # fmt: skip
+
+
+class _Links:
+    """The links of an HTML page fed piece by piece, as fsspec's HTTP listing finds them
+    (its own patterns), each byte scanned once: only text up to the last ``>`` is scanned,
+    the rest waits for the next piece. Refuses more than ``most`` distinct links."""
+
+    def __init__(self, url: str, simple: bool, most: int) -> None:
+        from fsspec.implementations import http as fsspec_http
+
+        self.url, self.simple, self.most = url, simple, most
+        self.anchor, self.bare = fsspec_http.ex, fsspec_http.ex2
+        self.pending = ""
+        self.found: dict[str, None] = {}  # in page order, each once
+
+    def feed(self, text: str, final: bool = False) -> None:
+        text = self.pending + text
+        cut = len(text) if final else text.rfind(">") + 1
+        self.pending = text[cut:]
+        part = text[:cut]
+        if not part:
+            return
+        links = [m.group("url") for m in self.anchor.finditer(part)]
+        if self.simple:
+            links += [m.group("url") for m in self.bare.finditer(part)]
+        for link in links:
+            self.found[link] = None
+        if len(self.found) > self.most:
+            raise _too_many(self.url, self.most)
+
+
+def _children(url: str, links: Iterable[str], same_scheme: bool) -> list[str]:
+    """fsspec's rules (``HTTPFileSystem._ls_real``) for the URLs a page's links name below ``url``."""
+    out: dict[str, None] = {}
+    parts = urlparse(url)
+    base = url.rstrip("/") + "/"
+    for link in links:
+        if link.startswith("/") and len(link) > 1:  # absolute URL on this server
+            link = f"{parts.scheme}://{parts.netloc}{link}"
+        if link.startswith("http"):
+            if (same_scheme and link.startswith(base)) or link.replace("https", "http").startswith(base.replace("https", "http")):
+                out[link] = None
+        elif link not in ("..", "../"):
+            out["/".join([url.rstrip("/"), link.lstrip("/")])] = None
+    return sorted(out)
+
+
+async def http_list_capped(fs: Any, url: str, max_bytes: int, max_entries: int) -> list[str]:
+    """The URLs an HTTP directory page at ``url`` links to below it (fsspec's rules), the
+    page streamed and scanned as it arrives: N5StoreError naming the URL and the limit past
+    ``max_bytes`` of page or ``max_entries`` links (nothing else is held but the links); a
+    404 raises ``FileNotFoundError``. Pages that are not HTML list nothing (as fsspec)."""
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), **fs.kwargs) as r:
+        if r.status == 404:
+            await r.content.read(2**16)
+        fs._raise_not_found_for_status(r, url)
+        mimetype = r.headers.get("Content-Type", "").partition(";")[0] or None
+        if mimetype not in ("text/html", None):
+            return []
+        too_big = N5StoreError(f"cannot list {url}: the listing page is over the size limit of {max_bytes} bytes; "
+                               f"set the environment variable {MAX_LISTING_BYTES_ENV} to raise it")  # fmt: skip
+        declared = r.headers.get("Content-Length")
+        if declared and declared.isdigit() and r.headers.get("Content-Encoding", "identity") == "identity" and int(declared) > max_bytes:
+            raise too_big
+        import codecs
+
+        decoder = codecs.getincrementaldecoder(r.get_encoding() if r.charset else "utf-8")(errors="ignore")
+        links = _Links(url, bool(getattr(fs, "simple_links", True)), max_entries)
+        read = 0
+        async for piece in r.content.iter_any():
+            read += len(piece)
+            if read > max_bytes:
+                raise too_big
+            links.feed(decoder.decode(piece))
+        links.feed(decoder.decode(b"", final=True), final=True)
+    return _children(url, links.found, bool(getattr(fs, "same_schema", True)))
 
 
 class RemoteStore(FsspecStore):
     """``FsspecStore`` whose reads retry transient faults with exponential backoff and then
-    raise :class:`N5StoreError` naming the URL; metadata documents are size-capped."""
+    raise :class:`N5StoreError` naming the URL; every body and listing page is size-capped."""
+
+    limited_reads = True
+    """:meth:`get` takes ``limit``: a block's dataset's own cap (see :class:`ReadLimit`)."""
 
     def __init__(self, *args: Any, settings: RemoteSettings | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -364,7 +464,7 @@ class RemoteStore(FsspecStore):
         for attempt in range(attempts):
             try:
                 return await self._attempt(call, deadline)
-            except (FileNotFoundError, N5FormatError):
+            except (FileNotFoundError, N5FormatError, N5StoreError):
                 raise
             except Exception as e:  # every library's fault, classified below
                 what = name() if callable(name) else name
@@ -378,12 +478,15 @@ class RemoteStore(FsspecStore):
                 raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}") from e
         raise AssertionError("unreachable")
 
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
+                  *, limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
+        """The value at ``key``, read within its cap: a metadata document's, a block's
+        dataset's own ``limit`` (passed by the N5 Default Store), else the global block cap."""
         metadata = is_metadata_key(key)
-        cap = max_stored_bytes(metadata)
+        cap = max_stored_bytes(metadata, limit)
 
         def check(size: int) -> None:
-            check_stored_size(size, self.url(key), metadata=metadata)
+            check_stored_size(size, self.url(key), metadata=metadata, limit=limit)
 
         if self.is_http:
             path = f"{self.path.rstrip('/')}/{key}" if self.path else key
@@ -410,21 +513,104 @@ class RemoteStore(FsspecStore):
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
     async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]]) -> AsyncIterator[str]:
+        most = max_listing_entries()
+
         async def collect() -> list[str]:
-            return [k async for k in make()]
+            out = []
+            async for key in make():
+                out.append(key)
+                if len(out) > most:
+                    raise _too_many(self.url(prefix), most)
+            return out
 
         # an HTTP listing is one request: the deadline holds; an S3 listing may be many pages
         # (each under botocore's timeouts), a big one may take longer than one request may
         for key in await self._retrying(f"the listing of {self.url(prefix)}", collect, deadline=self.is_http):
             yield key
 
-    def list(self) -> AsyncIterator[str]:
-        return self._listing("", super().list)
+    def _full(self, prefix: str) -> str:
+        root = self.path.rstrip("/")
+        prefix = prefix.strip("/")
+        return f"{root}/{prefix}" if root and prefix else (root or prefix)
 
-    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+    async def _http_ls(self, path: str) -> list[str]:
+        """One HTTP directory page at ``path``, capped (:func:`http_list_capped`), within the
+        deadline and retried like every read; [] when there is no such page."""
+        max_bytes, max_entries = listing_limits(path)
+
+        async def page() -> list[str]:
+            try:
+                return await http_list_capped(self.fs, path, max_bytes, max_entries)
+            except FileNotFoundError:
+                return []
+
+        return await self._retrying(f"the listing of {path}", page)  # an HTTP path is its URL
+
+    async def _http_names(self, prefix: str) -> list[str]:
+        """The names directly under ``prefix`` on an HTTP listing page (zarr's rules:
+        in-page anchors and queries skipped, ``./a`` normalized, each name once)."""
+        path = self._full(prefix)
+        names: dict[str, None] = {}
+        for link in await self._http_ls(path):
+            name = link.replace(f"{path}/", "").removeprefix(self.path).removeprefix("/")
+            if "#" in name or "?" in name:
+                continue
+            name = posixpath.normpath(name).rstrip("/")
+            if name in ("", ".", "..") or "/" in name:
+                continue
+            names[name] = None
+        return list(names)
+
+    async def _http_walk(self, prefix: str) -> AsyncIterator[str]:
+        """Every file key below ``prefix`` (folders are the links ending in ``/``, as fsspec's
+        walk has it), page by page, each page capped; at most :func:`max_listing_entries`."""
+        todo = [prefix.strip("/")]
+        most, seen = max_listing_entries(), 0
+        while todo:
+            folder = todo.pop()
+            path = self._full(folder)
+            folders = set()
+            for link in await self._http_ls(path):
+                name = link.replace(f"{path}/", "").removeprefix(self.path).removeprefix("/")
+                if "#" in name or "?" in name:
+                    continue
+                is_folder = name.endswith("/")
+                name = posixpath.normpath(name).rstrip("/")
+                if name in ("", ".", "..") or "/" in name:
+                    continue
+                seen += 1
+                if seen > most:
+                    raise _too_many(self.url(prefix), most)
+                key = f"{folder}/{name}" if folder else name
+                if is_folder:
+                    if key not in folders:
+                        folders.add(key)
+                        todo.append(key)
+                else:
+                    yield key
+
+    async def list(self) -> AsyncIterator[str]:
+        if self.is_http:
+            async for key in self._http_walk(""):
+                yield key
+            return
+        async for key in self._listing("", super().list):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        if self.is_http:
+            for name in await self._http_names(prefix):
+                yield name
+            return
         parent = super().list_dir
-        return self._listing(prefix, lambda: parent(prefix))
+        async for key in self._listing(prefix, lambda: parent(prefix)):
+            yield key
 
-    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        if self.is_http:
+            async for key in self._http_walk(prefix):
+                yield key
+            return
         parent = super().list_prefix
-        return self._listing(prefix, lambda: parent(prefix))
+        async for key in self._listing(prefix, lambda: parent(prefix)):
+            yield key
