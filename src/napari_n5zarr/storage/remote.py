@@ -310,6 +310,37 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
     return _slice(bytes(body), byte_range) if whole else bytes(body)
 
 
+async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
+    """The object at ``path`` over s3fs's client, streamed: a whole read asks for its first
+    ``cap + 1`` bytes, ``check(size)`` (which raises past ``cap``) sees the declared length
+    and the running total while the body arrives (a server that ignores the range, or sends
+    a body without end, is cut off at the cap; s3fs's own read takes the whole body)."""
+    if isinstance(byte_range, RangeByteRequest) and byte_range.end <= byte_range.start:
+        return b""
+    bucket, key, version = fs.split_path(path)
+    spec = _range_header(byte_range if byte_range is not None else RangeByteRequest(0, cap + 1))
+    try:  # s3fs translates botocore's errors (NoSuchKey: FileNotFoundError), keeping the cause
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=spec, **({"VersionId": version} if version else {}))
+    except Exception as e:
+        if http_status(e) == 416:  # a range past the end (an empty object): nothing
+            return b""
+        raise
+    body = response["Body"]
+    try:
+        declared = response.get("ContentLength")
+        if isinstance(declared, int):
+            check(declared)
+        data = bytearray()
+        async for piece in body.iter_chunks(2**20):
+            data += piece
+            check(len(data))
+            if len(data) > cap:  # check raised for any real cap; never read on regardless
+                break
+    finally:
+        body.close()
+    return bytes(data)
+
+
 def listing_limits(url: str) -> tuple[int, int]:
     """(bytes, entries) one listing of ``url`` may take (:func:`max_listing_bytes`,
     :func:`max_listing_entries`)."""
@@ -498,8 +529,18 @@ class RemoteStore(FsspecStore):
                     return None
 
             value = await self._retrying(lambda: self.url(key), fetch)
+        elif hasattr(self.fs, "_call_s3"):  # s3fs: streamed and capped as over HTTP
+            path = f"{self.path.rstrip('/')}/{key}" if self.path else key
+
+            async def fetch_s3() -> Buffer | None:
+                try:
+                    return prototype.buffer.from_bytes(await s3_get_capped(self.fs, path, byte_range, cap, check))
+                except self.allowed_exceptions:
+                    return None
+
+            value = await self._retrying(lambda: self.url(key), fetch_s3)
         else:
-            if byte_range is None:  # a bounded read: S3 and the other object stores honour ranges
+            if byte_range is None:  # a bounded read: the other object stores honour ranges
                 byte_range = RangeByteRequest(0, cap + 1)
             parent_get = super().get
             value = await self._retrying(lambda: self.url(key), lambda: parent_get(key, prototype, byte_range))
