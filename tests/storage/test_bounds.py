@@ -185,7 +185,7 @@ def test_huge_http_listing_ends_at_its_limit(server: FaultyServer, fault: str, l
     """A 300 MB listing page, and one of 400k links, end in one line naming the URL and the
     limit, within the request deadline (default 20 s: not "timed out"), peak under 300 MB
     (fsspec read the whole page: 3.2-3.4 GB, 120-162 s)."""
-    server.faults["/java.n5"] = fault
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = fault
     url = f"{server.url}/java.n5"
     result = read_in_subprocess("list", url, N5ZARR_READ_TIMEOUT="20")
     assert result["error"] == "N5StoreError", result
@@ -196,7 +196,7 @@ def test_huge_http_listing_ends_at_its_limit(server: FaultyServer, fault: str, l
 def test_tree_of_a_huge_listing_says_one_line(server: FaultyServer) -> None:
     """``n5zarr tree``: the root's row, then one row saying why its children are not
     listed, naming the URL and the limit once."""
-    server.faults["/java.n5"] = "padded-page:300"
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = "padded-page:300"
     url = f"{server.url}/java.n5"
     result = read_in_subprocess("tree", url, N5ZARR_READ_TIMEOUT="20")
     lines = result["stdout"].splitlines()
@@ -212,7 +212,7 @@ def test_listing_within_the_limits_lists(server: FaultyServer, monkeypatch: pyte
     from napari_n5zarr.n5.stores import list_names
 
     assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(p.name for p in JAVA.iterdir())
-    server.faults["/java.n5"] = "links:2000"
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = "links:2000"
     assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(f"k{i}" for i in range(2000))
     monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", "1999")
     with pytest.raises(N5StoreError, match="more than 1999 entries"):

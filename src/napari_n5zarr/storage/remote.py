@@ -410,7 +410,7 @@ async def http_list_capped(fs: Any, url: str, max_bytes: int, max_entries: int) 
         mimetype = r.headers.get("Content-Type", "").partition(";")[0] or None
         if mimetype not in ("text/html", None):
             return []
-        too_big = N5StoreError(f"cannot list {url}: the listing page is over the size limit of {max_bytes} bytes; "
+        too_big = N5StoreError(f"cannot list {url.rstrip('/')}: the listing page is over the size limit of {max_bytes} bytes; "
                                f"set the environment variable {MAX_LISTING_BYTES_ENV} to raise it")  # fmt: skip
         declared = r.headers.get("Content-Length")
         if declared and declared.isdigit() and r.headers.get("Content-Encoding", "identity") == "identity" and int(declared) > max_bytes:
@@ -418,7 +418,7 @@ async def http_list_capped(fs: Any, url: str, max_bytes: int, max_entries: int) 
         import codecs
 
         decoder = codecs.getincrementaldecoder(r.get_encoding() if r.charset else "utf-8")(errors="ignore")
-        links = _Links(url, bool(getattr(fs, "simple_links", True)), max_entries)
+        links = _Links(url.rstrip("/"), bool(getattr(fs, "simple_links", True)), max_entries)
         read = 0
         async for piece in r.content.iter_any():
             read += len(piece)
@@ -570,9 +570,9 @@ class RemoteStore(FsspecStore):
             yield key
 
     def _full(self, prefix: str) -> str:
+        """The path listed for ``prefix`` (as zarr's ``FsspecStore.list_dir`` makes it)."""
         root = self.path.rstrip("/")
-        prefix = prefix.strip("/")
-        return f"{root}/{prefix}" if root and prefix else (root or prefix)
+        return f"{root}/{prefix.rstrip('/')}" if root else prefix.rstrip("/")
 
     async def _http_ls(self, path: str) -> list[str]:
         """One HTTP directory page at ``path``, capped (:func:`http_list_capped`), within the
@@ -581,7 +581,10 @@ class RemoteStore(FsspecStore):
 
         async def page() -> list[str]:
             try:
-                return await http_list_capped(self.fs, path, max_bytes, max_entries)
+                found = await http_list_capped(self.fs, path, max_bytes, max_entries)
+                if not found and path.endswith("/"):  # as fsspec: the page without the slash
+                    found = await http_list_capped(self.fs, path.rstrip("/"), max_bytes, max_entries)
+                return found
             except FileNotFoundError:
                 return []
 
