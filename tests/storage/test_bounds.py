@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -206,12 +206,25 @@ def test_tree_of_a_huge_listing_says_one_line(server: FaultyServer) -> None:
     assert result["peak_mb"] < DATA_PEAK_MB, result
 
 
+def _collect(keys: AsyncIterator[str]) -> list[str]:
+    from napari_n5zarr.zarr_internals import sync
+
+    async def all_of() -> list[str]:
+        return [k async for k in keys]
+
+    return sync(all_of())
+
+
 def test_listing_within_the_limits_lists(server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Control: a page of 2,000 links lists every child (and the real folder page too)."""
     from napari_n5zarr.access import base_store
     from napari_n5zarr.n5.stores import list_names
 
     assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(p.name for p in JAVA.iterdir())
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "gzip/0")) == sorted(p.name for p in (JAVA / "gzip/0").iterdir())
+    files = sorted(p.relative_to(JAVA).as_posix() for p in JAVA.rglob("*") if p.is_file())
+    assert sorted(_collect(base_store(f"{server.url}/java.n5").list())) == files  # every page capped, walked
+    assert sorted(_collect(base_store(f"{server.url}/java.n5").list_prefix("gzip/"))) == [f for f in files if f.startswith("gzip/")]
     server.faults["/java.n5"] = server.faults["/java.n5/"] = "links:2000"
     assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(f"k{i}" for i in range(2000))
     monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", "1999")
