@@ -420,3 +420,25 @@ def test_a_users_own_timeout_sets_the_deadline(server: FaultyServer, monkeypatch
     assert base_store(url, storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=90)}}).settings.deadline == 90
     monkeypatch.setenv("N5ZARR_REQUEST_TIMEOUT", "5")
     assert base_store(url, storage_options=slow).settings.deadline == 5
+
+
+def test_listing_page_links_are_found_across_pieces_in_linear_time() -> None:
+    """The streamed scanner finds what fsspec's patterns find on a real page, whatever the
+    pieces; a page of 200,000 unclosed ``<a `` (fsspec's pattern backtracks on each) is one pass."""
+    from fsspec.implementations.http import ex, ex2
+
+    from napari_n5zarr.storage.remote import _Links
+
+    page = ("<html><body><h1>Index</h1><A HREF=\"s0/\">s0/</A> <a class='x' href='attributes.json'>a</a>\n"
+            "<a\thref=\"http://h/c.n5/s1/\">s1</a> see http://h/c.n5/readme.txt <a name=top>top</a></body></html>")  # fmt: skip
+    expected = {u[2] for u in ex.findall(page)} | set(ex2.findall(page))
+    for size in (1, 7, 64, len(page)):
+        links = _Links("http://h/c.n5", simple=True, most=100)
+        for i in range(0, len(page), size):
+            links.feed(page[i : i + size])
+        links.feed("", final=True)
+        assert set(links.found) == expected, size
+    soup = _Links("http://h/c.n5", simple=False, most=100)
+    soup.feed("<a " * 200_000)
+    soup.feed("<a href='k/'>k</a>", final=True)
+    assert list(soup.found) == ["k/"]

@@ -35,6 +35,7 @@ import logging
 import os
 import posixpath
 import random
+import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -341,42 +342,42 @@ async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap:
     return bytes(data)
 
 
-def listing_limits(url: str) -> tuple[int, int]:
-    """(bytes, entries) one listing of ``url`` may take (:func:`max_listing_bytes`,
-    :func:`max_listing_entries`)."""
-    return max_listing_bytes(), max_listing_entries()
-
-
 def _too_many(url: str, entries: int) -> N5StoreError:
     return N5StoreError(f"cannot list {url}: more than {entries} entries (the listing limit); "
                         f"set the environment variable {MAX_LISTING_ENTRIES_ENV} to raise it")  # fmt: skip
 
 
+_ANCHOR = re.compile(r"<[aA]\s[^<>]*>")
+"""An ``<a ...>`` tag: ``[^<>]`` ends every attempt at the next ``<``, so a page is scanned in
+linear time, whatever it holds (fsspec's pattern backtracks on long tags)."""
+_HREF = re.compile(r"""\s(?:href|HREF)=["']([^"']+)""")
+_BARE_URL = re.compile(r"""http[s]?://[-a-zA-Z0-9@:%_+.~#?&/=]+""")
+"""fsspec's ``simple_links`` pattern: any URL in the page's text."""
+
+
 class _Links:
-    """The links of an HTML page fed piece by piece, as fsspec's HTTP listing finds them
-    (its own patterns), each byte scanned once: only text up to the last ``>`` is scanned,
-    the rest waits for the next piece. Refuses more than ``most`` distinct links."""
+    """The links of an HTML page fed piece by piece, found as fsspec's HTTP listing finds
+    them (``href`` of ``<a>`` tags, and bare URLs with ``simple``), in linear time: text is
+    scanned up to the last ``>`` only, the rest waits (unjoined) for a piece that holds one.
+    Refuses more than ``most`` distinct links."""
 
     def __init__(self, url: str, simple: bool, most: int) -> None:
-        from fsspec.implementations import http as fsspec_http
-
         self.url, self.simple, self.most = url, simple, most
-        self.anchor, self.bare = fsspec_http.ex, fsspec_http.ex2
-        self.pending = ""
+        self.pending: list[str] = []
         self.found: dict[str, None] = {}  # in page order, each once
 
     def feed(self, text: str, final: bool = False) -> None:
-        text = self.pending + text
         cut = len(text) if final else text.rfind(">") + 1
-        self.pending = text[cut:]
-        part = text[:cut]
-        if not part:
+        if not cut and not final:
+            self.pending.append(text)
             return
-        links = [m.group("url") for m in self.anchor.finditer(part)]
+        part = "".join([*self.pending, text[:cut]])
+        self.pending = [text[cut:]]
+        for tag in _ANCHOR.finditer(part):
+            if (href := _HREF.search(tag.group())) is not None:
+                self.found[href.group(1)] = None
         if self.simple:
-            links += [m.group("url") for m in self.bare.finditer(part)]
-        for link in links:
-            self.found[link] = None
+            self.found.update(dict.fromkeys(m.group() for m in _BARE_URL.finditer(part)))
         if len(self.found) > self.most:
             raise _too_many(self.url, self.most)
 
@@ -553,14 +554,16 @@ class RemoteStore(FsspecStore):
     ) -> list[Buffer | None]:
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
-    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]]) -> AsyncIterator[str]:
-        most = max_listing_entries()
+    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]], most: int | None = None) -> AsyncIterator[str]:
+        """The keys ``make()`` lists, retried as one read; N5StoreError naming the place past
+        ``most`` keys (one folder's children; whole-store walks are not capped here: their
+        readers stop when they have counted enough)."""
 
         async def collect() -> list[str]:
             out = []
             async for key in make():
                 out.append(key)
-                if len(out) > most:
+                if most is not None and len(out) > most:
                     raise _too_many(self.url(prefix), most)
             return out
 
@@ -577,7 +580,7 @@ class RemoteStore(FsspecStore):
     async def _http_ls(self, path: str) -> list[str]:
         """One HTTP directory page at ``path``, capped (:func:`http_list_capped`), within the
         deadline and retried like every read; [] when there is no such page."""
-        max_bytes, max_entries = listing_limits(path)
+        max_bytes, max_entries = max_listing_bytes(), max_listing_entries()
 
         async def page() -> list[str]:
             try:
@@ -607,13 +610,12 @@ class RemoteStore(FsspecStore):
 
     async def _http_walk(self, prefix: str) -> AsyncIterator[str]:
         """Every file key below ``prefix`` (folders are the links ending in ``/``, as fsspec's
-        walk has it), page by page, each page capped; at most :func:`max_listing_entries`."""
+        walk has it), page by page as they are read, each page capped."""
         todo = [prefix.strip("/")]
-        most, seen = max_listing_entries(), 0
+        walked: set[str] = set()
         while todo:
             folder = todo.pop()
             path = self._full(folder)
-            folders = set()
             for link in await self._http_ls(path):
                 name = link.replace(f"{path}/", "").removeprefix(self.path).removeprefix("/")
                 if "#" in name or "?" in name:
@@ -622,16 +624,12 @@ class RemoteStore(FsspecStore):
                 name = posixpath.normpath(name).rstrip("/")
                 if name in ("", ".", "..") or "/" in name:
                     continue
-                seen += 1
-                if seen > most:
-                    raise _too_many(self.url(prefix), most)
                 key = f"{folder}/{name}" if folder else name
-                if is_folder:
-                    if key not in folders:
-                        folders.add(key)
-                        todo.append(key)
-                else:
+                if not is_folder:
                     yield key
+                elif key not in walked:
+                    walked.add(key)
+                    todo.append(key)
 
     async def list(self) -> AsyncIterator[str]:
         if self.is_http:
@@ -647,7 +645,7 @@ class RemoteStore(FsspecStore):
                 yield name
             return
         parent = super().list_dir
-        async for key in self._listing(prefix, lambda: parent(prefix)):
+        async for key in self._listing(prefix, lambda: parent(prefix), max_listing_entries()):
             yield key
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
