@@ -442,3 +442,21 @@ def test_listing_page_links_are_found_across_pieces_in_linear_time() -> None:
     soup.feed("<a " * 200_000)
     soup.feed("<a href='k/'>k</a>", final=True)
     assert list(soup.found) == ["k/"]
+
+
+def test_s3_listing_is_bounded_in_entries(s3_bucket: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An S3 folder's listing stops at the entry cap, in one line naming the URL and the
+    limit (s3fs's ``ls`` read every page of a folder, however many)."""
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.stores import list_names
+
+    url = "s3://n5-data/java.n5"
+    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "")) == sorted(p.name for p in JAVA.iterdir())
+    blocks = sorted(p.name for p in (JAVA / "gzip/0").iterdir())
+    monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", str(len(blocks)))
+    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "gzip/0")) == blocks
+    monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", str(len(blocks) - 1))
+    with pytest.raises(N5StoreError) as info:
+        list_names(base_store(url, storage_options=s3_bucket), "gzip/0")
+    assert str(info.value) == (f"cannot list {url}/gzip/0: more than {len(blocks) - 1} entries (the listing limit); "
+                               "set the environment variable N5ZARR_MAX_LISTING_ENTRIES to raise it")  # fmt: skip

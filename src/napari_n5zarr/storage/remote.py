@@ -608,6 +608,19 @@ class RemoteStore(FsspecStore):
             names[name] = None
         return list(names)
 
+    async def _s3_names(self, prefix: str) -> AsyncIterator[str]:
+        """The names directly under ``prefix`` from s3fs's page-by-page listing (``_iterdir``:
+        its own pagination and error translation), as they arrive: the reader stops at the
+        entry cap after the page that passes it (s3fs's ``ls`` reads every page first)."""
+        bucket, key, _ = self.fs.split_path(self._full(prefix))
+        stem = f"{key.strip('/')}/" if key.strip("/") else ""
+        seen: set[str] = set()
+        async for entry in self.fs._iterdir(bucket, prefix=stem, delimiter="/"):
+            name = str(entry.get("Key", "")).removeprefix(f"{bucket}/{stem}").rstrip("/")  # "bucket/key"
+            if name and "/" not in name and name not in seen:
+                seen.add(name)
+                yield name
+
     async def _http_walk(self, prefix: str) -> AsyncIterator[str]:
         """Every file key below ``prefix`` (folders are the links ending in ``/``, as fsspec's
         walk has it), page by page as they are read, each page capped."""
@@ -644,8 +657,12 @@ class RemoteStore(FsspecStore):
             for name in await self._http_names(prefix):
                 yield name
             return
-        parent = super().list_dir
-        async for key in self._listing(prefix, lambda: parent(prefix), max_listing_entries()):
+        if hasattr(self.fs, "_iterdir") and hasattr(self.fs, "_call_s3"):  # s3fs: page by page, stopped at the cap
+            make: Callable[[], AsyncIterator[str]] = lambda: self._s3_names(prefix)  # noqa: E731
+        else:
+            parent = super().list_dir
+            make = lambda: parent(prefix)  # noqa: E731
+        async for key in self._listing(prefix, make, max_listing_entries()):
             yield key
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
