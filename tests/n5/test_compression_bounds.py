@@ -72,3 +72,32 @@ def test_the_limit_follows_the_block_size(compression: dict) -> None:
     small = stored_block_limit((64, 64, 64), 2 * 64**3, n5_to_zarr({"type": "lz4", "blockSize": 64}))
     assert small is not None
     assert small.size == 16 + 2 * 64**3 + 21 * (2 * 64**3 // 64 + 1) + FRAMING_SLACK
+
+
+def test_a_store_without_bounded_reads_is_checked_after_the_read() -> None:
+    """Over a store that knows no per-dataset cap (zarr's MemoryStore), the N5 Default Store
+    checks the block it got: one byte past the dataset's limit is refused, naming the block."""
+    import json
+
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import MemoryStore
+
+    from napari_n5zarr.errors import N5BlockError
+    from napari_n5zarr.n5.block_format import encode_header
+    from napari_n5zarr.n5.stores import N5DefaultStore
+    from napari_n5zarr.zarr_internals import sync
+
+    base = MemoryStore()
+    attrs = {"dimensions": [8, 8], "blockSize": [8, 8], "dataType": "uint8", "compression": {"type": "raw"}}
+    proto = default_buffer_prototype()
+    sync(base.set("attributes.json", proto.buffer.from_bytes(json.dumps(attrs).encode())))
+    store = N5DefaultStore(base)
+    arr = zarr.open_array(store, mode="r")
+    limit = 12 + 64 + FRAMING_SLACK
+    block = encode_header([8, 8]) + bytes(range(64))
+    sync(base.set("0/0", proto.buffer.from_bytes(block + bytes(limit - len(block)))))
+    assert sync(store.get("0/0", proto)) is not None  # at the limit: handed on (the codec decides)
+    sync(base.set("0/0", proto.buffer.from_bytes(block + bytes(limit - len(block) + 1))))
+    with pytest.raises(N5BlockError, match=rf"^N5 block 0/0 in memory store: stored block is over its dataset's limit of {limit} bytes"):
+        arr[...]
