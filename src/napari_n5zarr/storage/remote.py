@@ -13,9 +13,13 @@ failure is an error: a 500 is not a 404.
 Bounded: every attempt has a total deadline (a server sending one byte a second beats any
 per-byte timeout), counted once the request has one of the store's connection slots (a
 plane's queued block requests are not timed while they wait); every body is read with a
-cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`): HTTP bodies are streamed (after
-aiohttp's transparent ``Content-Encoding`` decompression) and refused one byte past the cap
-or when ``Content-Length`` declares more; other protocols ask for a range of cap + 1 bytes.
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`; a block's is its dataset's own,
+passed by the N5 Default Store): HTTP and S3 bodies are streamed (HTTP after aiohttp's
+transparent ``Content-Encoding`` decompression) and refused one byte past the cap or when
+their declared length is more; other protocols ask for a range of cap + 1 bytes. HTTP
+directory pages are streamed and scanned for links as they arrive, capped in bytes and in
+links; a folder's listing (HTTP or S3, page by page) stops at the entry cap
+(:func:`~napari_n5zarr.n5.constants.max_listing_bytes`, ``max_listing_entries``).
 
 Settings (environment variables, read when a store is opened):
 ``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
@@ -308,7 +312,8 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
             check(len(body))
             if len(body) > cap:  # check raised for any real cap; never read on regardless
                 break
-    return _slice(bytes(body), byte_range) if whole else bytes(body)
+    data = bytes(body)
+    return _slice(data, byte_range) if whole else data
 
 
 async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
