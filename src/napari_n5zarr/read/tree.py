@@ -251,7 +251,8 @@ class Tree:
         try:
             names = self.names(node.path)
         except Exception as exc:
-            yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._where(node.path)}: {exc}")]
+            where, text = self._where(node.path), str(exc)
+            yield [Node("…", _join(node.path, "…"), "error", error=text if f"cannot list {where}" in text else f"cannot list {where}: {text}")]
             return
         collected: list[Node] = []
         size = min(FIRST_PAGE, page_size)
