@@ -388,3 +388,14 @@ def test_info_reports_an_unusable_journal_in_one_line(world, capsys):
     out = capsys.readouterr().out
     assert "labels open read-only" in out
     assert "a folder" in out
+
+
+def test_a_block_over_its_datasets_bound_is_refused_before_it_is_read_whole(tmp_path):
+    dest = tmp_path / "raw.n5"
+    export(np.ones((4, 8, 8), dtype="uint8"), dest, labels=True, chunks=4, compression="raw", levels=1)
+    block = dest / "s0" / "0" / "0" / "0"
+    with open(block, "ab") as f:
+        f.truncate(64 * 2**20)  # a 64 MiB "block" of a 4x4x4 uint8 dataset (sparse)
+    with pytest.raises(PlantedFileError, match=r"over the \d+-byte cap") as caught:
+        write_region(dest, np.full((1, 1, 1), 5, dtype="uint8"))
+    assert str(block) in str(caught.value)

@@ -17,7 +17,10 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.errors import NotEditableError
-from napari_n5zarr.n5.constants import N5_JSON, max_stored_block_bytes
+from napari_n5zarr.n5.block_format import stored_block_limit
+from napari_n5zarr.n5.compression import n5_to_zarr
+from napari_n5zarr.n5.constants import N5_JSON, max_stored_bytes
+from napari_n5zarr.n5.label_multiset import stored_payload
 from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
@@ -41,12 +44,15 @@ class Level:
     block: tuple[int, ...] = field(init=False)
     dtype: np.dtype = field(init=False)
     codec: Any = field(init=False, repr=False)
+    stored_cap: int = field(init=False, repr=False)
+    """The most bytes a stored block of this level may take (its own bound)."""
 
     def __post_init__(self) -> None:
         self.shape = tuple(self.meta.dimensions)[::-1]
         self.block = tuple(self.meta.block_size)[::-1]
         self.dtype = np.dtype(self.meta.data_type)
         self.codec = self.meta.codec()
+        self.stored_cap = stored_cap(self.meta)
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -70,6 +76,15 @@ class Level:
 
     def inside(self, index: Index) -> tuple[int, ...]:
         return tuple(s.stop - s.start for s in self.bounds(index))
+
+def stored_cap(meta: N5DatasetMetadata) -> int:
+    """The most bytes one stored block of ``meta``'s dataset may take (its own bound: block
+    size, element size, the compression's worst case; else the global cap)."""
+    block = tuple(meta.block_size)
+    payload, varlength, what = stored_payload(meta.data_type, meta.attributes, block)
+    limit = stored_block_limit(block, payload, n5_to_zarr(dict(meta.compression)), varlength=varlength, what=what)
+    return max_stored_bytes(False, limit)
+
 
 # -- the pyramid ------------------------------------------------------------------------
 
@@ -156,7 +171,7 @@ def steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
 
 def read_raw(folder: DatasetFolder, level: Level, index: Index) -> bytes | None:
     """The stored bytes of the block at ``index`` (None: missing), through ``folder``."""
-    return folder.read(level.block_key(index), max_stored_block_bytes(), own=False)
+    return folder.read(level.block_key(index), level.stored_cap, own=False)
 
 
 def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:

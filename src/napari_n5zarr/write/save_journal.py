@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from napari_n5zarr.errors import NotEditableError, PlantedFileError
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, max_stored_block_bytes
+from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.write.dataset_files import DatasetFolder, kind
 from napari_n5zarr.write.label_pyramid import Level, pyramid_levels
 from napari_n5zarr.write.safe_destination import DestinationLock, check_ancestors
@@ -96,6 +96,11 @@ def _valid_key(key: Any, levels: Sequence[Level]) -> bool:
     return False
 
 
+def _level_of(key: str, levels: Sequence[Level]) -> Level:
+    """The level whose block ``key`` is (keys were checked by :func:`read_journal`)."""
+    return next(level for level in levels if _valid_key(key, [level]))
+
+
 def read_journal(folder: DatasetFolder, levels: Sequence[Level]) -> tuple[str, list[Entry]] | None:
     """(state, entries) of the journal in ``folder``, None when there is none. A journal this
     package did not write (a link, a folder, a FIFO, too big, not a journal, naming anything
@@ -149,10 +154,11 @@ def recover(folder: DatasetFolder, levels: Sequence[Level]) -> str | None:
         if state != "committing":
             folder.remove(staged)
             continue
-        new = folder.read(staged, max_stored_block_bytes(), own=True)
+        level = _level_of(entry.key, levels)
+        new = folder.read(staged, level.stored_cap, own=True)
         if new is None:
             continue  # put in place before the interruption
-        current = sha(folder.read(entry.key, max_stored_block_bytes(), own=False))
+        current = sha(folder.read(entry.key, level.stored_cap, own=False))
         if entry.known and sha(new) == entry.after and current == entry.before:
             folder.replace(staged, entry.key)
             redone += 1
