@@ -30,6 +30,7 @@ from magicgui.widgets import (
     PushButton,
 )
 
+from napari_n5zarr._napari.layers import plain_name
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
 from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
@@ -225,7 +226,7 @@ class ExportWidget(Container):
         if layer is None or (current.suffix.lower() == ".n5" and current != self._suggested):
             return
         folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
-        self._suggested = folder / f"{layer.name}.n5"
+        self._suggested = folder / f"{plain_name(layer.name)}.n5"
         self.destination.value = self._suggested
 
     def _show_destination(self, _value: Any = None) -> None:
