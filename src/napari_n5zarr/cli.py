@@ -160,8 +160,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     if info.unfinished_save and not as_json:
-        _print(f"{args.path}: unfinished save of label edits ({info.unfinished_save}); the next save, or opening it "
-               "editable in napari, finishes it")
+        if info.unfinished_save.startswith("unusable: "):
+            _print(f"{args.path}: labels open read-only: {info.unfinished_save.removeprefix('unusable: ')}")
+        else:
+            _print(f"{args.path}: unfinished save of label edits ({info.unfinished_save}); the next save, or opening "
+                   "it editable in napari, finishes it")
     root = info.root
     if info.tree is not None:
         info.tree.raise_for_root()  # nothing to show (a 500, bad metadata): fatal, one line

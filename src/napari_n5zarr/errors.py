@@ -26,7 +26,10 @@ __all__ = [
     "NodeNotFoundError",
     "NotEditableError",
     "NothingToConvertError",
+    "PlantedFileError",
     "SkippedNodeWarning",
+    "StaleLayerError",
+    "ValuesDoNotFitError",
     "located",
 ]
 
@@ -122,6 +125,21 @@ class DeadlineExceeded(N5ZarrError, TimeoutError):
 
 class NotEditableError(N5ZarrError, ValueError):
     """The node cannot be edited in place (the message says why and what to do)."""
+
+
+class PlantedFileError(DestinationLockError):
+    """Something the save path did not write sits at a name it uses (its journal, a staged
+    block, a block's folder): a link, a folder, a FIFO, someone's file. Refused, naming
+    it; nothing was changed."""
+
+
+class StaleLayerError(N5ZarrError, ValueError):
+    """The dataset's dtype, block size or shape changed on disk since the layer opened:
+    the layer's edits cannot be saved into it (reopen the layer)."""
+
+
+class ValuesDoNotFitError(InvalidArgumentError):
+    """Values that the dataset's dtype cannot hold (never wrapped or clipped): nothing written."""
 
 
 class NothingToConvertError(N5ZarrError, ValueError):

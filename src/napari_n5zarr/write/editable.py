@@ -86,21 +86,38 @@ class _ArrayLike:
 
 
 class EditableLevel(_ArrayLike):
-    """Level 0 of the dataset or pyramid at ``root`` (local), editable block by block."""
+    """Level 0 of the dataset or pyramid at ``root`` (local), editable block by block.
+
+    Each touched block is held twice: as the layer first read it and as it is now; a block
+    is unsaved while the two differ (undo back to the read values: nothing to save). A save
+    writes only the voxels that differ, merged into the block as it is on disk then
+    (:func:`~napari_n5zarr.write.edits.save_changes`), and the layer then shows the merged
+    block. Values the dtype cannot hold are refused, never wrapped."""
 
     def __init__(self, root: str | os.PathLike[str], base: Any | None = None) -> None:
         self.root, levels = edits.pyramid_levels(root)
         self.level = levels[0]
         self.shape: tuple[int, ...] = self.level.shape
         self.dtype: np.dtype = self.level.dtype
+        self.signature = self.level.signature
         self.base = base
         self._blocks: dict[Index, np.ndarray] = {}
+        self._read_as: dict[Index, np.ndarray] = {}
         self.dirty: set[Index] = set()
         self._lock = threading.RLock()
+        self._listeners: list[Callable[[], Any]] = []
         self.last_save: edits.SaveResult | None = None
 
     def __repr__(self) -> str:
         return f"EditableLevel({self.root}, shape={self.shape}, dtype={self.dtype}, dirty={len(self.dirty)})"
+
+    def subscribe(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback()`` after every write and every save (from the writing thread)."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for callback in list(self._listeners):
+            callback()
 
     # -- reading ----------------------------------------------------------------------
     def _read(self, lo: list[int], hi: list[int]) -> np.ndarray:
@@ -110,24 +127,17 @@ class EditableLevel(_ArrayLike):
         else:
             out = edits.read_region(self.level, {}, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
-            src, dst = self._overlap(index, lo, hi)
+            src, dst = edits.overlap(self.level.bounds(index), lo, hi)
             out[dst] = values[src]
         return out
 
     def _touching(self, lo: list[int], hi: list[int], only_held: bool) -> list[tuple[Index, np.ndarray]]:
-        block = self.level.block
-        ranges = [range(a // b, math.ceil(e / b)) for a, e, b in zip(lo, hi, block, strict=True)]
+        ranges = edits.block_ranges(lo, hi, self.level.block)
         if only_held:
             if math.prod(len(r) for r in ranges) > len(self._blocks):
                 return [(i, v) for i, v in self._blocks.items() if all(i[a] in ranges[a] for a in range(len(i)))]
             return [(i, self._blocks[i]) for i in itertools.product(*ranges) if i in self._blocks]
         return [(i, self._block(i)) for i in itertools.product(*ranges)]
-
-    def _overlap(self, index: Index, lo: list[int], hi: list[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
-        bounds = self.level.bounds(index)
-        src = tuple(slice(max(a, s.start) - s.start, min(e, s.stop) - s.start) for a, e, s in zip(lo, hi, bounds, strict=True))
-        dst = tuple(slice(max(a, s.start) - a, min(e, s.stop) - a) for a, e, s in zip(lo, hi, bounds, strict=True))
-        return src, dst
 
     def _block(self, index: Index) -> np.ndarray:
         held = self._blocks.get(index)
@@ -149,31 +159,51 @@ class EditableLevel(_ArrayLike):
     # -- writing ----------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
         lo, hi, rel = _bounds(_expand(key, self.ndim), self.shape)
+        value = np.asarray(value)
+        edits.check_fits(value, self.dtype, f"labels {self.root}")
         with self._lock:
             region = self._read(lo, hi)
             region[rel] = value
             for index, old in self._touching(lo, hi, only_held=False):
-                src, dst = self._overlap(index, lo, hi)
+                src, dst = edits.overlap(self.level.bounds(index), lo, hi)
                 if np.array_equal(old[src], region[dst]):
                     continue
-                new = old.copy() if index not in self._blocks else old
-                new[src] = region[dst]
-                self._blocks[index] = new
-                self.dirty.add(index)
+                if index not in self._blocks:
+                    self._read_as[index] = old
+                    old = old.copy()
+                old[src] = region[dst]
+                self._blocks[index] = old
+                if np.array_equal(old, self._read_as[index]):
+                    self.dirty.discard(index)  # back to what was read (undo): nothing to save
+                else:
+                    self.dirty.add(index)
+        self._changed()
 
     @property
     def modified(self) -> bool:
         """Edits not yet saved."""
         return bool(self.dirty)
 
+    @property
+    def unsaved_blocks(self) -> int:
+        """Level-0 blocks holding unsaved edits."""
+        return len(self.dirty)
+
     def save(self) -> edits.SaveResult:
-        """Write the dirty blocks (and the coarser levels' covering blocks) back."""
+        """Write the voxels changed in the dirty blocks (merged into the blocks as they are
+        on disk now) and the coarser levels' covering blocks back."""
         with self._lock:
-            todo = {i: self._blocks[i] for i in sorted(self.dirty)}
-            result = edits.save_blocks(self.root, todo)
+            todo = {i: edits.Change(self._read_as[i], self._blocks[i]) for i in sorted(self.dirty)}
+            if not todo:
+                return edits.SaveResult([], 0)
+            result = edits.save_changes(self.root, todo, expect=self.signature)
+            for index, values in result.merged.items():
+                self._blocks[index] = values
+                self._read_as[index] = values.copy()
             self.dirty.clear()
             self.last_save = result
-            return result
+        self._changed()
+        return result
 
 
 class ReadOnlyLevel(_ArrayLike):
@@ -198,23 +228,24 @@ class ReadOnlyLevel(_ArrayLike):
 
 
 def editable_reason(root: str | os.PathLike[str]) -> str | None:
-    """Why the labels at ``root`` cannot be edited in place (None: they can)."""
+    """Why the labels at ``root`` cannot be edited in place (None: they can). A save
+    journal there that cannot be used makes them read-only too (never waited on)."""
     try:
         edits.pyramid_levels(root)
     except edits.NotEditableError as e:
         return str(e)
     except Exception as e:  # anything unusual: read-only, saying why
         return f"{e}"
-    return None
+    return edits.journal_problem(root)
 
 
 def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:
     """An :class:`EditableLevel` of ``root``; an interrupted save there is finished first
-    (under the export lock)."""
+    (under the export locks)."""
     folder = Path(os.fspath(root)).resolve()
-    if edits.unfinished_save(folder):
-        with edits.lock(folder):
-            edits.recover(folder)
+    state = edits.unfinished_save(folder)
+    if state in ("staging", "committing"):
+        edits.recover_at(folder)
     return EditableLevel(folder, base)
 
 
@@ -231,11 +262,12 @@ def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = 
     reason = editable_reason(root)
     if reason is not None:
         return None, reason
-    _, levels = edits.pyramid_levels(root)
-    names = [os.path.relpath(level.folder, root.resolve()) for level in levels]
-    expected = ["."] if len(parts) == 1 else [Path(p).name for p in parts]
-    if names != expected:
-        return None, f"{root}: its levels {expected} are not the s0..sN datasets this editor writes"
+    root, levels = edits.pyramid_levels(root)
+    got = [level.folder for level in levels]
+    expected = [(base / p).resolve() for p in parts]
+    if got[: len(expected)] != expected:
+        names = [os.path.relpath(f, root) for f in got]
+        return None, f"{root}: its levels {parts} are not the s0..sN datasets {names} this editor writes"
     return root, None
 
 

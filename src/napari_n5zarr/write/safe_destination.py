@@ -146,8 +146,8 @@ class DestinationLock:
     :class:`~napari_n5zarr.errors.DestinationLockError` before a byte is written.
     """
 
-    def __init__(self, node: Path, where: str) -> None:
-        self.path, self.where = lock_path(node), where
+    def __init__(self, node: Path, where: str, *, shared: bool = False) -> None:
+        self.path, self.where, self.shared = lock_path(node), where, shared
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
@@ -240,7 +240,7 @@ class DestinationLock:
                 return True
             return holder.get("host") == socket.gethostname() and not _pid_alive(int(holder.get("pid", -1)))
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         return True
@@ -256,10 +256,21 @@ class DestinationLock:
 
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)  # while still holding the flock
+            if not self.shared or self._sole_holder():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)  # while still holding the flock
             os.close(self._fd)
             self._fd = None
+
+    def _sole_holder(self) -> bool:
+        """A shared holder removes the lock file only when no one else holds it."""
+        try:
+            import fcntl
+
+            fcntl.flock(self._fd or -1, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (ImportError, OSError):
+            return False
+        return True
 
 
 def check_ancestors(node: Path, where: str) -> None:
