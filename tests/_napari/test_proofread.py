@@ -152,13 +152,13 @@ def _paint_and_check_route(viewer, layer):
     shortcut = _keymap_action(viewer.keymap, "Ctrl+Alt+S")
     assert shortcut is not None
     name = layer.name
-    assert not name.endswith(proofread.MARKER)
+    assert not name.endswith(" *")
     z = layer.data.shape[0] // 2
     viewer.dims.set_point(0, z)
     layer.brush_size = 5
     layer.paint((z, 20, 20), 77)
     assert layer.data.modified
-    assert layer.name == name + proofread.MARKER
+    assert layer.name == name + " *"
     assert proofread.edited_layers(viewer) == [layer]
     shortcut(viewer)
     assert not layer.data.modified
@@ -224,7 +224,7 @@ def test_any_viewer_showing_an_editable_level_is_guarded_once_painted(make_napar
 def _paint_and_check_route_after_first_paint(viewer, layer):
     layer.paint((0, 1, 1), 5)
     assert viewer in proofread._watched
-    assert layer.name.endswith(proofread.MARKER)
+    assert layer.name.endswith(" *")
     _keymap_action(viewer.keymap, "Ctrl+Alt+S")(viewer)
     assert layer.name == "seg.n5"
 
@@ -349,14 +349,14 @@ def test_close_question_offers_save_discard_cancel(make_napari_viewer, pyramid, 
                 QTimer.singleShot(20, click)
                 return
             seen.append((box.text(), sorted(b.text().replace("&", "") for b in box.buttons())))
-            box.button(button).click()
+            (box.button(button) or box.buttons()[0]).click()  # a box without that button: any, not a hang
 
         QTimer.singleShot(0, click)
 
     answer(QMessageBox.StandardButton.Cancel)
     assert not _close_event(viewer)
     assert layer.data.modified
-    assert seen[0][1] == ["Cancel", "Discard", "Save"] or sorted(seen[0][1]) == sorted(["Cancel", "Save", "Close without Saving"])
+    assert seen[0][1] == ["Cancel", "Discard", "Save"]
     assert "seg.n5" in seen[0][0]
     assert "seg.n5 *" not in seen[0][0]
     answer(QMessageBox.StandardButton.Save)
