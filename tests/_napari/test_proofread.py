@@ -414,3 +414,23 @@ def test_reset_sample_rebuilds_edited_labels(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.asarray(EditableLevel(path / "labels")[...]), sample.blobs()[1])
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [sample.SAMPLE_NAME]  # nothing left beside it
     assert main(["view", str(path), "--reset-sample"]) == 2
+
+
+def test_a_save_from_another_thread_updates_the_window_on_its_thread(make_napari_viewer, pyramid, qtbot):
+    """The library reports a save from the saving thread: the marker and the widget change on
+    napari's thread (Qt widgets are never touched from another)."""
+    import threading
+
+    viewer = make_napari_viewer(show=True)
+    layer = open_layer(viewer, pyramid)
+    _, widget = viewer.window.add_plugin_dock_widget("napari-n5zarr", "Save labels")
+    layer.paint((0, 1, 1), 9)
+    assert layer.name == "seg.n5 *"
+    renamed_on = []
+    layer.events.name.connect(lambda event: renamed_on.append(threading.current_thread()))
+    saver = threading.Thread(target=save_edits, args=(layer,))
+    saver.start()
+    saver.join()
+    qtbot.waitUntil(lambda: layer.name == "seg.n5", timeout=5000)
+    assert renamed_on == [threading.main_thread()]
+    assert widget.status.value == "no changes"
