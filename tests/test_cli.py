@@ -285,7 +285,7 @@ def test_view_calls_the_launcher(monkeypatch, calibrated_pyramid):
     from napari_n5zarr._napari import viewer_launch
 
     seen = []
-    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None: seen.append((path, screenshot)))
+    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None, **_: seen.append((path, screenshot)))
     assert main(["view", str(calibrated_pyramid[0])]) == 0
     assert seen == [(str(calibrated_pyramid[0]), None)]
 

@@ -153,6 +153,7 @@ def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
     the reader finds under it: levels, scale, translate, units."""
+    from napari_n5zarr.read.node import convention_label
     from napari_n5zarr.read.node_info import node_info
 
     as_json = getattr(args, "json", False)
@@ -193,7 +194,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print("  attributes " + json.dumps(user, default=str)[:2000])
     for ms in info.multiscales:
         kind = "labels" if ms.is_labels else "image"
-        _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {ms.convention}")
+        _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}")
         if ms.unreadable:
             _print(f"  cannot open: {ms.unreadable}")
         _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
@@ -323,10 +324,13 @@ def cmd_view(args: argparse.Namespace) -> int:
         for name in METADATA_FILES:
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
+    from napari_n5zarr._napari.viewer_launch import read_first
+
+    found = None if args.path is None else read_first(args.path)  # nothing to show: one line (exit 3), no empty napari
     try:
         from napari_n5zarr._napari.viewer_launch import view
 
-        view(args.path, screenshot=args.screenshot)
+        view(args.path, screenshot=args.screenshot, found=found)
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
             raise

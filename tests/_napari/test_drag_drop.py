@@ -93,10 +93,12 @@ def test_claimed_file_without_n5_is_declined_with_a_notice(tmp_path, monkeypatch
 def test_generalize_a_remembered_n5_folder():
     sep = os.sep
     one = {f"{sep}data{sep}a.n5{sep}": PLUGIN}
-    assert preferences.generalize(one) == {**one, f"*.n5{sep}": PLUGIN}
+    assert preferences.generalize(one) == {**one, f"*.n5{sep}*": PLUGIN}
+    group = {f"{sep}data{sep}a.n5{sep}em{sep}": PLUGIN}  # "remember" on a group dropped from inside one
+    assert preferences.generalize(group) == {**group, f"*.n5{sep}*": PLUGIN}
     assert preferences.generalize({f"{sep}data{sep}tiffs{sep}": PLUGIN}) is None  # not an .n5 folder
     assert preferences.generalize({f"{sep}data{sep}a.n5{sep}": "napari"}) is None  # another reader chosen
-    assert preferences.generalize({**one, f"*.n5{sep}": "napari"}) is None  # the user's own pattern wins
+    assert preferences.generalize({**one, f"*.n5{sep}*": "napari"}) is None  # the user's own pattern wins
 
 
 # --- in a real viewer (Xvfb) ----------------------------------------------------------------------
@@ -151,13 +153,13 @@ def test_drop_n5_folders_first_time_and_afterwards(make_napari_viewer, tmp_path,
     viewer.window._qt_window.resize(900, 600)
     shown = []
 
-    def choose(dialog):  # what the person does: pick napari N5 Zarr, keep "remember" ticked
+    def choose(dialog):  # what the person does: pick napari-n5zarr, keep "remember" ticked
         dialog.show()
         qtbot.waitExposed(dialog)
         shots.mkdir(exist_ok=True)
         buttons = {b.text(): b for b in dialog.reader_btn_group.buttons()}
         shown.append((sorted(buttons), dialog.persist_checkbox.text()))
-        buttons["napari N5 Zarr"].setChecked(True)
+        buttons["napari-n5zarr"].setChecked(True)
         dialog.persist_checkbox.setChecked(True)
         qtbot.wait(50)
         dialog.grab().save(str(shots / "drag-drop-first-time.png"))
@@ -171,9 +173,9 @@ def test_drop_n5_folders_first_time_and_afterwards(make_napari_viewer, tmp_path,
         viewer.window._qt_viewer._qt_open([str(first)], stack=False)
         assert len(shown) == 1
         readers, remember = shown[0]
-        assert "napari N5 Zarr" in readers
+        assert "napari-n5zarr" in readers
         assert "first.n5" in remember
-        assert settings.extension2reader.get(f"*.n5{os.sep}") == PLUGIN
+        assert settings.extension2reader.get(f"*.n5{os.sep}*") == PLUGIN
 
         viewer.window._qt_viewer._qt_open([str(second)], stack=False)
         assert len(shown) == 1  # no second dialog

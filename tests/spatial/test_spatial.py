@@ -107,7 +107,7 @@ def test_openorganelle_group_conventions_agree(conventions_dir, read_json):
         assert ms.downsampling[5] == (32.0, 32.0, 32.0)
         assert len(ms.paths) == 6
     assert by_cosem.convention == "cosem"
-    assert by_n5viewer.convention == "neuroglancer"
+    assert by_n5viewer.convention == "n5viewer-old"  # pixelResolution + scales: N5 Viewer's keys (axes/units beside them)
     # the group's explicit s1 translate is the N5 Viewer half-pixel rule
     assert by_cosem.level_translate(1) == pytest.approx((2.0, 2.0, 2.62))
 

@@ -17,8 +17,8 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr import export, write_region
 from napari_n5zarr.cli import main
-from napari_n5zarr.errors import DestinationBusyError
-from napari_n5zarr.write import edits
+from napari_n5zarr.errors import DestinationBusyError, NotEditableError
+from napari_n5zarr.write import edits, save_journal
 from napari_n5zarr.write.safe_destination import DestinationLock
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
@@ -170,11 +170,11 @@ def test_refused_while_another_saver_holds_the_lock(tmp_path):
 
 def test_what_cannot_be_edited_says_why(tmp_path):
     export(np.zeros((4, 8, 8), dtype="float32"), tmp_path / "f.n5", chunks=4)
-    with pytest.raises(edits.NotEditableError, match="float32"):
+    with pytest.raises(NotEditableError, match="float32"):
         write_region(tmp_path / "f.n5", np.zeros((1, 1, 1), dtype="float32"))
-    with pytest.raises(edits.NotEditableError, match="n5zarr convert"):
+    with pytest.raises(NotEditableError, match="n5zarr convert"):
         write_region("https://example.org/x.n5", np.zeros((1, 1, 1), dtype="uint8"))
-    with pytest.raises(edits.NotEditableError, match="n5zarr convert"):
+    with pytest.raises(NotEditableError, match="n5zarr convert"):
         write_region(tmp_path / "x.zip", np.zeros((1, 1, 1), dtype="uint8"))
 
 
@@ -194,10 +194,10 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
     np.save(tmp_path / "patch.npy", patch)
     old_levels = levels_of(dest)
     new_levels = levels_of(make(tmp_path, edited, name="ref.n5"))
-    env = {**os.environ, edits.CRASH_ENV: point, "PYTHONPATH": str(Path(edits.__file__).parents[2])}
+    env = {**os.environ, save_journal.CRASH_ENV: point, "PYTHONPATH": str(Path(edits.__file__).parents[2])}
     proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
     assert proc.returncode == -9
-    state = edits.unfinished_save(dest)
+    state = save_journal.unfinished_save(dest)
     assert state == ("staging" if point in ("journal", "staged:0", "staged:5") else "committing")
     assert main(["info", str(dest)]) == 0
     assert f"unfinished save of label edits ({state})" in capsys.readouterr().out
@@ -210,11 +210,11 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
                     assert np.array_equal(got[sl], old[sl]) or np.array_equal(got[sl], new[sl])
     result = write_region(dest, np.zeros((0, 0, 0), dtype="uint64"), (0, 0, 0))  # the next save
     assert result.recovered is not None
-    assert edits.unfinished_save(dest) is None
+    assert save_journal.unfinished_save(dest) is None
     want = old_levels if state == "staging" else new_levels
     for g, w in zip(levels_of(dest), want, strict=True):
         np.testing.assert_array_equal(g, w)
-    assert not [p for p in dest.rglob("*") if p.name.endswith(edits.STAGED_SUFFIX) or p.name == edits.JOURNAL]
+    assert not [p for p in dest.rglob("*") if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name == save_journal.JOURNAL]
 
 
 def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
@@ -224,11 +224,11 @@ def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
     dest = make(tmp_path, data)
     patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
     np.save(tmp_path / "patch.npy", patch)
-    env = {**os.environ, edits.CRASH_ENV: "replaced:1", "PYTHONPATH": str(Path(edits.__file__).parents[2])}
+    env = {**os.environ, save_journal.CRASH_ENV: "replaced:1", "PYTHONPATH": str(Path(edits.__file__).parents[2])}
     subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
-    assert edits.unfinished_save(dest) == "committing"
+    assert save_journal.unfinished_save(dest) == "committing"
     level = open_editable(dest)
-    assert edits.unfinished_save(dest) is None
+    assert save_journal.unfinished_save(dest) is None
     np.testing.assert_array_equal(level[...], edited)
 
 

@@ -21,11 +21,12 @@ from napari_n5zarr import export, write_region
 from napari_n5zarr.cli import main
 from napari_n5zarr.errors import (
     DestinationBusyError,
+    NotEditableError,
     PlantedFileError,
     StaleLayerError,
     ValuesDoNotFitError,
 )
-from napari_n5zarr.write import edits
+from napari_n5zarr.write import edits, save_journal
 from napari_n5zarr.write.editable import EditableLevel, editable_reason, open_editable
 from napari_n5zarr.write.safe_destination import DestinationLock
 
@@ -96,7 +97,7 @@ def a_patch(data: np.ndarray) -> np.ndarray:
 def test_a_link_at_the_journal_temporary_is_refused_and_its_target_untouched(world, kind):
     _, dest, data, outside = world
     victim = outside / "victim.txt"
-    (os.symlink if kind == "symlink" else os.link)(victim, dest / edits.JOURNAL_TMP)
+    (os.symlink if kind == "symlink" else os.link)(victim, dest / save_journal.JOURNAL_TMP)
     before_out, before_in = tree_state(outside), tree_state(dest)
     with pytest.raises(PlantedFileError, match=r"\.n5zarr-save-journal\.tmp"):
         write_region(dest, a_patch(data), (0, 0, 0))
@@ -109,7 +110,7 @@ def test_a_link_at_the_journal_temporary_is_refused_and_its_target_untouched(wor
 def test_a_link_at_a_staged_name_is_refused_and_the_block_stays_a_file(world, kind, level):
     _, dest, data, outside = world
     victim = outside / "victim.txt"
-    staged = block_file(dest, level).with_name("0" + edits.STAGED_SUFFIX)
+    staged = block_file(dest, level).with_name("0" + save_journal.STAGED_SUFFIX)
     (os.symlink if kind == "symlink" else os.link)(victim, staged)
     before_out, before_in = tree_state(outside), tree_state(dest)
     with pytest.raises(PlantedFileError, match=str(staged)):
@@ -120,7 +121,7 @@ def test_a_link_at_a_staged_name_is_refused_and_the_block_stays_a_file(world, ki
     np.testing.assert_array_equal(s0(dest), data)
 
 
-@pytest.mark.parametrize("name", [edits.JOURNAL, edits.JOURNAL_TMP, "s0/0/0/0" + edits.STAGED_SUFFIX, "s0/0/0/0"])
+@pytest.mark.parametrize("name", [save_journal.JOURNAL, save_journal.JOURNAL_TMP, "s0/0/0/0" + save_journal.STAGED_SUFFIX, "s0/0/0/0"])
 def test_a_folder_at_a_name_the_save_uses_is_refused_in_one_line(world, name):
     _, dest, data, _ = world
     target = dest / name
@@ -140,7 +141,7 @@ def test_journal_entries_never_reach_outside(world, tmp_path):
     before_out = tree_state(outside)
     for key in ["../outside/victim.txt", "", "s0/9/0", "s0/0/0/0/../../../../x", "/etc/passwd", "s0/0/0/99", "s7/0/0/0"]:
         doc = {"version": 2, "state": "staging", "blocks": [{"key": key, "before": None, "after": "0" * 64}]}
-        (dest / edits.JOURNAL).write_text(json.dumps(doc))
+        (dest / save_journal.JOURNAL).write_text(json.dumps(doc))
         with pytest.raises(PlantedFileError, match="names no block of this dataset"):
             write_region(dest, a_patch(data), (0, 0, 0))
     # a valid key whose folder on the way is a link: refused, the staged-looking file outside kept
@@ -149,7 +150,7 @@ def test_journal_entries_never_reach_outside(world, tmp_path):
     os.rename(real, tmp_path / "moved")
     os.symlink(outside / "folder", real)
     doc = {"version": 2, "state": "staging", "blocks": [{"key": "s0/1/0/0", "before": None, "after": "0" * 64}]}
-    (dest / edits.JOURNAL).write_text(json.dumps(doc))
+    (dest / save_journal.JOURNAL).write_text(json.dumps(doc))
     with pytest.raises(PlantedFileError, match="symbolic link"):
         write_region(dest, a_patch(data), (0, 0, 0))
     assert tree_state(outside) == before_out
@@ -158,7 +159,7 @@ def test_journal_entries_never_reach_outside(world, tmp_path):
 @pytest.mark.parametrize("plant", ["fifo", "dev_zero", "nested", "huge", "not_json"])
 def test_a_journal_that_cannot_be_used_never_blocks_a_reader_and_is_refused(world, plant):
     _, dest, data, _ = world
-    journal = dest / edits.JOURNAL
+    journal = dest / save_journal.JOURNAL
     if plant == "fifo":
         os.mkfifo(journal)
     elif plant == "dev_zero":
@@ -175,11 +176,11 @@ def test_a_journal_that_cannot_be_used_never_blocks_a_reader_and_is_refused(worl
                           timeout=120, env={**os.environ, "PYTHONPATH": SRC}, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "read-only" in proc.stdout
-    assert edits.JOURNAL in proc.stdout
+    assert save_journal.JOURNAL in proc.stdout
     assert editable_reason(dest) is not None
-    assert edits.JOURNAL in editable_reason(dest)
-    assert edits.unfinished_save(dest).startswith("unusable")
-    with pytest.raises(PlantedFileError, match=edits.JOURNAL) as caught:
+    assert save_journal.JOURNAL in editable_reason(dest)
+    assert save_journal.unfinished_save(dest).startswith("unusable")
+    with pytest.raises(PlantedFileError, match=save_journal.JOURNAL) as caught:
         write_region(dest, a_patch(data), (0, 0, 0))
     assert "\n" not in str(caught.value)
     np.testing.assert_array_equal(s0(dest), data)
@@ -187,7 +188,7 @@ def test_a_journal_that_cannot_be_used_never_blocks_a_reader_and_is_refused(worl
 
 def test_napari_reader_opens_labels_read_only_beside_a_fifo_journal(world):
     container, dest, _, _ = world
-    os.mkfifo(dest / edits.JOURNAL)
+    os.mkfifo(dest / save_journal.JOURNAL)
     script = textwrap.dedent(f"""
         from napari_n5zarr.read import open_images
         from napari_n5zarr._napari.layers import images_layers
@@ -262,7 +263,7 @@ def test_a_save_and_an_export_of_an_enclosing_group_never_interleave(world):
             write_region(dest / "s0", a_patch(data), (0, 0, 0))
     np.testing.assert_array_equal(s0(dest), data)
     # a save in progress: an export of the enclosing group refuses as busy
-    with edits.lock(dest.resolve()):
+    with save_journal.lock(dest.resolve()):
         with pytest.raises(DestinationBusyError):
             export(np.zeros((4, 4, 4), dtype="uint8"), container, path="labels", labels=True, overwrite=True)
         with pytest.raises(DestinationBusyError):
@@ -270,7 +271,7 @@ def test_a_save_and_an_export_of_an_enclosing_group_never_interleave(world):
     np.testing.assert_array_equal(s0(dest), data)
     # two saves of different datasets of one container run side by side (shared locks above)
     export(labels((5, 6, 7), "uint16"), container, path="other", labels=True, chunks=4)
-    with edits.lock((container / "other").resolve()):
+    with save_journal.lock((container / "other").resolve()):
         write_region(dest, a_patch(data), (0, 0, 0))
     assert not list(container.parent.glob(".*.n5zarr-lock"))
     assert not list(container.glob(".*.n5zarr-lock"))
@@ -288,7 +289,7 @@ def test_a_level_path_writes_its_pyramid_and_a_coarse_level_alone_is_refused(wor
     export(edited, ref, labels=True, chunks=BLOCK)
     for got, want in zip(levels_of(dest), levels_of(ref), strict=True):
         np.testing.assert_array_equal(got, want)
-    with pytest.raises(edits.NotEditableError, match="level 1 of the pyramid"):
+    with pytest.raises(NotEditableError, match="level 1 of the pyramid"):
         write_region(dest / "s1", patch[:2, :2, :2], (0, 0, 0))
 
 
@@ -306,7 +307,7 @@ def test_kill_9_then_another_write_then_recovery_keeps_the_newer_write(world, tm
     _, dest, data, _ = world
     patch = (data[:16, :16, :16] % 4) + 20  # blocks (0..1)^3 of s0
     np.save(tmp_path / "patch.npy", patch)
-    env = {**os.environ, edits.CRASH_ENV: point, "PYTHONPATH": SRC}
+    env = {**os.environ, save_journal.CRASH_ENV: point, "PYTHONPATH": SRC}
     proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
     assert proc.returncode == -9
     # another process writes block (1, 1, 1) of s0 through zarr (not through a save)
@@ -317,7 +318,7 @@ def test_kill_9_then_another_write_then_recovery_keeps_the_newer_write(world, tm
         a[8:16, 8:16, 8:16] = np.full((8, 8, 8), 200, dtype="uint64")
     """)
     subprocess.run([sys.executable, "-c", writer], env={**os.environ, "PYTHONPATH": SRC}, check=True)
-    message = edits.recover_at(dest)
+    message = save_journal.recover_at(dest)
     assert message is not None
     got = s0(dest)
     np.testing.assert_array_equal(got[8:16, 8:16, 8:16], later)  # the newer write survived
@@ -326,18 +327,18 @@ def test_kill_9_then_another_write_then_recovery_keeps_the_newer_write(world, tm
         np.testing.assert_array_equal(got[:8, :8, :8], patch[:8, :8, :8])  # the save's other blocks are in
     else:
         np.testing.assert_array_equal(got[:8, :8, :8], data[:8, :8, :8])  # rolled back
-    assert not [p for p in dest.rglob("*") if p.name.endswith(edits.STAGED_SUFFIX) or p.name.startswith(edits.JOURNAL)]
+    assert not [p for p in dest.rglob("*") if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name.startswith(save_journal.JOURNAL)]
 
 
 def test_an_old_journal_without_checksums_never_overwrites_a_block(world):
     _, dest, data, _ = world
     key = "s0/0/0/0"
-    (dest / (key + edits.STAGED_SUFFIX)).write_bytes(b"stale staged bytes")
-    (dest / edits.JOURNAL).write_text(json.dumps({"version": 1, "state": "committing", "blocks": [key]}))
-    message = edits.recover_at(dest)
+    (dest / (key + save_journal.STAGED_SUFFIX)).write_bytes(b"stale staged bytes")
+    (dest / save_journal.JOURNAL).write_text(json.dumps({"version": 1, "state": "committing", "blocks": [key]}))
+    message = save_journal.recover_at(dest)
     assert "left as they are" in message
     np.testing.assert_array_equal(s0(dest), data)
-    assert not (dest / (key + edits.STAGED_SUFFIX)).exists()
+    assert not (dest / (key + save_journal.STAGED_SUFFIX)).exists()
 
 
 # -- values --------------------------------------------------------------------------------------
@@ -382,7 +383,7 @@ def test_a_dataset_changed_on_disk_since_the_layer_opened_is_refused(tmp_path):
 
 def test_info_reports_an_unusable_journal_in_one_line(world, capsys):
     _, dest, _, _ = world
-    (dest / edits.JOURNAL).mkdir()
+    (dest / save_journal.JOURNAL).mkdir()
     assert main(["info", str(dest)]) == 0
     out = capsys.readouterr().out
     assert "labels open read-only" in out

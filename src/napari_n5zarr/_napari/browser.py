@@ -50,10 +50,12 @@ __all__ = ["COLUMNS", "DOCK_NAME", "GREY", "HEADERS", "BrowserWidget", "dock_bro
 WIDTHS = (120, 118, 50, 130, 80, 80, 120, 70)
 """Starting widths; columns grow to fit their content (see ``_Tree``)."""
 NAME_MIN = 90
-"""The name column never gets narrower (names are elided in the middle)."""
+"""The name column never gets narrower (names are elided in the middle only below this)."""
 DOCK_NAME = "N5 browser"
 """Title of the browser's dock (one per viewer: the reader and ``n5zarr view`` reuse it)."""
-DOCK_WIDTH = 315
+DOCK_WIDTH = 345
+"""At 1280 px napari's canvas keeps ~560 px; a name four groups deep (``em_fibsem_mid``),
+a 3D shape with its axes and the dtype fit side by side."""
 RECENT_MAX = 12
 REFILTER_ROWS = 2000
 """Rows shown or hidden per event-loop turn when the filter text changes."""
@@ -119,10 +121,11 @@ class _Tree(QTreeWidget):
     """The tree view: Enter opens, tooltips show a row's full text (built on demand).
 
     Columns are as wide as the rows on screen (and the header) need and never narrower
-    than what they held before; in order of importance, as many as fit the view are shown
-    (shape and dtype always), the rest are hidden (all in the tooltip and the details), and
-    the name column takes what is left: no horizontal scrollbar at any dock width where
-    name, shape and dtype fit."""
+    than what they held before. The name column's need comes first, then shape and dtype
+    (always shown), then the others in order of importance while they fit (all are in the
+    tooltip and the details); the name column takes what is left. So names are whole and
+    there is no horizontal scrollbar at any dock width where name, shape and dtype fit;
+    narrower, the name is elided in the middle (never below ``NAME_MIN``)."""
 
     open_requested = Signal()
 
@@ -154,13 +157,14 @@ class _Tree(QTreeWidget):
     def fit_columns(self) -> None:
         """Widen each column to what its rows on screen and its header need, then lay out."""
         header = self.header()
-        for i in range(1, self.columnCount()):
+        for i in range(self.columnCount()):
             self._content[i] = max(self._content[i], header.sectionSizeHint(i), self.sizeHintForColumn(i))
         self.layout_columns()
 
     def layout_columns(self) -> None:
         room = self.viewport().width()
-        used = NAME_MIN
+        name = max(NAME_MIN, self._content[0] if self._content else 0)
+        used = name
         for i in range(1, self.columnCount()):
             width = self._content[i] or WIDTHS[i]
             show = i <= 2 or (not self.isColumnHidden(i - 1) and used + width <= room)
@@ -168,7 +172,7 @@ class _Tree(QTreeWidget):
             if show:
                 self.setColumnWidth(i, width)
                 used += width
-        self.setColumnWidth(0, max(NAME_MIN, room - used + NAME_MIN))
+        self.setColumnWidth(0, max(NAME_MIN, room - (used - name)))
 
     def keyPressEvent(self, event: Any) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
@@ -221,6 +225,8 @@ class BrowserWidget(QWidget):
         self._text = ""  # the filter, lower case
         self._matches = 0
         self._refilter: Iterator[None] | None = None
+        self._reveal: str | None = None  # a node path to select once listed (see reveal)
+        self._claimed = False  # the dock was widened to sizeHint once (see _claim_width)
         self._refilter_timer = QTimer(self, singleShot=True, interval=0)
         self._refilter_timer.timeout.connect(self._refilter_step)
         self._recent = load_recent()
@@ -339,6 +345,7 @@ class BrowserWidget(QWidget):
         self.jobs.cancel()
         self._lister = None
         self._walk_asked = self._walked = self._expand_everything = False
+        self._reveal = None
         self._refilter = None
         self.tree.clear()
         self._items.clear()
@@ -377,6 +384,7 @@ class BrowserWidget(QWidget):
         self.tree.setCurrentItem(item)
         if self._text:
             self._walk()
+        self._reveal_step()
 
     # -- listing -----------------------------------------------------------------------
     def _make_item(self, node: Node, label: str | None = None) -> QTreeWidgetItem:
@@ -472,6 +480,8 @@ class BrowserWidget(QWidget):
                 self._show_count()
         if rows.complete:
             self._listed(parent, rows.path)
+        if self._reveal is not None:
+            self._reveal_step()
 
     def _listed(self, parent: QTreeWidgetItem, path: str) -> None:
         self._done.add(path)
@@ -501,6 +511,33 @@ class BrowserWidget(QWidget):
 
     def _set_status(self, text: str) -> None:
         self.status.setText(text)
+
+    def reveal(self, path: str) -> None:
+        """Select the node at ``path`` (relative to the root), or the pyramid that holds it,
+        listing its ancestors in the background as needed; the details pane then shows it."""
+        self._reveal = path.strip("/")
+        self._reveal_step()
+
+    def _reveal_step(self) -> None:
+        """Go down towards the node to reveal as far as the rows listed so far allow."""
+        target = self._reveal
+        if target is None or self.tree_model is None:
+            return
+        parts = target.split("/") if target else []
+        for depth in range(len(parts) + 1):
+            item = self._items.get("/".join(parts[:depth]))
+            if item is None:  # not listed yet (its parent is being listed), or not there
+                if "/".join(parts[: depth - 1]) in self._done:
+                    self._reveal = None
+                return
+            node = item.data(0, NODE_ROLE)
+            if depth == len(parts) or (isinstance(node, Node) and node.kind == "pyramid"):
+                self._reveal = None
+                self.tree.setCurrentItem(item)
+                self.tree.scrollToItem(item)
+                return
+            if not item.isExpanded():
+                item.setExpanded(True)  # lists it in the background
 
     # -- filter --------------------------------------------------------------------------
     def _filter_changed(self, text: str) -> None:
@@ -656,6 +693,26 @@ class BrowserWidget(QWidget):
     def sizeHint(self) -> QSize:
         """napari's usual dock width: name, shape and dtype fit without scrolling."""
         return QSize(DOCK_WIDTH, super().sizeHint().height())
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if not self._claimed:
+            self._claimed = True
+            QTimer.singleShot(0, self._claim_width)  # once docked and laid out
+
+    def _claim_width(self) -> None:
+        """Widen this widget's dock to :meth:`sizeHint` once, when first shown: napari gives
+        a dock opened from the Plugins menu (beside the exporter) only ~220 px."""
+        from qtpy.QtWidgets import QDockWidget
+
+        dock = self.parent()
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parent()
+        if dock is None or dock.isFloating() or dock.window() is None:
+            return
+        want = self.sizeHint().width() + dock.width() - dock.contentsRect().width()
+        if dock.width() < want and hasattr(dock.window(), "resizeDocks"):
+            dock.window().resizeDocks([dock], [want], Qt.Orientation.Horizontal)
 
     def closeEvent(self, event: Any) -> None:
         self.jobs.shutdown()

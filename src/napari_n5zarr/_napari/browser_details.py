@@ -20,10 +20,11 @@ from qtpy.QtWidgets import QLabel, QSizePolicy, QTextBrowser, QVBoxLayout, QWidg
 
 from napari_n5zarr._napari.browser_jobs import Jobs
 from napari_n5zarr.n5.constants import N5_JSON
+from napari_n5zarr.read.node import convention_label
 from napari_n5zarr.read.tree import Node, Tree
 
 COLUMNS = ("name", "shape", "dtype", "kind", "compression", "blocks", "voxel", "size")
-"""Columns in order of importance: at the default dock width (~315 px) name, shape and
+"""Columns in order of importance: at the default dock width (~345 px) name, shape and
 dtype are visible; the rest scroll into view and are all in the details pane."""
 HEADERS = {"name": "name", "shape": "shape", "dtype": "dtype", "kind": "kind", "compression": "compression",
            "blocks": "blocks", "voxel": "voxel size", "size": "size"}  # fmt: skip
@@ -148,7 +149,7 @@ def details_html(node: Node, extra: dict[str, Any]) -> list[str]:
     if ms is not None:
         order = slice(None, None, -1)
         axes = list(ms.axes[order])
-        parts.append(f"<p><b>The reader will use</b> ({esc(ms.convention)}, {len(ms.paths)} level(s)"
+        parts.append(f"<p><b>The reader will use</b> ({esc(convention_label(ms.convention))}, {len(ms.paths)} level(s)"
                      f"{', labels' if ms.is_labels else ''}):</p>")  # fmt: skip
         cells = "".join(
             f"<tr><td>{esc(a)}</td><td>{s:g}</td><td>{t:g}</td><td>{esc(u or 'pixel')}</td></tr>"

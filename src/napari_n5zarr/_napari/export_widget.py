@@ -40,6 +40,8 @@ from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import napari
     from napari.qt.threading import FunctionWorker
 
@@ -150,6 +152,23 @@ def gui_wording(exc: BaseException) -> str:
     return text.replace("pass overwrite=True", 'tick "overwrite"').replace("overwrite=True", '"overwrite" ticked')
 
 
+CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
+
+
+def suggested_name(layer_name: str, taken: Callable[[str], bool] = lambda _name: False) -> str:
+    """``<name>.n5`` for a layer: its last path part, the container suffixes it came with
+    dropped (``vol.n5`` gives ``vol.n5``, never ``vol.n5.n5``); ``-copy``, ``-copy2``... while
+    ``taken(name)`` (an existing folder, e.g. the one the layer was read from)."""
+    base = layer_name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip() or "layer"
+    while base.lower().endswith(CONTAINER_SUFFIXES):
+        base = base[: base.rfind(".")] or "layer"
+    for n in range(1, 1000):
+        name = f"{base}{'' if n == 1 else '-copy' if n == 2 else f'-copy{n - 1}'}.n5"
+        if not taken(name):
+            return name
+    return f"{base}.n5"
+
+
 def _run_export(layer: Any, dest: str, options: dict[str, Any], progress: Any, cancel: threading.Event) -> str | None:
     """Worker body: the export, or None when cancelled."""
     from napari_n5zarr._napari.writer import export_layer
@@ -220,13 +239,13 @@ class ExportWidget(Container):
         self.layer.reset_choices()
 
     def _suggest_destination(self, _value: Any = None) -> None:
-        """``<folder>/<layer name>.n5`` unless the user typed a destination."""
+        """``<folder>/<layer name>.n5`` (see :func:`suggested_name`) unless the user typed a destination."""
         layer = self.layer.value
         current = Path(str(self.destination.value or "."))
         if layer is None or (current.suffix.lower() == ".n5" and current != self._suggested):
             return
         folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
-        self._suggested = folder / f"{plain_name(layer.name)}.n5"
+        self._suggested = folder / suggested_name(plain_name(layer.name), taken=lambda name: (folder / name).exists())
         self.destination.value = self._suggested
 
     def _show_destination(self, _value: Any = None) -> None:

@@ -216,7 +216,7 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
             kwargs["multiscale"] = False
             _report_changes(data)
             return (data, kwargs, "labels")
-    meta["read_only"] = reason or "it cannot be edited in place"
+    meta["read_only"] = reason or ("a time series is not edited in place" if ms.time_paths else "it cannot be edited in place")
     split = [_as_dask(level) for level in levels]
     if len(split) == 1:
         return (ReadOnlyLevel(split[0], meta["read_only"], _refused_notice(ms.name)), kwargs, "labels")
@@ -236,12 +236,24 @@ def _report_changes(level: Any) -> None:
     level.subscribe(changed)
 
 
+READ_ONLY_CAUSES = (
+    ("label multiset", "Paintera label multisets"),
+    ("not a local folder", "not a local folder"),
+    ("is read-only", "a read-only folder"),
+    ("not integer", "not integer labels"),
+    ("time series", "a time series"),
+)
+"""(words in the reason, the short cause the notice names); anything else is "not editable in place"."""
+NOT_IN_PLACE = "not editable in place"
+
+
 def refused_message(name: str, reason: str) -> str:
-    """The one notice of a first paint on read-only labels."""
-    return (
-        f"napari-n5zarr: {name or 'these labels'} are read-only: {reason}. To edit them, make an editable "
-        "copy with `n5zarr convert SOURCE COPY.n5` and open the copy"
-    )
+    """The one notice of a first paint on read-only labels: a short sentence (napari's
+    notification shows one line of about 300 px until expanded), then how to edit a copy."""
+    short = next((cause for words, cause in READ_ONLY_CAUSES if words in reason), NOT_IN_PLACE)
+    first = f"{name.rsplit('/', 1)[-1] or 'This layer'} is read-only ({short})."
+    detail = f"{reason.rstrip('. ')}. " if short == NOT_IN_PLACE and reason else ""
+    return f"{first}\n{detail}To edit it, open a copy made with `n5zarr convert`."
 
 
 def _refused_notice(name: str) -> Callable[[str], None]:

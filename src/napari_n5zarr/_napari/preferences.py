@@ -2,14 +2,18 @@
 
 napari offers every dropped folder to each reader that accepts folders (its own reader
 too), so the first ``.n5`` folder brings up "Choose reader". Ticking "Remember this
-choice" stores that one folder's absolute path (``/data/a.n5/``) in
-``settings.plugins.extension2reader``; the next container would ask again. When such an
-entry names this plugin, :func:`remember_n5_folders` adds the pattern ``*.n5/`` beside it
-(unless the user already chose a reader for ``*.n5/``), so every ``.n5`` folder opens
-with this plugin from then on. Preferences > Plugins lists (and removes) it.
+choice" stores that one folder's absolute path (``/data/a.n5/``, or ``/data/a.n5/em/``
+for a group dropped from inside one) in ``settings.plugins.extension2reader``; the next
+container would ask again. When such an entry names this plugin, :func:`remember_n5_folders`
+adds the pattern ``*.n5/*`` beside it (unless the user already chose a reader for it), so
+every ``.n5`` folder and every group inside one opens with this plugin from then on.
+napari matches a dropped folder as its real path plus a separator (``/data/b.n5/em/``) with
+``fnmatch``, whose ``*`` also matches separators: ``*.n5/*`` covers the folder itself and
+all of its groups, where ``*.n5/`` covered only the folder. Preferences > Plugins lists
+(and removes) it.
 
 The pattern is offered once: a file beside napari's settings (:data:`STATE_FILE`) records
-that it was, so a person who removes ``*.n5/`` keeps it removed (in this session and the
+that it was, so a person who removes ``*.n5/*`` keeps it removed (in this session and the
 next ones).
 """
 
@@ -22,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 PLUGIN = "napari-n5zarr"
-N5_FOLDERS = f"*.n5{os.sep}"
+N5_FOLDERS = f"*.n5{os.sep}*"
+"""An ``.n5`` folder and every group inside it (see the module docstring)."""
 
 STATE_FILE = "napari-n5zarr.json"
-"""Beside napari's settings file: ``{"n5_folders_offered": true}`` once ``*.n5/`` was offered."""
+"""Beside napari's settings file: ``{"n5_folders_offered": true}`` once ``*.n5/*`` was offered."""
 
 _watched: list[Any] = []  # the settings object watched (napari may replace it, e.g. in tests)
 _offered_here: set[str] = set()  # state files marked in this process (or "" without one)
@@ -39,7 +44,7 @@ def _state_path(settings: Any) -> Path | None:
 
 
 def _offered(settings: Any) -> bool:
-    """Whether ``*.n5/`` was offered already (then the person's choice stands)."""
+    """Whether ``*.n5/*`` was offered already (then the person's choice stands)."""
     path = _state_path(settings)
     if str(path or "") in _offered_here:
         return True
@@ -62,15 +67,23 @@ def _mark_offered(settings: Any) -> None:
             pass
 
 
+def in_n5_folder(pattern: str) -> bool:
+    """``pattern`` is an absolute folder (napari's trailing separator) that is an ``.n5``
+    folder or inside one."""
+    if not (os.path.isabs(pattern) and pattern.endswith(("/", os.sep))):
+        return False
+    parts = pattern.replace(os.sep, "/").split("/")
+    return any(part.lower().endswith(".n5") for part in parts)
+
+
 def generalize(mapping: dict[str, str]) -> dict[str, str] | None:
-    """``mapping`` plus ``*.n5/`` -> this plugin when it maps an absolute ``.n5`` folder to
-    this plugin and ``*.n5/`` is not set yet; None when nothing changes."""
+    """``mapping`` plus ``*.n5/*`` -> this plugin when it maps an absolute folder that is (or
+    is inside) an ``.n5`` folder to this plugin and ``*.n5/*`` is not set yet; None when
+    nothing changes."""
     if N5_FOLDERS in mapping:
         return None
-    for pattern, plugin in mapping.items():
-        folder = pattern.rstrip("/" + os.sep)
-        if plugin == PLUGIN and os.path.isabs(pattern) and pattern.endswith(("/", os.sep)) and folder.lower().endswith(".n5"):
-            return {**mapping, N5_FOLDERS: PLUGIN}
+    if any(plugin == PLUGIN and in_n5_folder(pattern) for pattern, plugin in mapping.items()):
+        return {**mapping, N5_FOLDERS: PLUGIN}
     return None
 
 
@@ -93,7 +106,7 @@ def _on_change(event: Any = None) -> None:
     try:
         from napari.utils.notifications import show_info
 
-        show_info("napari-n5zarr will open every *.n5 folder from now on (Preferences > Plugins > File extension readers to change it)")
+        show_info("napari-n5zarr will open every *.n5 folder and the groups in it from now on (Preferences > Plugins to change it)")
     except Exception:
         pass
 

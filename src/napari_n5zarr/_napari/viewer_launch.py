@@ -18,8 +18,9 @@ def add_to_viewer(viewer: napari.Viewer, path: str | None = None) -> list:
     return layers.add_to_viewer(viewer, read_path(path or make_sample()))
 
 
-def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
-    """Dock this plugin's widgets: the N5 browser (showing ``path``) and the exporter."""
+def add_widgets(viewer: napari.Viewer, path: str | None = None, reveal: str | None = None) -> list:
+    """Dock this plugin's widgets: the N5 browser (showing ``path``, with the node at
+    ``reveal`` selected once listed) and the exporter."""
     from napari_n5zarr._napari.browser import dock_browser
     from napari_n5zarr._napari.export_widget import ExportWidget
 
@@ -27,6 +28,8 @@ def add_widgets(viewer: napari.Viewer, path: str | None = None) -> list:
     if path:
         browser.location.setText(str(path))
         browser.load()
+        if reveal is not None:
+            browser.reveal(reveal)
     exporter = ExportWidget(viewer)
     # a tab beside the browser: stacked under it, in a 720 px tall window neither had room
     viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right", tabify=True)
@@ -85,23 +88,67 @@ def _settle(browser: Any, timeout: float = 15.0) -> None:
     QApplication.processEvents()
 
 
-def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None) -> napari.Viewer:
-    """Open napari on ``path`` (default: the sample) with this plugin's widgets docked.
+def first_screen(viewer: napari.Viewer, location: str, found: Any = None) -> Any:
+    """What ``n5zarr view`` shows: the layers of ``location`` (``found``, else read now),
+    napari's scale bar on (in the data's unit), the browser on ``location`` with the first
+    layer's pyramid selected (its voxel size and scale table in the details) and the
+    exporter; fitted once the docks took their room. Returns the browser."""
+    from napari_n5zarr._napari import layers as layer_data
+
+    found = read_first(location) if found is None else found
+    added = layer_data.add_to_viewer(viewer, layer_data.images_layers(found, layer_data.notify_napari, too_many=_listed_instead))
+    scale_bar(viewer).visible = True  # physical size at first sight (napari takes the unit from the layers)
+    browser, _ = add_widgets(viewer, location, reveal=first_pyramid(added))
+    fit_after_layout(viewer)
+    return browser
+
+
+def read_first(location: str) -> Any:
+    """The images at ``location`` (:func:`~napari_n5zarr.read.images.open_images`), read
+    before any window opens. Raises :class:`~napari_n5zarr.errors.NodeNotFoundError` (exit 3:
+    not found) when it holds no N5 or Zarr v3 data at all: no empty viewer."""
+    from napari_n5zarr._napari.layers import MAX_LAYERS, block_reporter, notify_napari
+    from napari_n5zarr.errors import NodeNotFoundError
+    from napari_n5zarr.read.images import open_images
+
+    found = open_images(location, limit=MAX_LAYERS, report=block_reporter(notify_napari))
+    if found.error is None and found.too_many is None and not (found.images or found.hidden or found.problems):
+        raise NodeNotFoundError(f"no N5 or Zarr v3 data in {location}")
+    return found
+
+
+def scale_bar(viewer: napari.Viewer) -> Any:
+    """napari's scale bar overlay (``viewer.canvas.overlays`` from napari 0.9, before it
+    ``viewer.scale_bar``)."""
+    overlays = getattr(getattr(viewer, "canvas", None), "overlays", None)
+    return overlays["scale_bar"] if overlays is not None else viewer.scale_bar
+
+
+def first_pyramid(layers: list) -> str | None:
+    """The node path (in its container) of the first layer's level 0, if it has one."""
+    meta = (getattr(layers[0], "metadata", None) or {}).get("napari_n5zarr") if layers else None
+    paths = (meta or {}).get("paths") or []
+    return str(paths[0]) if paths else None
+
+
+def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None, found: Any = None) -> napari.Viewer:
+    """Open napari on ``path`` (default: the sample) with this plugin's widgets docked
+    (see :func:`first_screen`); ``found``: what :func:`read_first` read there already.
 
     Runs the event loop if ``block``; with ``screenshot``, saves the window to that PNG
-    and closes instead (headless checks, documentation).
+    and closes instead (headless checks, documentation). A location holding no N5 or Zarr
+    v3 data raises :class:`~napari_n5zarr.errors.NodeNotFoundError` before napari opens.
     """
     import napari
 
     from napari_n5zarr._napari.sample import make_sample
 
     location = str(path or make_sample())
+    found = read_first(location) if found is None else found
     viewer = napari.Viewer(title=f"napari-n5zarr: {path or 'sample'}", show=screenshot is None)
     if screenshot is not None:  # the first screen the README describes (1280x720), not Qt's default
         viewer.window._qt_window.resize(1280, 720)
-    add_to_viewer(viewer, location)
-    browser, _ = add_widgets(viewer, location)
-    fit_after_layout(viewer)
+    browser = first_screen(viewer, location, found)
     if screenshot is not None:
         _settle(browser)
         viewer.screenshot(screenshot, canvas_only=False)
@@ -110,3 +157,11 @@ def view(path: str | None = None, *, block: bool = True, screenshot: str | None 
     if block:
         napari.run()
     return viewer
+
+
+def _listed_instead(location: str, what: str, notify: Any) -> list:
+    """Too much to open as layers: ``view`` lists it in the browser it docks anyway."""
+    from napari_n5zarr._napari.layers import too_many_message
+
+    notify("warning", too_many_message(location, what, browser_open=True))
+    return []

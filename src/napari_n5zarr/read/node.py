@@ -31,6 +31,13 @@ _CONVENTIONS = {
     "paintera-channel": "Paintera channels",
 }
 
+
+
+def convention_label(code: str) -> str:
+    """How a convention code (``Multiscale.convention``) is named to people: ``"N5 Viewer"``."""
+    return _CONVENTIONS.get(code, code)
+
+
 # ---------------------------------------------------------------------------
 # nodes
 
@@ -142,7 +149,7 @@ class Node:
         """"dataset", "group", "unreadable", or "COSEM, 3 levels" for a pyramid."""
         flag = ", zarr.json disagrees" if self.warning else ""
         if self.kind == "pyramid":
-            label = _CONVENTIONS.get(self.convention, self.convention)
+            label = convention_label(self.convention)
             n = len(self.levels)
             text = f"{label}, {n} level{'s' if n != 1 else ''}"
             text += f", {self.timepoints} timepoints" if self.timepoints > 1 else ""

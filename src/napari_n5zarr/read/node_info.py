@@ -103,7 +103,7 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     tree = open_tree(text)
     info = NodeInfo(location=text, root=tree.root, incomplete=incomplete, tree=tree)
     if os.path.isdir(text):
-        from napari_n5zarr.write.edits import unfinished_save
+        from napari_n5zarr.write.save_journal import unfinished_save
 
         info.unfinished_save = unfinished_save(text)
     if info.root.kind == "error":

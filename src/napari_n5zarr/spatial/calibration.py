@@ -68,7 +68,12 @@ def neuroglancer(attrs: Attrs, ndim: int) -> Calibration | None:
         for i, u in enumerate(fit(units, ndim, None)):
             unit_list[i], factor = unit_and_factor(u)
             scale[i] *= factor
-    convention = "neuroglancer" if axes or units else (base.convention if base else "paintera")
+    # N5 Viewer's own key names the convention (this plugin's export writes it with the
+    # neuroglancer/tensorstore keys beside it); axes/units alone are neuroglancer's.
+    if base is not None and "pixelResolution" in attrs:
+        convention = base.convention
+    else:
+        convention = "neuroglancer" if axes or units else (base.convention if base else "paintera")
     return Calibration(
         tuple(scale),
         fit(offset, ndim, 0.0) if offset else cal.translate,

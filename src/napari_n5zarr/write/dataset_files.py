@@ -1,4 +1,5 @@
-"""The one way the save path touches files: through the dataset folder's own descriptor.
+"""The one way files beside user data are touched (a save's journal and staged blocks, the
+blocks it replaces, export locks and staging markers): through the folder's own descriptor.
 
 Every path (a block, the journal and its temporary, a staged block) is a relative key such
 as ``s0/3/2/1``, opened component by component from the dataset folder with ``O_NOFOLLOW``
@@ -69,10 +70,10 @@ class DatasetFolder:
         """The path ``key`` names (for messages)."""
         return self.root.joinpath(*split_key(key))
 
-    def refuse(self, key: str, what: str, advice: str = "move it away") -> PlantedFileError:
-        return PlantedFileError(
-            f"{self.path(key)} is {what}, not a file napari-n5zarr's save wrote; refused, nothing was changed ({advice})"
-        )
+    def refuse(self, key: str, what: str, advice: str = "move it away", *, own: bool = True) -> PlantedFileError:
+        """The one-line refusal of what was found at ``key`` (``own``: a name the save uses)."""
+        found = f"{what}, not a file napari-n5zarr's save wrote" if own else what
+        return PlantedFileError(f"{self.path(key)} is {found}; refused, nothing was changed ({advice})")
 
     @contextlib.contextmanager
     def at(self, key: str, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -93,13 +94,19 @@ class DatasetFolder:
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         where = "/".join(parts[: n + 1])
-                        raise self.refuse(where, kind(os.lstat(part, dir_fd=fd).st_mode)) from None
+                        what = f"{kind(os.lstat(part, dir_fd=fd).st_mode)} where a folder of the dataset was expected"
+                        raise self.refuse(where, what, "edits are never written through links", own=False) from None
                     raise
                 os.close(fd)
                 fd = sub
             yield fd, parts[-1]
         finally:
             os.close(fd)
+
+    def open(self, key: str, flags: int, mode: int = 0o644) -> int:
+        """``os.open`` of ``key`` with ``flags`` and ``O_NOFOLLOW`` (the caller closes it)."""
+        with self.at(key) as (dir_fd, name):
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
     def lstat(self, key: str) -> os.stat_result | None:
         """``lstat`` of ``key``, or None when it (or a folder on the way) is missing."""
@@ -115,20 +122,22 @@ class DatasetFolder:
         a folder, a FIFO or a device: refused, naming it."""
         try:
             with self.at(key) as (dir_fd, name):
+                advice = "move it away" if own else "a block must be a regular file inside the dataset to be edited in place"
                 try:
                     fd = os.open(name, _READ, dir_fd=dir_fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENXIO):
-                        raise self.refuse(key, kind(os.lstat(name, dir_fd=dir_fd).st_mode)) from None
+                        raise self.refuse(key, kind(os.lstat(name, dir_fd=dir_fd).st_mode), advice, own=own) from None
                     raise
                 try:
                     info = os.fstat(fd)
                     if not stat.S_ISREG(info.st_mode):
-                        raise self.refuse(key, kind(info.st_mode))
+                        raise self.refuse(key, kind(info.st_mode), advice, own=own)
                     if own and info.st_nlink != 1:
                         raise self.refuse(key, f"a hard link (a file with {info.st_nlink} names)")
                     if info.st_size > cap:
-                        raise self.refuse(key, f"a file of {info.st_size} bytes (over the {cap}-byte cap of such files)")
+                        raise self.refuse(key, f"a file of {info.st_size} bytes (over the {cap}-byte cap of such files)",
+                                          advice, own=own)  # fmt: skip
                     chunks, left = [], info.st_size
                     while left > 0 and (chunk := os.read(fd, min(left, 1 << 24))):
                         chunks.append(chunk)

@@ -4,7 +4,7 @@
 Reads go through the read-only lazy level (its cache and prefetching) with the edited
 blocks laid over it; writes touch only the blocks they reach, held in memory (only
 touched blocks are held) and marked dirty until :meth:`EditableLevel.save` writes them
-back through :func:`napari_n5zarr.write.edits.save_blocks`. Saved blocks stay laid over
+back through :func:`napari_n5zarr.write.edits.save_changes`. Saved blocks stay laid over
 the level (the read cache may still hold their old values).
 
 :class:`ReadOnlyLevel` is the same surface over data that cannot be edited in place: the
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.write import edits
+from napari_n5zarr.errors import NotEditableError
+from napari_n5zarr.write import edits, label_pyramid, save_journal
 
 Index = tuple[int, ...]
 
@@ -95,7 +96,7 @@ class EditableLevel(_ArrayLike):
     block. Values the dtype cannot hold are refused, never wrapped."""
 
     def __init__(self, root: str | os.PathLike[str], base: Any | None = None) -> None:
-        self.root, levels = edits.pyramid_levels(root)
+        self.root, levels = label_pyramid.pyramid_levels(root)
         self.level = levels[0]
         self.shape: tuple[int, ...] = self.level.shape
         self.dtype: np.dtype = self.level.dtype
@@ -125,14 +126,14 @@ class EditableLevel(_ArrayLike):
         if self.base is not None:
             out = np.array(self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype)
         else:
-            out = edits.read_region(self.level, {}, lo, hi)
+            out = label_pyramid.read_region(self.level, {}, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
-            src, dst = edits.overlap(self.level.bounds(index), lo, hi)
+            src, dst = label_pyramid.overlap(self.level.bounds(index), lo, hi)
             out[dst] = values[src]
         return out
 
     def _touching(self, lo: list[int], hi: list[int], only_held: bool) -> list[tuple[Index, np.ndarray]]:
-        ranges = edits.block_ranges(lo, hi, self.level.block)
+        ranges = label_pyramid.block_ranges(lo, hi, self.level.block)
         if only_held:
             if math.prod(len(r) for r in ranges) > len(self._blocks):
                 return [(i, v) for i, v in self._blocks.items() if all(i[a] in ranges[a] for a in range(len(i)))]
@@ -165,7 +166,7 @@ class EditableLevel(_ArrayLike):
             region = self._read(lo, hi)
             region[rel] = value
             for index, old in self._touching(lo, hi, only_held=False):
-                src, dst = edits.overlap(self.level.bounds(index), lo, hi)
+                src, dst = label_pyramid.overlap(self.level.bounds(index), lo, hi)
                 if np.array_equal(old[src], region[dst]):
                     continue
                 if index not in self._blocks:
@@ -231,21 +232,21 @@ def editable_reason(root: str | os.PathLike[str]) -> str | None:
     """Why the labels at ``root`` cannot be edited in place (None: they can). A save
     journal there that cannot be used makes them read-only too (never waited on)."""
     try:
-        edits.pyramid_levels(root)
-    except edits.NotEditableError as e:
+        label_pyramid.pyramid_levels(root)
+    except NotEditableError as e:
         return str(e)
     except Exception as e:  # anything unusual: read-only, saying why
         return f"{e}"
-    return edits.journal_problem(root)
+    return save_journal.journal_problem(root)
 
 
 def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:
     """An :class:`EditableLevel` of ``root``; an interrupted save there is finished first
     (under the export locks)."""
     folder = Path(os.fspath(root)).resolve()
-    state = edits.unfinished_save(folder)
+    state = save_journal.unfinished_save(folder)
     if state in ("staging", "committing"):
-        edits.recover_at(folder)
+        save_journal.recover_at(folder)
     return EditableLevel(folder, base)
 
 
@@ -262,7 +263,7 @@ def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = 
     reason = editable_reason(root)
     if reason is not None:
         return None, reason
-    root, levels = edits.pyramid_levels(root)
+    root, levels = label_pyramid.pyramid_levels(root)
     got = [level.folder for level in levels]
     expected = [(base / p).resolve() for p in parts]
     if got[: len(expected)] != expected:
@@ -276,7 +277,7 @@ def save_edits(layer: Any) -> edits.SaveResult:
     napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
     blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_blocks`).
 
-    Raises :class:`~napari_n5zarr.write.edits.NotEditableError` (saying why and how to get
+    Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get
     an editable copy) for a layer that is not editable."""
     data = getattr(layer, "data", layer)
     if isinstance(data, EditableLevel):
@@ -285,4 +286,4 @@ def save_edits(layer: Any) -> edits.SaveResult:
     if reason is None:
         meta = getattr(layer, "metadata", {}) or {}
         reason = (meta.get("napari_n5zarr") or {}).get("read_only") or "it was not opened editable by napari-n5zarr"
-    raise edits.NotEditableError(f"cannot save {getattr(layer, 'name', 'these labels')}: {reason}")
+    raise NotEditableError(f"cannot save {getattr(layer, 'name', 'these labels')}: {reason}")

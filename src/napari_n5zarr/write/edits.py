@@ -33,14 +33,9 @@ block by block: the proofreading save path (no napari here).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import itertools
-import json
 import math
 import os
-import re
-import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,77 +43,25 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.errors import (
-    NotEditableError,
-    PlantedFileError,
-    StaleLayerError,
-    ValuesDoNotFitError,
-)
+from napari_n5zarr.errors import NotEditableError, StaleLayerError, ValuesDoNotFitError  # noqa: F401 (NotEditableError: its old home)
 from napari_n5zarr.n5.block_format import parse_header
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, max_stored_block_bytes
-from napari_n5zarr.n5.metadata import N5DatasetMetadata
-from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
-
-JOURNAL = ".n5zarr-save-journal"
-JOURNAL_TMP = JOURNAL + ".tmp"
-STAGED_SUFFIX = ".n5zarr-staged"
-JOURNAL_CAP = 64 * 2**20
-"""Bytes of a save journal read at most (a bigger file was not written by a save)."""
-JOURNAL_BATCH = 100_000
-"""Blocks per journal: a bigger save commits in batches (each one atomic per block, recoverable)."""
-CRASH_ENV = "NAPARI_N5ZARR_SAVE_CRASH"
-"""Tests only: ``"<point>"`` or ``"<point>:<n>"`` kills the saving process (SIGKILL) there."""
-_LEVEL_NAME = re.compile(r"s(\d+)")
-_HASH = re.compile(r"[0-9a-f]{64}")
-
-Index = tuple[int, ...]
-Signature = tuple[tuple[int, ...], tuple[int, ...], str]
-"""(shape, block shape, dtype) of a level, napari order: what a layer's edits assume."""
-
-
-@dataclass
-class Level:
-    """One dataset of the pyramid, napari order (N5 order reversed); ``key`` is its folder
-    relative to the pyramid root (``""``: the root is the dataset)."""
-
-    folder: Path
-    meta: N5DatasetMetadata
-    key: str = ""
-    shape: tuple[int, ...] = field(init=False)
-    block: tuple[int, ...] = field(init=False)
-    dtype: np.dtype = field(init=False)
-    codec: Any = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.shape = tuple(self.meta.dimensions)[::-1]
-        self.block = tuple(self.meta.block_size)[::-1]
-        self.dtype = np.dtype(self.meta.data_type)
-        self.codec = self.meta.codec()
-
-    @property
-    def grid(self) -> tuple[int, ...]:
-        return tuple(math.ceil(n / b) for n, b in zip(self.shape, self.block, strict=True))
-
-    @property
-    def signature(self) -> Signature:
-        return self.shape, self.block, self.dtype.str
-
-    def path(self, index: Index) -> Path:
-        """The block file at grid ``index`` (napari order)."""
-        return self.folder.joinpath(*(str(i) for i in reversed(index)))
-
-    def block_key(self, index: Index) -> str:
-        """The block's key relative to the pyramid root (``s0/3/2/1``)."""
-        return "/".join([*([self.key] if self.key else []), *(str(i) for i in reversed(index))])
-
-    def bounds(self, index: Index) -> tuple[slice, ...]:
-        """The block's pixels inside the array."""
-        return tuple(slice(i * b, min((i + 1) * b, n)) for i, b, n in zip(index, self.block, self.shape, strict=True))
-
-    def inside(self, index: Index) -> tuple[int, ...]:
-        return tuple(s.stop - s.start for s in self.bounds(index))
+from napari_n5zarr.write.label_pyramid import (
+    Index,
+    Level,
+    Signature,
+    block_ranges,
+    block_values,
+    decode,
+    inside_values,
+    overlap,
+    pyramid_levels,
+    read_raw,
+    read_region,
+    steps,
+)
+from napari_n5zarr.write.save_journal import NewBlock, commit, lock, recover, sha
 
 
 @dataclass
@@ -146,88 +89,6 @@ class Change:
 
     before: np.ndarray
     after: np.ndarray
-
-
-# -- the pyramid ------------------------------------------------------------------------
-
-
-def _attributes(folder: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(files.read_regular_file(folder / N5_JSON, metadata=True))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _pyramid_of(folder: Path) -> list[Level]:
-    """The ``s0..sN`` datasets directly in ``folder`` (none: [])."""
-    names = sorted((p.name for p in folder.iterdir() if _LEVEL_NAME.fullmatch(p.name)), key=lambda n: int(n[1:]))
-    levels: list[Level] = []
-    for n, name in enumerate(names):
-        child = _attributes(folder / name)
-        if name != f"s{n}" or child is None or "dimensions" not in child:
-            break
-        if (folder / name).is_symlink():
-            raise NotEditableError(f"{folder / name} is a symbolic link: edits would be written outside {folder}; refused")
-        levels.append(Level(folder / name, N5DatasetMetadata.from_json(child, str(folder / name / N5_JSON)), name))
-    return levels
-
-
-def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
-    """The local dataset or ``s0..sN`` pyramid at ``root`` (resolved) and its levels, finest
-    first; :class:`NotEditableError` (with the reason) when it cannot be edited in place.
-    Level 0 of a pyramid (``C.n5/s0``) is its pyramid; a coarser level alone is refused."""
-    text = os.fspath(root)
-    if "://" in text or text.lower().endswith(".zip") or ".zip/" in text.lower():
-        raise NotEditableError(f"{text} is not a local folder; make an editable copy with `n5zarr convert`")
-    folder = Path(text).resolve()
-    if not folder.is_dir():
-        raise NotEditableError(f"{folder} is not a local folder")
-    doc = _attributes(folder)
-    if doc is not None and "dimensions" in doc:
-        name = _LEVEL_NAME.fullmatch(folder.name)
-        siblings = _pyramid_of(folder.parent) if name else []
-        if name and len(siblings) > 1 and any(s.folder == folder for s in siblings):
-            if name[1] != "0":
-                raise NotEditableError(
-                    f"{folder} is level {name[1]} of the pyramid {folder.parent}, computed from level 0: write "
-                    f"level 0 ({folder.parent / 's0'} or {folder.parent}) and the coarser levels follow"
-                )
-            folder, levels = folder.parent, siblings
-        else:
-            levels = [Level(folder, N5DatasetMetadata.from_json(doc, str(folder / N5_JSON)))]
-    else:
-        levels = _pyramid_of(folder)
-        if not levels:
-            raise NotEditableError(f"{folder} holds no N5 dataset nor s0..sN pyramid")
-    for level in levels:
-        check_editable(level)
-    _steps(levels)
-    return folder, levels
-
-
-def check_editable(level: Level) -> None:
-    """Refuse datasets whose blocks this module cannot rewrite."""
-    if level.meta.attributes.get("isLabelMultiset"):
-        raise NotEditableError(f"{level.folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
-    if level.dtype.kind not in "iu":
-        raise NotEditableError(f"{level.folder} is {level.dtype}, not integer labels")
-    if not os.access(level.folder, os.W_OK):
-        raise NotEditableError(f"{level.folder} is read-only; make an editable copy with `n5zarr convert`")
-
-
-def _steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
-    """Per-axis factors from each level to the next (a 2x pyramid: 1 or 2)."""
-    steps = []
-    for fine, coarse in itertools.pairwise(levels):
-        if len(fine.shape) != len(coarse.shape):
-            raise NotEditableError(f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent")
-        step = tuple(pyramid.level_factor(a, b) for a, b in zip(fine.shape, coarse.shape, strict=True))
-        if any(math.ceil(a / f) != b for a, b, f in zip(fine.shape, coarse.shape, step, strict=True)):
-            raise NotEditableError(f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent")
-        steps.append(step)
-    return steps
-
 
 # -- values ------------------------------------------------------------------------------
 
@@ -259,84 +120,7 @@ def as_values(array: Any, dtype: np.dtype, where: str) -> np.ndarray:
     check_fits(values, dtype, where)
     return values.astype(dtype, copy=False)
 
-
-# -- reading blocks (with the save's pending blocks over them) --------------------------
-
-
-def _sha(raw: bytes | None) -> str | None:
-    return None if raw is None else hashlib.sha256(raw).hexdigest()
-
-
-def read_raw(folder: DatasetFolder, level: Level, index: Index) -> bytes | None:
-    """The stored bytes of the block at ``index`` (None: missing), through ``folder``."""
-    return folder.read(level.block_key(index), max_stored_block_bytes(), own=False)
-
-
-def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:
-    """A stored block at its header shape, napari order (a writable copy), or None."""
-    if raw is None:
-        return None
-    return np.array(level.codec.decode_block(raw, level.dtype, len(level.shape), where=f"N5 block {level.path(index)}").T)
-
-
-def read_block(level: Level, index: Index, folder: DatasetFolder | None = None) -> np.ndarray | None:
-    """The stored block at its header shape, napari order (a writable copy), or None."""
-    if folder is None:
-        root = level.folder.parents[level.key.count("/")] if level.key else level.folder
-        with DatasetFolder(root) as own:
-            return decode(level, index, read_raw(own, level, index))
-    return decode(level, index, read_raw(folder, level, index))
-
-
-def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order."""
-    inside = level.inside(index)
-    out = np.zeros(inside, dtype=level.dtype)
-    if stored is not None:
-        common = tuple(slice(0, min(a, b)) for a, b in zip(inside, stored.shape, strict=True))
-        out[common] = stored[common]
-    return out
-
-
-def block_values(level: Level, index: Index, folder: DatasetFolder | None = None) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order."""
-    return inside_values(level, index, read_block(level, index, folder))
-
-
-def block_ranges(lo: Sequence[int], hi: Sequence[int], block: Sequence[int]) -> list[range]:
-    """Per axis, the grid indices of the blocks that pixels ``[lo, hi)`` reach."""
-    return [range(a // b, math.ceil(e / b)) for a, e, b in zip(lo, hi, block, strict=True)]
-
-
-def overlap(bounds: Sequence[slice], lo: Sequence[int], hi: Sequence[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
-    """(in the block, in the region ``[lo, hi)``) slices of their common pixels."""
-    inner = tuple(slice(max(a, s.start) - s.start, min(e, s.stop) - s.start) for a, e, s in zip(lo, hi, bounds, strict=True))
-    outer = tuple(slice(max(a, s.start) - a, min(e, s.stop) - a) for a, e, s in zip(lo, hi, bounds, strict=True))
-    return inner, outer
-
-
-def read_region(
-    level: Level, pending: Mapping[Index, Any], lo: Sequence[int], hi: Sequence[int], folder: DatasetFolder | None = None
-) -> np.ndarray:
-    """Pixels ``[lo, hi)`` of ``level``, ``pending[index].values`` over the stored blocks."""
-    out = np.zeros([b - a for a, b in zip(lo, hi, strict=True)], dtype=level.dtype)
-    for index in itertools.product(*block_ranges(lo, hi, level.block)):
-        values = pending[index].values if index in pending else block_values(level, index, folder)
-        src, dst = overlap(level.bounds(index), lo, hi)
-        out[dst] = values[src]
-    return out
-
-
 # -- new blocks ----------------------------------------------------------------------------
-
-
-@dataclass
-class NewBlock:
-    values: np.ndarray
-    """Inside the array, napari order."""
-    encoded: bytes
-    before: str | None = None
-    """Checksum of the block's stored bytes when the save read them (None: missing)."""
 
 
 def edge_convention(level: Level, folder: DatasetFolder, looked_at: int = 64) -> str:
@@ -385,7 +169,7 @@ def new_block(level: Level, index: Index, values: np.ndarray, convention: str, r
             full[tuple(slice(0, s) for s in stored.shape)] = stored
     full[region] = values
     values = np.ascontiguousarray(values, dtype=level.dtype)
-    return NewBlock(values, level.codec.encode_block(full.T), _sha(raw))
+    return NewBlock(values, level.codec.encode_block(full.T), sha(raw))
 
 
 def coarser_blocks(
@@ -458,235 +242,10 @@ def plan_save(
         block = new_block(first_level, index, merged, convention, raw)
         if block is not None:
             plan.levels[0][index] = block
-    for (fine, coarse), step in zip(itertools.pairwise(levels), _steps(levels), strict=True):
+    for (fine, coarse), step in zip(itertools.pairwise(levels), steps(levels), strict=True):
         last = plan.levels[-1]
         plan.levels.append(coarser_blocks(folder, fine, coarse, step, last, method) if last else {})
     return plan
-
-
-# -- the journal -------------------------------------------------------------------------
-
-
-@dataclass
-class Entry:
-    """One journaled block: its key and checksums before and after (None: missing)."""
-
-    key: str
-    before: str | None
-    after: str | None
-    known: bool = True
-    """False for a journal of an older version (no checksums)."""
-
-
-def _crash_point(name: str, n: int | None = None) -> None:
-    wanted = os.environ.get(CRASH_ENV)
-    if wanted and wanted in (name, f"{name}:{n}"):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _write_journal(folder: DatasetFolder, state: str, entries: Sequence[Entry]) -> None:
-    blocks = [{"key": e.key, "before": e.before, "after": e.after} for e in entries]
-    folder.create(JOURNAL_TMP, json.dumps({"version": 2, "state": state, "blocks": blocks}).encode())
-    folder.replace(JOURNAL_TMP, JOURNAL)
-    folder.sync()
-
-
-def _valid_key(key: Any, levels: Sequence[Level]) -> bool:
-    """``key`` names a block of one of ``levels`` (inside its grid, canonical digits)."""
-    if not isinstance(key, str) or not key:
-        return False
-    parts = key.split("/")
-    for level in levels:
-        prefix = level.key.split("/") if level.key else []
-        rest = parts[len(prefix) :]
-        if parts[: len(prefix)] != prefix or len(rest) != len(level.shape):
-            continue
-        if all(p.isdigit() and p.isascii() and str(int(p)) == p for p in rest):
-            return all(int(p) < g for p, g in zip(rest, reversed(level.grid), strict=True))
-    return False
-
-
-def read_journal(folder: DatasetFolder, levels: Sequence[Level]) -> tuple[str, list[Entry]] | None:
-    """(state, entries) of the journal in ``folder``, None when there is none. A journal this
-    package did not write (a link, a folder, a FIFO, too big, not a journal, naming anything
-    but this dataset's blocks) raises :class:`PlantedFileError`, naming it."""
-    raw = folder.read(JOURNAL, JOURNAL_CAP, own=True)
-    if raw is None:
-        return None
-
-    def refuse(why: str) -> PlantedFileError:
-        return folder.refuse(JOURNAL, f"a file that is not a usable save journal ({why})",
-                             "move it away if no save of this dataset was interrupted")  # fmt: skip
-
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise refuse("not JSON") from None
-    if not isinstance(doc, dict) or doc.get("state") not in ("staging", "committing") or doc.get("version") not in (1, 2):
-        raise refuse("no version and state of a save")
-    items = doc.get("blocks")
-    if not isinstance(items, list):
-        raise refuse("no list of blocks")
-    entries: list[Entry] = []
-    for item in items:
-        if doc["version"] == 1:  # an older save's journal: keys only
-            entry = Entry(item, None, None, known=False) if isinstance(item, str) else None
-        elif isinstance(item, dict) and all(
-            v is None or (isinstance(v, str) and _HASH.fullmatch(v)) for v in (item.get("before"), item.get("after"))
-        ):
-            entry = Entry(item.get("key"), item.get("before"), item.get("after"))  # type: ignore[arg-type]
-        else:
-            entry = None
-        if entry is None or not _valid_key(entry.key, levels):
-            raise refuse(f"an entry that names no block of this dataset: {str(item)[:80]!r}")
-        entries.append(entry)
-    return doc["state"], entries
-
-
-def journal_problem(root: str | os.PathLike[str]) -> str | None:
-    """Why the save journal at ``root`` cannot be used (None: there is none, or it is fine).
-    Never blocks and never raises: for readers, which then open the labels read-only."""
-    try:
-        folder, levels = pyramid_levels(root)
-        with DatasetFolder(folder) as df:
-            read_journal(df, levels)
-    except PlantedFileError as e:
-        return str(e)
-    except (OSError, ValueError) as e:
-        if isinstance(e, NotEditableError):
-            return None  # not editable anyway: the reader says so itself
-        return f"{Path(root) / JOURNAL}: {e}"
-    return None
-
-
-def unfinished_save(root: str | os.PathLike[str]) -> str | None:
-    """``"staging"`` or ``"committing"`` when a save of ``root`` was interrupted, ``"unusable:
-    <why>"`` when a file there is not a usable journal, else None. Never blocks."""
-    try:
-        folder, levels = pyramid_levels(root)
-    except (OSError, ValueError):
-        folder, levels = Path(os.fspath(root)).resolve(), []
-    try:
-        with DatasetFolder(folder) as df:
-            if not levels:
-                return "unusable: not an editable dataset" if df.lstat(JOURNAL) else None
-            found = read_journal(df, levels)
-    except PlantedFileError as e:
-        return f"unusable: {e}"
-    except OSError:
-        return None
-    return found[0] if found else None
-
-
-def recover(folder: DatasetFolder, levels: Sequence[Level]) -> str | None:
-    """Finish an interrupted save (hold the lock): a ``staging`` journal is rolled back
-    (its staged files removed: every block is still the old one), a ``committing`` one redone
-    block by block where the block on disk is still the journal's "before" (a block written
-    since is left, and said so). Returns what was done, or None."""
-    tmp_removed = folder.remove(JOURNAL_TMP)  # a save killed while writing its journal
-    found = read_journal(folder, levels)
-    if found is None:
-        return "removed an unfinished save's journal temporary" if tmp_removed else None
-    state, entries = found
-    redone = left = 0
-    for entry in entries:
-        staged = entry.key + STAGED_SUFFIX
-        if state != "committing":
-            folder.remove(staged)
-            continue
-        new = folder.read(staged, max_stored_block_bytes(), own=True)
-        if new is None:
-            continue  # put in place before the interruption
-        current = _sha(folder.read(entry.key, max_stored_block_bytes(), own=False))
-        if entry.known and _sha(new) == entry.after and current == entry.before:
-            folder.replace(staged, entry.key)
-            redone += 1
-        else:
-            folder.remove(staged)
-            left += current != entry.after
-    for key in {e.key.rsplit("/", 1)[0] for e in entries if "/" in e.key}:
-        folder.sync(key)
-    folder.remove(JOURNAL)
-    folder.sync()
-    if state != "committing":
-        return f"rolled back an unfinished save ({len(entries)} blocks left as they were)"
-    text = f"completed an unfinished save of {len(entries)} blocks ({redone} put in place now)"
-    if left:
-        text += f"; {left} block{'s were' if left != 1 else ' was'} written since it was interrupted and left as they are"
-    return text
-
-
-def commit(folder: DatasetFolder, blocks: Mapping[str, NewBlock]) -> int:
-    """Replace ``blocks`` (key -> new block) atomically per block under a journal; bytes written."""
-    written = 0
-    keys = list(blocks)
-    for start in range(0, len(keys), JOURNAL_BATCH):
-        batch = keys[start : start + JOURNAL_BATCH]
-        for key in batch:  # refuse anything planted before writing a byte
-            if folder.lstat(key + STAGED_SUFFIX) is not None:
-                folder.create(key + STAGED_SUFFIX, b"")  # raises PlantedFileError naming it
-        entries = [Entry(k, blocks[k].before, _sha(blocks[k].encoded)) for k in batch]
-        _write_journal(folder, "staging", entries)
-        _crash_point("journal")
-        staged: list[str] = []
-        try:
-            for n, key in enumerate(batch):
-                folder.create(key + STAGED_SUFFIX, blocks[key].encoded)
-                staged.append(key + STAGED_SUFFIX)
-                written += len(blocks[key].encoded)
-                _crash_point("staged", n)
-        except BaseException:
-            for name in staged:
-                with contextlib.suppress(OSError):
-                    folder.remove(name)
-            with contextlib.suppress(OSError):
-                folder.remove(JOURNAL)
-            raise
-        parents = {k.rsplit("/", 1)[0] for k in batch if "/" in k}
-        for key in parents:
-            folder.sync(key)
-        _write_journal(folder, "committing", entries)
-        _crash_point("committing")
-        for n, key in enumerate(batch):
-            folder.replace(key + STAGED_SUFFIX, key)
-            _crash_point("replaced", n)
-        for key in parents:
-            folder.sync(key)
-        folder.remove(JOURNAL)
-        folder.sync()
-    return written
-
-
-# -- locks ------------------------------------------------------------------------------
-
-
-def container_folders(root: Path, looked_at: int = 32) -> list[Path]:
-    """The folders above ``root`` up to its container's root (the highest ancestor, within
-    ``looked_at``, that holds N5/Zarr metadata or is named ``*.n5``/``*.zarr``), nearest first."""
-    parents = list(root.parents)[:looked_at]
-    top = -1
-    for n, folder in enumerate(parents):
-        if folder.suffix.lower() in (".n5", ".zarr") or any((folder / name).is_file() for name in (N5_JSON, ZARR_JSON)):
-            top = n
-    found = parents[: top + 1]
-    return [f for f in found if f.parent != f]
-
-
-@contextlib.contextmanager
-def lock(root: Path) -> Iterator[None]:
-    """The export lock of ``root`` (exclusive: a second saver or an exporter of it is refused,
-    naming the first) and of every folder above it up to the container root (shared: an
-    export replacing an enclosing group is refused while the save runs, and vice versa)."""
-    from napari_n5zarr.write.safe_destination import DestinationLock, check_ancestors
-
-    where = f"{root} (saving label edits)"
-    with contextlib.ExitStack() as stack:
-        for folder in reversed(container_folders(root)):
-            stack.enter_context(DestinationLock(folder, f"{folder} (labels inside it are being saved)", shared=True))
-        stack.enter_context(DestinationLock(root, where))
-        check_ancestors(root, where)
-        yield
-
 
 # -- public ---------------------------------------------------------------------------------
 
@@ -734,13 +293,6 @@ def save_blocks(
     """Write level-0 blocks ``edits`` (grid index -> values inside the array, napari order)
     of the dataset or pyramid at ``path``, and the coarser levels' covering blocks."""
     return save_changes(path, edits, method=method)
-
-
-def recover_at(root: str | os.PathLike[str]) -> str | None:
-    """Finish an interrupted save of the dataset or pyramid at ``root`` under its locks."""
-    folder, levels = pyramid_levels(root)
-    with lock(folder), DatasetFolder(folder) as df:
-        return recover(df, levels)
 
 
 def region_blocks(

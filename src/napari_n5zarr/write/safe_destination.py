@@ -40,6 +40,8 @@ from typing import Any, TypeGuard
 from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.storage import files, location
+from napari_n5zarr.write.dataset_files import DatasetFolder
+from napari_n5zarr.write.dataset_files import kind as _kind
 
 LOCK_SUFFIX = ".n5zarr-lock"
 """``.<node name>.n5zarr-lock`` beside the target node: held while an export writes it."""
@@ -124,16 +126,6 @@ def _pid_alive(pid: int) -> bool:
 _OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return "a special file"
-
-
 class DestinationLock:
     """Exclusive right to write ``node`` (a context manager; ``node`` is the resolved target).
 
@@ -170,11 +162,11 @@ class DestinationLock:
     def _open(self) -> int | None:
         """The lock file, created or an existing one checked; None: it vanished meanwhile."""
         try:
-            return os.open(self.path, _OPEN_FLAGS | os.O_CREAT | os.O_EXCL, 0o644)
+            return self._os_open(_OPEN_FLAGS | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             pass
         try:
-            fd = os.open(self.path, _OPEN_FLAGS)
+            fd = self._os_open(_OPEN_FLAGS)
         except FileNotFoundError:
             return None  # released meanwhile: try to create it again
         except OSError as e:  # ELOOP: a symbolic link (O_NOFOLLOW); EISDIR: a folder
@@ -189,6 +181,11 @@ class DestinationLock:
             os.close(fd)
             raise
         return fd
+
+    def _os_open(self, flags: int) -> int:
+        """The lock file opened from its folder's descriptor, never through a link."""
+        with DatasetFolder(self.path.parent) as folder:
+            return folder.open(self.path.name, flags)
 
     def _check(self, fd: int) -> None:
         """Refuse what the open descriptor is unless it is a lock file of ours."""
@@ -415,17 +412,16 @@ def owner(token: str) -> dict[str, Any]:
 
 
 def _write_marker(path: Path, doc: dict[str, Any]) -> None:
-    with open(path, "x", encoding="utf-8") as f:
-        json.dump(doc, f)
+    with DatasetFolder(path.parent) as folder:
+        folder.create(path.name, json.dumps(doc).encode())
 
 
 def _read_marker(path: Path) -> dict[str, Any] | None:
     """A marker document, or None (missing, a link, unreadable, not ours)."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            doc = json.loads(f.read(_LOCK_DOC_LIMIT))
+        with DatasetFolder(path.parent) as folder:
+            raw = folder.read(path.name, _LOCK_DOC_LIMIT, own=True)
+        doc = json.loads(raw) if raw is not None else None
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("token"), str) else None
