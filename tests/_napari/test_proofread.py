@@ -408,7 +408,7 @@ def test_reset_sample_rebuilds_edited_labels(tmp_path, monkeypatch):
     from napari_n5zarr._napari import viewer_launch
 
     opened = []
-    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None: opened.append(path))
+    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None, **_: opened.append(path))
     assert main(["view", "--reset-sample"]) == 0
     assert opened == [None]  # the sample
     np.testing.assert_array_equal(np.asarray(EditableLevel(path / "labels")[...]), sample.blobs()[1])
