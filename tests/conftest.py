@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -205,3 +206,15 @@ def calibrated_pyramid(tmp_path: Path) -> tuple[Path, Any]:
     dest = tmp_path / "pyr.n5"
     export(a, dest, chunks=8, scale=(3.0, 1.0, 1.0), units="micrometer", translate=(1.0, 2.0, 3.0))
     return dest, a
+
+
+@pytest.fixture(autouse=True)
+def _n5_pattern_offer_forgotten():
+    """Each test starts as a new napari session would: the one-time ``*.n5/*`` offer
+    (recorded per process by the preferences module) not made yet."""
+    yield
+    prefs = sys.modules.get("napari_n5zarr._napari.preferences")
+    if prefs is not None:
+        prefs._offered_here.clear()
+        state = Path(os.environ["NAPARI_CONFIG"]).parent / prefs.STATE_FILE
+        state.unlink(missing_ok=True)

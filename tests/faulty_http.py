@@ -2,7 +2,7 @@
 upstream such as moto's S3 server) and injects faults per path (403/500/503, resets,
 truncated or empty bodies, HTML pages, slow answers; and hostile bodies: a gzip
 ``Content-Encoding`` bomb, an endless chunked body, a huge declared ``Content-Length``,
-one byte per second). Shared by ``storage/test_remote.py``
+one byte per second, listing pages of many links or many megabytes). Shared by ``storage/test_remote.py``
 and ``test_cli_faults.py``; ``tests/`` is on ``sys.path`` through its ``conftest.py``.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import itertools
 import socket
 import struct
 import threading
@@ -152,6 +153,9 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
         if fault in ("gzip-bomb", "endless", "huge-length"):
             self._endless(fault)
             return
+        if fault.startswith(("links:", "padded-page:")):
+            self._listing_page(fault)
+            return
         _, _, body = self._real()
         if fault == "trickle":  # the real Content-Length, then one byte a second
             self.send_response(200)
@@ -196,6 +200,32 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
 
         chunked = fault != "huge-length"
         self._stream((b"%x\r\n%s\r\n" % (len(p), p) if chunked else p for p in pieces()), delay=0)
+
+    def _listing_page(self, fault: str) -> None:
+        """An HTML directory page, chunked: ``links:N`` holds N links (``kI/``);
+        ``padded-page:MB`` one link, then MB MiB of text without links."""
+        kind, _, count = fault.partition(":")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        if self.command == "HEAD":
+            return
+
+        def pieces() -> Iterator[bytes]:
+            yield b"<html><body><a href='k0/'>k0/</a>\n"
+            if kind == "links":
+                for start in range(1, int(count), 1000):
+                    yield b"".join(b"<a href='k%d/'>k%d/</a>\n" % (i, i) for i in range(start, min(start + 1000, int(count))))
+            else:
+                filler = b"<p>" + b"x" * (2**20 - 8) + b"</p>\n"
+                for _ in range(int(count)):
+                    yield filler
+            yield b"</body></html>"
+
+        chunks = (b"%x\r\n%s\r\n" % (len(p), p) for p in pieces())
+        self._stream(itertools.chain(chunks, [b"0\r\n\r\n"]), delay=0)
 
     def _stream(self, pieces: Iterator[bytes], delay: float = 1.0) -> None:
         """Write ``pieces`` (``delay`` s apart) until they end, the client hangs up, or teardown."""

@@ -128,8 +128,9 @@ def write_multiset_level(
         path.write_bytes(varlength_block(BLOCK if full_headers else cell.shape, payload, len(payload), compression))
 
 
-def write_paintera_container(root: Path, compression: str = "gzip", assignment: bool = False) -> Path:
-    """``root`` (``c.n5``) as in the module docstring; returns it."""
+def write_paintera_container(root: Path, compression: str = "gzip", assignment: bool = False, block_lookup: bool = False) -> Path:
+    """``root`` (``c.n5``) as in the module docstring (with ``block_lookup``, Paintera's
+    ``label-to-block-mapping`` too: :func:`write_label_to_block_mapping`); returns it."""
     import napari_n5zarr
 
     group = napari_n5zarr.open(root, mode="w")
@@ -154,6 +155,8 @@ def write_paintera_container(root: Path, compression: str = "gzip", assignment: 
     )
     if assignment:
         write_assignment(fragments / "fragment-segment-assignment", ASSIGNMENT)
+    if block_lookup:
+        write_label_to_block_mapping(fragments)
     return root
 
 
@@ -164,3 +167,24 @@ def write_assignment(folder: Path, pairs: dict[int, int]) -> None:
     for column, values in enumerate((list(pairs), list(pairs.values()))):
         (folder / "0").mkdir(exist_ok=True)
         (folder / "0" / str(column)).write_bytes(struct.pack(">HHII", 0, 2, n, 1) + struct.pack(f">{n}Q", *values))
+
+
+LONG_MAX = 2**63 - 1
+"""Java's Long.MAX_VALUE: the ``dimensions`` of every ``label-to-block-mapping/sN``."""
+
+
+def write_label_to_block_mapping(fragments: Path, levels: int = 3, step: int = 10000) -> None:
+    """As label-utilities-spark's ``LabelToBlockMapping.createMappingWithMultiscaleCheckN5``
+    and label-utilities-n5's ``LabelBlockLookupFromN5``: the group carries ``labelBlockLookup``;
+    each ``sN`` is int8 ``[Long.MAX_VALUE]``, blocks ``[step]``, gzip; block ``id // step``
+    holds the serialized map as a ``ByteArrayDataBlock`` of size ``[step]`` whose byte count
+    differs from it (n5-java writes it in varlength mode)."""
+    group = fragments / "label-to-block-mapping"
+    _json(group, {"labelBlockLookup": {"type": "n5-filesystem-relative", "scaleDatasetPattern": "label-to-block-mapping/s%d"}})
+    for level in range(levels):
+        folder = group / f"s{level}"
+        _json(folder, {"dataType": "int8", "dimensions": [LONG_MAX], "blockSize": [step],
+                       "compression": {"type": "gzip", "useZlib": False, "level": -1}})  # fmt: skip
+        # one entry: label 1 -> one interval (min x, y, z, max x, y, z), int64 BE
+        payload = struct.pack(">qi6q", 1, 1, 0, 0, 0, 7, 7, 3)
+        (folder / "0").write_bytes(varlength_block((step,), payload, len(payload), "gzip"))

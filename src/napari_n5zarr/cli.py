@@ -197,6 +197,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}")
         if ms.unreadable:
             _print(f"  cannot open: {ms.unreadable}")
+        for note in ms.notes:
+            _print(f"  note: {note}")
         _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
         _print(f"  translate  {_axis_text(ms.axes, ms.translate)}")
         _print(f"  units      {_axis_text(ms.axes, [u or '-' for u in ms.units])}")

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from faulty_http import FaultyServer, serve
+
+from napari_n5zarr.errors import N5StoreError
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"
@@ -45,12 +48,25 @@ threading.Thread(target=watchdog, daemon=True).start()
 import napari_n5zarr
 what, location, inner, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 try:
-    node = napari_n5zarr.open(location, storage_options=options)
-    if inner:
-        node = node[inner]
-    if what == "block":
-        node[(0,) * node.ndim]
-    out = {"error": None, "message": ""}
+    if what == "list":
+        from napari_n5zarr.access import base_store
+        from napari_n5zarr.n5.stores import list_names
+        names = list_names(base_store(location, storage_options=options), inner)
+        out = {"error": None, "message": f"{len(names)} names"}
+    elif what == "tree":
+        import contextlib, io
+        from napari_n5zarr.cli import main
+        err, printed = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(printed):
+            code = main(["tree", location])
+        out = {"error": f"exit {code}", "message": err.getvalue(), "stdout": printed.getvalue()}
+    else:
+        node = napari_n5zarr.open(location, storage_options=options)
+        if inner:
+            node = node[inner]
+        if what == "block":
+            node[(0,) * node.ndim]
+        out = {"error": None, "message": ""}
 except Exception as e:
     out = {"error": type(e).__name__, "message": str(e)}
 # VmHWM: this process's own peak (ru_maxrss keeps the forking parent's size across exec:
@@ -101,17 +117,119 @@ def server(http_server: FaultyServer) -> Iterator[FaultyServer]:
 
 # -- memory: HTTP --------------------------------------------------------------------------
 @pytest.mark.parametrize("fault", ["gzip-bomb", "endless", "huge-length"])
-@pytest.mark.parametrize("what", ["block", "metadata"])
-def test_hostile_http_body_is_refused_at_the_cap(server: FaultyServer, fault: str, what: str) -> None:
-    key = "/gzip/0/0/0" if what == "block" else "/gzip/attributes.json"
-    server.faults[key] = fault
-    result = read_in_subprocess(what, f"{server.url}/java.n5/gzip")
-    assert result["error"] in ("N5BlockError", "N5MetadataError"), result
-    assert f"java.n5{key}" in result["message"], result
+def test_hostile_http_metadata_body_is_refused_at_the_cap(server: FaultyServer, fault: str) -> None:
+    server.faults["/gzip/attributes.json"] = fault
+    result = read_in_subprocess("metadata", f"{server.url}/java.n5/gzip")
+    assert result["error"] == "N5MetadataError", result
+    assert "java.n5/gzip/attributes.json" in result["message"], result
     assert "size limit" in result["message"], result
-    env_name = "N5ZARR_MAX_BLOCK_BYTES" if what == "block" else "N5ZARR_MAX_METADATA_BYTES"
-    assert env_name in result["message"]
+    assert "N5ZARR_MAX_METADATA_BYTES" in result["message"]
     assert result["peak_mb"] < PEAK_MB, result
+
+
+# -- bounds that follow the data (issue 27): a block is capped by its dataset's own bound ---
+DATA_PEAK_MB = 300
+"""Issue 27: an endless block body or listing page ends under this peak (it reached 2.2-3.4 GB)."""
+GZIP_LIMIT = re.compile(r"stored block is over its dataset's limit of (\d+) bytes \(a \[1, 100, 100\] block of 1-byte "
+                        r"elements, gzip's worst case and the header\)")  # fmt: skip
+
+
+def _check_block_refused_at_its_dataset_limit(result: dict, url: str) -> None:
+    assert result["error"] == "N5BlockError", result
+    message = result["message"]
+    assert message.startswith(f"{url}: "), message
+    assert "\n" not in message
+    found = GZIP_LIMIT.search(message)
+    assert found, message
+    assert 10_000 < int(found[1]) < 16_000, message  # 10,000 bytes a block: gzip's worst case and a header, not 2 GiB
+    assert result["peak_mb"] < DATA_PEAK_MB, result
+
+
+@pytest.mark.parametrize("fault", ["endless", "gzip-bomb", "huge-length"])
+def test_endless_http_block_ends_at_its_datasets_limit(server: FaultyServer, fault: str) -> None:
+    """With the default global cap (2 GiB), an endless block body stops at what the
+    dataset's block size allows (it was read to 2 GiB: 2.2 GB peak)."""
+    server.faults["/gzip/0/0/0"] = fault
+    result = read_in_subprocess("block", f"{server.url}/java.n5/gzip", N5ZARR_MAX_BLOCK_BYTES="")
+    _check_block_refused_at_its_dataset_limit(result, f"{server.url}/java.n5/gzip/0/0/0")
+
+
+def test_endless_s3_block_ends_at_its_datasets_limit(s3_bucket: dict) -> None:
+    """Over S3 too: s3fs reads a whole body, whatever range was asked (the front ignores it)."""
+    for server in serve(FaultyServer(upstream=s3_bucket["endpoint_url"], s3=True)):
+        server.faults["/java.n5/gzip/0/0/0"] = "endless"
+        options = {**s3_bucket, "endpoint_url": server.url}
+        result = read_in_subprocess("block", "s3://n5-data/java.n5/gzip", options=options, N5ZARR_MAX_BLOCK_BYTES="")
+    _check_block_refused_at_its_dataset_limit(result, "s3://n5-data/java.n5/gzip/0/0/0")
+
+
+def test_zip_member_over_its_datasets_limit_is_refused_before_it_inflates(tmp_path: Path) -> None:
+    """A 64x64 uint8 raw dataset whose block member declares 16 MiB (under the global cap):
+    refused from the member's declared size, naming it and the dataset's limit."""
+    path = tmp_path / "big.zip"
+    _zip_bomb(path, "data/0/0", 16 * 2**20)
+    result = read_in_subprocess("block", str(path), "data", N5ZARR_MAX_BLOCK_BYTES="")
+    assert result["error"] == "N5BlockError", result
+    assert result["message"].startswith(f"{path}/data/0/0 (zip member declares {16 * 2**20} bytes): stored block is over "
+                                        "its dataset's limit of"), result  # fmt: skip
+    assert "(a [64, 64] block of 1-byte elements, raw's worst case and the header)" in result["message"]
+    assert result["peak_mb"] < DATA_PEAK_MB, result
+
+
+# -- listing pages: capped and streamed ---------------------------------------------------------
+@pytest.mark.parametrize(("fault", "limit"), [
+    ("padded-page:300", "the listing page is over the size limit of 67108864 bytes; set the environment variable N5ZARR_MAX_LISTING_BYTES to raise it"),
+    ("links:400000", "more than 100000 entries (the listing limit); set the environment variable N5ZARR_MAX_LISTING_ENTRIES to raise it"),
+])  # fmt: skip
+def test_huge_http_listing_ends_at_its_limit(server: FaultyServer, fault: str, limit: str) -> None:
+    """A 300 MB listing page, and one of 400k links, end in one line naming the URL and the
+    limit, within the request deadline (default 20 s: not "timed out"), peak under 300 MB
+    (fsspec read the whole page: 3.2-3.4 GB, 120-162 s)."""
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = fault
+    url = f"{server.url}/java.n5"
+    result = read_in_subprocess("list", url, N5ZARR_READ_TIMEOUT="20")
+    assert result["error"] == "N5StoreError", result
+    assert result["message"] == f"cannot list {url}: {limit}", result
+    assert result["peak_mb"] < DATA_PEAK_MB, result
+
+
+def test_tree_of_a_huge_listing_says_one_line(server: FaultyServer) -> None:
+    """``n5zarr tree``: the root's row, then one row saying why its children are not
+    listed, naming the URL and the limit once."""
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = "padded-page:300"
+    url = f"{server.url}/java.n5"
+    result = read_in_subprocess("tree", url, N5ZARR_READ_TIMEOUT="20")
+    lines = result["stdout"].splitlines()
+    assert len(lines) == 2, result
+    assert lines[1].endswith(f"unreadable: cannot list {url}: the listing page is over the size limit of 67108864 bytes; "
+                             "set the environment variable N5ZARR_MAX_LISTING_BYTES to raise it"), result  # fmt: skip
+    assert result["peak_mb"] < DATA_PEAK_MB, result
+
+
+def _collect(keys: AsyncIterator[str]) -> list[str]:
+    from napari_n5zarr.zarr_internals import sync
+
+    async def all_of() -> list[str]:
+        return [k async for k in keys]
+
+    return sync(all_of())
+
+
+def test_listing_within_the_limits_lists(server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control: a page of 2,000 links lists every child (and the real folder page too)."""
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.stores import list_names
+
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(p.name for p in JAVA.iterdir())
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "gzip/0")) == sorted(p.name for p in (JAVA / "gzip/0").iterdir())
+    files = sorted(p.relative_to(JAVA).as_posix() for p in JAVA.rglob("*") if p.is_file())
+    assert sorted(_collect(base_store(f"{server.url}/java.n5").list())) == files  # every page capped, walked
+    assert sorted(_collect(base_store(f"{server.url}/java.n5").list_prefix("gzip/"))) == [f for f in files if f.startswith("gzip/")]
+    server.faults["/java.n5"] = server.faults["/java.n5/"] = "links:2000"
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(f"k{i}" for i in range(2000))
+    monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", "1999")
+    with pytest.raises(N5StoreError, match="more than 1999 entries"):
+        list_names(base_store(f"{server.url}/java.n5"), "")
 
 
 def test_http_reads_still_work_and_ignored_ranges_are_sliced(server: FaultyServer) -> None:
@@ -159,7 +277,7 @@ def test_zip_bomb_member_is_refused_before_it_inflates(tmp_path: Path, member: s
     result = read_in_subprocess("block" if member.endswith("0") else "metadata", str(path), "data")
     assert result["error"] in ("N5BlockError", "N5MetadataError"), result
     assert f"bomb.zip/{member}" in result["message"], result
-    assert "size limit" in result["message"], result
+    assert ("size limit" if member.endswith(".json") else "over its dataset's limit") in result["message"], result
     assert "declares 1073741824 bytes" in result["message"]
     assert result["peak_mb"] < PEAK_MB, result
 
@@ -302,3 +420,43 @@ def test_a_users_own_timeout_sets_the_deadline(server: FaultyServer, monkeypatch
     assert base_store(url, storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=90)}}).settings.deadline == 90
     monkeypatch.setenv("N5ZARR_REQUEST_TIMEOUT", "5")
     assert base_store(url, storage_options=slow).settings.deadline == 5
+
+
+def test_listing_page_links_are_found_across_pieces_in_linear_time() -> None:
+    """The streamed scanner finds what fsspec's patterns find on a real page, whatever the
+    pieces; a page of 200,000 unclosed ``<a `` (fsspec's pattern backtracks on each) is one pass."""
+    from fsspec.implementations.http import ex, ex2
+
+    from napari_n5zarr.storage.remote import _Links
+
+    page = ("<html><body><h1>Index</h1><A HREF=\"s0/\">s0/</A> <a class='x' href='attributes.json'>a</a>\n"
+            "<a\thref=\"http://h/c.n5/s1/\">s1</a> see http://h/c.n5/readme.txt <a name=top>top</a></body></html>")  # fmt: skip
+    expected = {u[2] for u in ex.findall(page)} | set(ex2.findall(page))
+    for size in (1, 7, 64, len(page)):
+        links = _Links("http://h/c.n5", simple=True, most=100)
+        for i in range(0, len(page), size):
+            links.feed(page[i : i + size])
+        links.feed("", final=True)
+        assert set(links.found) == expected, size
+    soup = _Links("http://h/c.n5", simple=False, most=100)
+    soup.feed("<a " * 200_000)
+    soup.feed("<a href='k/'>k</a>", final=True)
+    assert list(soup.found) == ["k/"]
+
+
+def test_s3_listing_is_bounded_in_entries(s3_bucket: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An S3 folder's listing stops at the entry cap, in one line naming the URL and the
+    limit (s3fs's ``ls`` read every page of a folder, however many)."""
+    from napari_n5zarr.access import base_store
+    from napari_n5zarr.n5.stores import list_names
+
+    url = "s3://n5-data/java.n5"
+    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "")) == sorted(p.name for p in JAVA.iterdir())
+    blocks = sorted(p.name for p in (JAVA / "gzip/0").iterdir())
+    monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", str(len(blocks)))
+    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "gzip/0")) == blocks
+    monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", str(len(blocks) - 1))
+    with pytest.raises(N5StoreError) as info:
+        list_names(base_store(url, storage_options=s3_bucket), "gzip/0")
+    assert str(info.value) == (f"cannot list {url}/gzip/0: more than {len(blocks) - 1} entries (the listing limit); "
+                               "set the environment variable N5ZARR_MAX_LISTING_ENTRIES to raise it")  # fmt: skip

@@ -198,7 +198,9 @@ def tooltip(node: Node) -> str:
     row = node.row()
     lines = [f"<b>{html.escape(node.path or row['name'])}</b> — {html.escape(row['kind'])}"]
     lines += [f"{HEADERS[c]}: {html.escape(row[c])}" for c in COLUMNS[1:] if c != "kind" and row[c]]
-    if node.problem:
+    if node.problem and node.lookup_table and not node.error:  # bookkeeping, listed as such: no fault
+        lines.append(f"<span style='color:grey'>{html.escape(node.problem)}</span>")
+    elif node.problem:
         lines.append(f"<span style='color:#c33'>{'unreadable' if node.error else 'cannot open'}: {html.escape(node.problem)}</span>")
     return "<br>".join(lines)
 

@@ -137,7 +137,9 @@ def details_html(node: Node, extra: dict[str, Any]) -> list[str]:
     row = node.row()
     esc = html.escape
     parts = [f"<b>{esc(node.path or row['name'])}</b> — {esc(row['kind'])}"]
-    if node.problem:
+    if node.problem and node.lookup_table and not node.error:  # bookkeeping, listed as such: no fault
+        parts.append(f"<p style='color:grey'>{esc(node.problem)}</p>")
+    elif node.problem:
         label = "Unreadable" if node.error else "Cannot be opened"
         parts.append(f"<p style='color:#c33'>{label}: {esc(node.problem)}</p>")
     table = [(HEADERS[c], row[c]) for c in COLUMNS[1:] if c != "kind" and row[c]]

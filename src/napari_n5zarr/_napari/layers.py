@@ -124,6 +124,9 @@ def images_layers(found: Images, notify: Notify, *, too_many: TooMany = say_too_
     _color_channels(layers)
     for problem in problems:
         notify("warning", f"napari-n5zarr: skipped {problem}")
+    for image in found.images:  # fallbacks taken (a resolution of 0 shown at 1): one line each
+        for note in image.multiscale.notes:
+            notify("warning", f"napari-n5zarr: {image.multiscale.name or found.name}: {note}")
     if not (found.images or found.hidden or problems):
         notify("warning", f"napari-n5zarr: no N5 dataset found in {found.location or found.name}")
     return layers

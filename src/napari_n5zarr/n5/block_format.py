@@ -5,8 +5,9 @@ the first block of a dataset found by listing.
   varlength mode one more u32 BE element count. Object mode is mode + u32 count (no dims).
 * Decoding: one stored block -> its values, a view of the decompressed bytes (numpy, the
   header parser and the bounded decompressors only). :class:`~napari_n5zarr.n5.codec.N5DefaultCodec`
-  decodes through :func:`decode_block` too (one implementation); the N5 Default Store applies
-  :func:`check_block_file_size` and :func:`check_block_header` (one set of checks, one wording).
+  decodes through :func:`decode_block` too (one implementation); the N5 Default Store caps
+  every stored block at :func:`stored_block_limit` and applies :func:`check_block_header`
+  (one set of checks, one wording).
 * The first block (:func:`first_block_mode`): for decisions about a whole dataset before
   anything is written (``n5zarr add-zarr-metadata`` refuses a dataset whose blocks are not
   in default mode: :func:`require_default_mode` is the one block-mode check).
@@ -24,6 +25,7 @@ import numpy as np
 
 from napari_n5zarr.errors import N5BlockError, located
 from napari_n5zarr.n5 import bounded
+from napari_n5zarr.n5.constants import ReadLimit
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -185,20 +187,26 @@ def block_name(key: str, container: str) -> str:
     return f"N5 block {key} in {container}"
 
 
-def block_file_limit(block: tuple[int, ...], itemsize: int) -> int:
-    """Largest block file of a ``block``-shaped block of ``itemsize``-byte elements: an N5
-    block compresses to at most ~1.33x its raw size (lz4 pieces of 64 bytes)."""
-    return 2 * math.prod(block) * itemsize + 4 * len(block) + 65536
+FRAMING_SLACK = 4096
+"""Bytes allowed past a compression's documented bound: optional header fields (a gzip
+file name, a zstd dictionary id) and the block framing of streaming writers."""
 
 
-def check_block_file_size(size: int, block: tuple[int, ...], itemsize: int, where: str) -> None:
-    """Refuse (N5BlockError naming ``where``) a block file far larger than any encoding of the block."""
-    limit = block_file_limit(block, itemsize)
-    if size > limit:
-        raise N5BlockError(
-            f"{where}: block file of {size} bytes; a {list(block)} block of "
-            f"{itemsize}-byte elements needs at most {limit} in any N5 compression"
-        )
+def stored_block_limit(block: tuple[int, ...], payload: int, codec_json: dict[str, Any] | None, *,
+                       varlength: bool = False, what: str = "") -> ReadLimit | None:  # fmt: skip
+    """The most bytes one stored block of a dataset may take: its header (default mode, or
+    varlength with its element count) plus the compression's worst case
+    (:func:`~napari_n5zarr.n5.compression.compressed_bound`) of ``payload`` decoded bytes,
+    plus :data:`FRAMING_SLACK`; ``what`` says what ``payload`` is, for messages. None for a
+    compression the table does not know (the global cap applies)."""
+    from napari_n5zarr.n5.compression import compressed_bound
+
+    bound = compressed_bound(codec_json, payload)
+    if bound is None:
+        return None
+    worst, name = bound
+    header = header_size(len(block)) + (4 if varlength else 0)
+    return ReadLimit(header + worst + FRAMING_SLACK, f"{what or f'{payload} bytes'}, {name}'s worst case and the header")
 
 
 def check_block_header(

@@ -37,7 +37,7 @@ from napari_n5zarr.n5.block_format import (
     validated_header,
 )
 from napari_n5zarr.n5.compression import fast_compressor, fast_decompressor
-from napari_n5zarr.n5.constants import CODEC_NAME, N5_DTYPES
+from napari_n5zarr.n5.constants import CODEC_NAME, MAX_DIMENSION, N5_DTYPES
 from napari_n5zarr.zarr_internals import (
     JSON,
     ArrayConfig,
@@ -179,15 +179,15 @@ class N5DefaultCodec(ArrayBytesCodec):
         ------
         ValueError
             If the data type is not an N5 one, the array has more than 65535 dimensions,
-            an extent does not fit in uint32, or the transpose order is not a full reversal.
+            an extent does not fit in int64, or the transpose order is not a full reversal.
         """
         native = dtype.to_native_dtype()
         if native.name not in N5_DTYPES:
             raise ValueError(f"n5_default cannot encode data type {native}; N5 has {', '.join(N5_DTYPES)}")
         if len(shape) > 0xFFFF:
             raise ValueError("n5_default supports at most 65535 dimensions")
-        if any(s > 0xFFFFFFFF for s in shape):
-            raise ValueError("n5_default: array shape must fit in uint32")
+        if any(s > MAX_DIMENSION for s in shape):
+            raise ValueError("n5_default: array shape must fit in int64 (N5 dimensions are Java longs)")
         order = self.codecs[0].order
         if tuple(order) != tuple(range(len(shape) - 1, -1, -1)):
             raise ValueError(f"n5_default: transpose order must be {list(range(len(shape) - 1, -1, -1))}, got {list(order)}")

@@ -125,6 +125,51 @@ def _blosc_to_n5(c: JSONDict) -> JSONDict:
     }
 
 
+# -- worst-case sizes: the most bytes each compression makes of n bytes ---------------------
+# The libraries' own documented bounds (their "compressBound"), so a stored block can be
+# capped at what its dataset's block size allows, whoever wrote it.
+def _deflate_bound(n: int, wrapper: int) -> int:
+    """zlib's ``deflateBound`` for any settings (deflate.c, zlib 1.3: the larger of its
+    fixed-code and stored-block bounds) plus the wrapper: 18 bytes gzip, 6 zlib. Covers
+    libdeflate's bound (5 bytes per 5,000-byte block) too."""
+    fixed = n + (n >> 3) + (n >> 8) + (n >> 9) + 4
+    stored = n + (n >> 5) + (n >> 7) + (n >> 11) + 7
+    return max(fixed, stored) + wrapper
+
+
+def _bzip2_bound(n: int, config: JSONDict) -> int:
+    """bzip2's manual (``BZ2_bzBuffToBuffCompress``): at most 1% more, plus 600 bytes."""
+    return n + -(-n // 100) + 600
+
+
+def _xz_bound(n: int, config: JSONDict) -> int:
+    """liblzma's ``lzma_stream_buffer_bound``: LZMA2 stores incompressible data in chunks of
+    64 KiB with a 3-byte header; plus block header (<= 1024), check (<= 64), padding,
+    stream header and footer and index (rounded up to 2 KiB)."""
+    return n + 3 * -(-n // 65536) + 2048
+
+
+def _lz4_bound(n: int, config: JSONDict) -> int:
+    """The larger of lz4-java's LZ4Block stream (a 21-byte header per ``blockSize`` piece,
+    stored raw when it does not shrink, and a 21-byte end mark) and lz4's
+    ``LZ4_compressBound`` (n + n/255 + 16; z5py's bare block, +4 for numcodecs' size prefix)."""
+    piece = max(int(config.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE)), lz4block.MIN_BLOCK_SIZE)
+    stream = n + lz4block.PIECE_HEADER * (-(-n // piece) + 1)
+    return max(stream, n + n // 255 + 16 + 4)
+
+
+def _blosc_bound(n: int, config: JSONDict) -> int:
+    """c-blosc's ``BLOSC_MAX_OVERHEAD``: n + 16 (blosc.h; numcodecs, jblosc, z5py and
+    tensorstore all compress into a buffer of that size, so no chunk is larger)."""
+    return n + 16
+
+
+def _zstd_bound(n: int, config: JSONDict) -> int:
+    """zstd's ``ZSTD_COMPRESSBOUND`` (zstd.h)."""
+    small = (128 * 1024 - n) >> 11 if n < 128 * 1024 else 0
+    return n + (n >> 8) + small
+
+
 @dataclass(frozen=True)
 class Compression:
     """One row: an N5 compression type and its Zarr v3 codec."""
@@ -143,6 +188,9 @@ class Compression:
     compress: Callable[[memoryview, JSONDict], bytes | bytearray] | None = None
     """Optional fast compression given the zarr codec configuration: ``data`` is the
     big-endian payload, its ``itemsize`` the element size (blosc's typesize)."""
+    worst_case: Callable[[int, JSONDict], int] = lambda n, c: n
+    """The most bytes this compression makes of ``n`` bytes (zarr configuration ``c``):
+    the library's documented bound. Caps what a stored block may take."""
     zarr_refuses: Callable[[JSONDict], bool] = lambda c: False
     """True for a zarr configuration (from ``to_zarr``) that the zarr codec refuses, though
     N5 and the bounded decompression accept it: readers that skip zarr fall back to it
@@ -159,6 +207,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         matches_n5=lambda p: not p.get("useZlib", False),
         decompress=bounded.gzip_decompress,
         compress=_gzip_compress,
+        worst_case=lambda n, c: _deflate_bound(n, 18),
     ),
     Compression(
         "gzip",
@@ -168,6 +217,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         matches_n5=lambda p: bool(p.get("useZlib", False)),
         decompress=bounded.gzip_decompress,
         compress=_zlib_compress,
+        worst_case=lambda n, c: _deflate_bound(n, 6),
     ),
     Compression(
         "bzip2",
@@ -175,6 +225,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda p: {"level": min(max(_int(p, "blockSize", 9), 1), 9)},
         lambda c: {"blockSize": int(c.get("level", 9))},
         decompress=bounded.bzip2_decompress,
+        worst_case=_bzip2_bound,
     ),
     Compression(
         "xz",
@@ -182,6 +233,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda p: {"preset": _int(p, "preset", 6), "format": 1, "check": -1},
         lambda c: {"preset": int(c["preset"]) if c.get("preset") is not None else 6},
         decompress=bounded.xz_decompress,
+        worst_case=_xz_bound,
     ),
     Compression(
         "lz4",
@@ -190,6 +242,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda p: {"blockSize": max(_int(p, "blockSize", lz4block.DEFAULT_BLOCK_SIZE), 64)},
         lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
         decompress=bounded.lz4_decompress,
+        worst_case=_lz4_bound,
         zarr_refuses=lambda c: not lz4block.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4block.MAX_BLOCK_SIZE,
     ),
     Compression(
@@ -199,6 +252,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         _blosc_to_n5,
         decompress=bounded.blosc_decompress,
         compress=_blosc_compress,
+        worst_case=_blosc_bound,
     ),
     Compression(
         "zstd",
@@ -207,6 +261,7 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda c: {"level": int(c.get("level", 0))},
         decompress=bounded.zstd_decompress,
         compress=_zstd_compress,
+        worst_case=_zstd_bound,
         zarr_refuses=lambda c: c["level"] > ZSTD_MAX_LEVEL,
     ),
 )
@@ -295,3 +350,14 @@ def fast_compressor(codec_json: JSONDict) -> Callable[[memoryview], bytes | byte
     config = dict(codec_json.get("configuration") or {})
     compress = row.compress
     return lambda data: compress(data, config)
+
+
+def compressed_bound(codec_json: JSONDict | None, n: int) -> tuple[int, str] | None:
+    """(the most bytes the zarr codec ``codec_json`` (None: raw) makes of ``n`` bytes, its
+    N5 name), or None for a codec this table does not know."""
+    name = None if codec_json is None else codec_json.get("name")
+    row = row_for_zarr_name(name)
+    if row is None:
+        return None
+    config = {} if codec_json is None else dict(codec_json.get("configuration") or {})
+    return row.worst_case(n, config), row.n5_type

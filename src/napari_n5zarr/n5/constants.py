@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from napari_n5zarr.errors import N5BlockError, N5MetadataError
@@ -42,6 +43,9 @@ N5_DTYPES = tuple(N5_DTYPE_SIZES)
 """Every N5 ``dataType`` holding array data (``object``/``string`` datasets do not)."""
 
 DIMENSIONS = "dimensions"
+MAX_DIMENSION = 2**63 - 1
+"""The largest N5 extent: dimensions are Java longs (Paintera's ``label-to-block-mapping/sN``
+declare ``Long.MAX_VALUE``); block sizes are u32 in every block header."""
 BLOCK_SIZE = "blockSize"
 DATA_TYPE = "dataType"
 COMPRESSION = "compression"
@@ -59,6 +63,11 @@ MAX_METADATA_BYTES_ENV = "N5ZARR_MAX_METADATA_BYTES"
 DEFAULT_MAX_BLOCK_BYTES = 2**31 - 1
 """n5-java's limit: a block travels as one ByteBuffer, so no N5 writer makes a bigger one."""
 MAX_BLOCK_BYTES_ENV = "N5ZARR_MAX_BLOCK_BYTES"
+
+DEFAULT_MAX_LISTING_BYTES = 64 * 2**20
+MAX_LISTING_BYTES_ENV = "N5ZARR_MAX_LISTING_BYTES"
+DEFAULT_MAX_LISTING_ENTRIES = 100_000
+MAX_LISTING_ENTRIES_ENV = "N5ZARR_MAX_LISTING_ENTRIES"
 
 INCOMPLETE_MARKER = ".n5zarr-incomplete"
 """Written first and removed last by an export: its presence means the export never finished."""
@@ -89,6 +98,18 @@ def max_block_bytes() -> int:
     return _env_bytes(MAX_BLOCK_BYTES_ENV, DEFAULT_MAX_BLOCK_BYTES)
 
 
+def max_listing_bytes() -> int:
+    """The size cap for one listing page (an HTTP directory page), in bytes: 64 MiB (a
+    page of ~1M links), or the environment variable ``N5ZARR_MAX_LISTING_BYTES``."""
+    return _env_bytes(MAX_LISTING_BYTES_ENV, DEFAULT_MAX_LISTING_BYTES)
+
+
+def max_listing_entries() -> int:
+    """The most entries one listing (a folder's children) may hold: 100,000, or the
+    environment variable ``N5ZARR_MAX_LISTING_ENTRIES``."""
+    return _env_bytes(MAX_LISTING_ENTRIES_ENV, DEFAULT_MAX_LISTING_ENTRIES)
+
+
 def check_metadata_size(size: int, where: str | None) -> None:
     """Refuse a metadata document of ``size`` bytes over :func:`max_metadata_bytes`."""
     cap = max_metadata_bytes()
@@ -100,29 +121,50 @@ def check_metadata_size(size: int, where: str | None) -> None:
 
 
 def max_stored_block_bytes() -> int:
-    """The most bytes one stored block (header and compressed payload) may take, from any
-    store: :func:`max_block_bytes` plus room for the block header and the worst growth of
-    any N5 compression on incompressible data (1/64 of it and 64 KiB)."""
+    """The most bytes one stored block (header and compressed payload) may take when its
+    dataset is not known: :func:`max_block_bytes` plus room for the block header and the
+    worst growth of any N5 compression on incompressible data (1/64 of it and 64 KiB).
+    A block of a known dataset is capped by that dataset's own :class:`ReadLimit`."""
     cap = max_block_bytes()
     return cap + cap // 64 + 2**16
 
 
-def max_stored_bytes(metadata: bool) -> int:
+@dataclass(frozen=True)
+class ReadLimit:
+    """The most bytes one stored block of a given dataset may take (``size``) and why
+    (``why``, for messages: block size, element size, compression), from its metadata."""
+
+    size: int
+    why: str
+
+
+def max_stored_bytes(metadata: bool, limit: ReadLimit | None = None) -> int:
     """The cap on one stored object: :func:`max_metadata_bytes` for a metadata document,
-    else :func:`max_stored_block_bytes`. Every store read stops one byte past it."""
-    return max_metadata_bytes() if metadata else max_stored_block_bytes()
+    the dataset's ``limit`` for a block of a known dataset, else
+    :func:`max_stored_block_bytes`. Every store read stops one byte past it."""
+    if metadata:
+        return max_metadata_bytes()
+    return limit.size if limit is not None else max_stored_block_bytes()
 
 
-def check_stored_size(size: int, where: str | None, *, metadata: bool) -> None:
+def check_stored_size(size: int, where: str | None, *, metadata: bool, limit: ReadLimit | None = None) -> None:
     """Refuse ``size`` bytes (declared or read) of a metadata document or block over its cap
     (:func:`max_stored_bytes`): N5MetadataError or N5BlockError naming ``where`` and the limit."""
     if metadata:
         check_metadata_size(size, where)
         return
+    prefix = f"{where}: " if where else ""
+    if limit is not None:
+        if size > limit.size:
+            raise N5BlockError(
+                f"{prefix}stored block is over its dataset's limit of {limit.size} bytes ({limit.why}); "
+                "no valid block is that large: refused as corrupt"
+            )
+        return
     cap = max_stored_block_bytes()
     if size > cap:
         raise N5BlockError(
-            f"{where + ': ' if where else ''}stored block is over the size limit of {cap} bytes "
+            f"{prefix}stored block is over the size limit of {cap} bytes "
             f"({MAX_BLOCK_BYTES_ENV}={max_block_bytes()} decoded, plus header and compression overhead); "
             f"set the environment variable {MAX_BLOCK_BYTES_ENV} to raise it"
         )

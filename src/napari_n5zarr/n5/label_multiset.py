@@ -44,9 +44,6 @@ MAX_BYTES_PER_VOXEL = 256
 """Largest decompressed payload a block may declare per voxel (plus 64 KiB): an offset, a
 legacy argMax and the voxel's share of the lists fit many times over; a forged element
 count cannot make the reader allocate more."""
-FILE_ITEMSIZE = MAX_BYTES_PER_VOXEL // 2
-"""Item size to give :func:`~napari_n5zarr.n5.block_format.check_block_file_size` for a multiset
-dataset (its stored ``uint8`` says nothing about how large its block files may be)."""
 _ENTRY = 12  # int64 id + int32 count
 
 
@@ -55,9 +52,16 @@ def is_label_multiset(attrs: Mapping[str, Any] | None) -> bool:
     return bool(attrs) and attrs.get(ATTRIBUTE) is True  # type: ignore[union-attr]
 
 
-def file_itemsize(data_type: Any, attrs: Mapping[str, Any] | None) -> int:
-    """Item size for the block-file size check of a dataset (:data:`FILE_ITEMSIZE` for a multiset)."""
-    return FILE_ITEMSIZE if is_label_multiset(attrs) else np.dtype(data_type).itemsize
+def stored_payload(data_type: Any, attrs: Mapping[str, Any] | None, block: Sequence[int]) -> tuple[int, bool, str]:
+    """(the most decoded payload bytes a stored block of the dataset holds, whether its
+    blocks may be varlength, what that is for messages): ``blockSize`` x item size, or
+    for a label multiset :func:`payload_cap` of its voxels (its stored ``uint8`` says
+    nothing about how large its blocks may be)."""
+    voxels = math.prod(block)
+    if is_label_multiset(attrs):
+        return payload_cap(voxels), True, f"a label-multiset block of {voxels} voxels ({payload_cap(voxels)} bytes)"
+    itemsize = np.dtype(data_type).itemsize
+    return voxels * itemsize, False, f"a {list(block)} block of {itemsize}-byte elements"
 
 
 def payload_cap(voxels: int) -> int:
@@ -178,15 +182,19 @@ def apply_assignment(labels: np.ndarray, assignment: tuple[np.ndarray, np.ndarra
 
 
 def assignment_table(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted fragments, their segments) from Paintera's ``fragment-segment-assignment``
+    """(sorted distinct fragments, their segments) from Paintera's ``fragment-segment-assignment``
     read in napari order: shape (2, N), row 0 the fragments, row 1 their segments
     (``N5FragmentSegmentAssignmentPersister``: N5 dimensions [N, 2], block 0/0 the
-    fragments, block 0/1 the segments)."""
+    fragments, block 0/1 the segments). A fragment listed twice keeps its last segment, as
+    Paintera's loader (``N5FragmentSegmentAssignmentInitialLut``: ``TLongLongHashMap(keys,
+    values)`` puts the pairs in order)."""
     pairs = np.asarray(pairs, dtype=np.uint64)
     if pairs.ndim != 2 or pairs.shape[0] != 2:
         raise N5BlockError(f"fragment-segment-assignment of shape {list(pairs.shape[::-1])}; expected [N, 2]")
     order = np.argsort(pairs[0], kind="stable")
-    return pairs[0][order], pairs[1][order]
+    keys, values = pairs[0][order], pairs[1][order]
+    last = np.append(keys[1:] != keys[:-1], True) if len(keys) else np.zeros(0, bool)  # the last of each run
+    return keys[last], values[last]
 
 
 __all__ = [
@@ -198,7 +206,7 @@ __all__ = [
     "assignment_table",
     "cell_shape",
     "decode_multiset_block",
-    "file_itemsize",
     "is_label_multiset",
     "payload_cap",
+    "stored_payload",
 ]

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 CODEC_NAME = "n5zarr.lz4block"
 MAGIC = b"LZ4Block"
 _PIECE = struct.Struct("<8sBiii")
+PIECE_HEADER = _PIECE.size
+"""Bytes before each piece (21)."""
 METHOD_RAW = 0x10
 METHOD_LZ4 = 0x20
 SEED = 0x9747B28C

@@ -30,6 +30,7 @@ from napari_n5zarr.n5.constants import (
     DIMENSIONS,
     LEGACY_COMPRESSION,
     MAX_BLOCK_BYTES_ENV,
+    MAX_DIMENSION,
     N5_DTYPE_SIZES,
     N5_DTYPES,
     N5_VERSION,
@@ -198,7 +199,7 @@ class N5DatasetMetadata:
     Parameters
     ----------
     dimensions
-        The array's shape, N5 order; integers in [0, 2**32).
+        The array's shape, N5 order; integers in [0, 2**63) (N5 dimensions are Java longs).
     block_size
         The block (chunk) shape, N5 order; integers in [1, 2**32), one per dimension.
     data_type
@@ -468,11 +469,13 @@ def parse_zarr_json(doc: Any, version: str | None = None, path: str = "/") -> N5
 
 
 def _dims(value: Any, key: str, *, positive: bool) -> tuple[int, ...]:
+    """Dimensions are Java longs (up to 2**63 - 1: Paintera's label-to-block-mapping uses
+    Long.MAX_VALUE); block sizes are u32 in every block header."""
     if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise N5MetadataError(f"N5 {key!r} must be a list of integers, got {value!r}")
-    low = 1 if positive else 0
-    if any(v < low or v > 0xFFFFFFFF for v in value):
-        raise N5MetadataError(f"N5 {key!r} values must be in [{low}, 2**32), got {list(value)}")
+    low, high = (1, "2**32") if positive else (0, "2**63")
+    if any(v < low or v > (0xFFFFFFFF if positive else MAX_DIMENSION) for v in value):
+        raise N5MetadataError(f"N5 {key!r} values must be in [{low}, {high}), got {list(value)}")
     return tuple(int(v) for v in value)
 
 

@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import os
-import stat
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,9 +31,15 @@ from zarr.buffer import default_buffer_prototype
 from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
 
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
-from napari_n5zarr.n5.block_format import block_name, check_block_file_size, check_block_header
-from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON, parse_document
-from napari_n5zarr.n5.label_multiset import file_itemsize
+from napari_n5zarr.n5.block_format import block_name, check_block_header, stored_block_limit
+from napari_n5zarr.n5.constants import (
+    N5_JSON,
+    ZARR_JSON,
+    ReadLimit,
+    check_stored_size,
+    parse_document,
+)
+from napari_n5zarr.n5.label_multiset import stored_payload
 from napari_n5zarr.n5.metadata import (
     GROUP_DOC,
     attributes_to_zarr,
@@ -198,6 +203,26 @@ def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: in
     return sync(count())
 
 
+def stored_size(store: Store, prefix: str, limit: int = 100_000) -> int | None:
+    """Bytes stored under ``prefix`` (its blocks and metadata documents) in the plain store
+    beneath the N5 wrappers (sizes from the listing's store, no block read or checked);
+    None past ``limit`` keys."""
+    from napari_n5zarr.zarr_internals import sync
+
+    base = _innermost(store)
+
+    async def total() -> int | None:
+        n = size = 0
+        async for key in base.list_prefix(f"{prefix}/" if prefix else ""):
+            n += 1
+            if n > limit:
+                return None
+            size += await base.getsize(key)
+        return size
+
+    return sync(total())
+
+
 def _in_range(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
     """The part of a generated document that ``byte_range`` asks for."""
     if byte_range is None:
@@ -290,7 +315,7 @@ class N5DefaultStore(_ReadsThroughGet):
         super().__init__(store)
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
-        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {}  # -> (shape, blockSize, itemsize)
+        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None]] = {}  # -> (shape, blockSize, cap)
         self._translations: dict[bytes, tuple[dict[str, Any], bytes]] = {}  # attributes.json -> (zarr.json doc, its bytes)
         self._array_docs: dict[str, dict[str, Any]] = {}  # prefix -> the document its grid was taken from
         self._handed: dict[str, tuple[float, Buffer]] = {}  # prefix -> (when, attributes.json just read): _hand_over
@@ -327,8 +352,8 @@ class N5DefaultStore(_ReadsThroughGet):
             self._array_grid.pop(prefix, None)
         return encoded
 
-    def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
-        """(shape, blockSize, itemsize) of the array at ``prefix``, if known."""
+    def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None] | None:
+        """(shape, blockSize, stored block cap) of the array at ``prefix``, if known."""
         if prefix not in self._array_grid and (doc := self._array_docs.get(prefix)) is not None:
             self._remember_grid(prefix, doc)
         return self._array_grid.get(prefix)
@@ -351,34 +376,30 @@ class N5DefaultStore(_ReadsThroughGet):
 
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
-            block = doc["chunk_grid"]["configuration"]["chunk_shape"]
-            itemsize = file_itemsize(str(doc["data_type"]), doc.get("attributes"))
-            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), tuple(int(b) for b in block), itemsize)
-        except (KeyError, TypeError, ValueError):  # the codec's position-free checks remain
+            block = tuple(int(b) for b in doc["chunk_grid"]["configuration"]["chunk_shape"])
+            payload, varlength, what = stored_payload(str(doc["data_type"]), doc.get("attributes"), block)
+            inner = doc["codecs"][0]["configuration"]["codecs"]
+            compressor = inner[-1] if inner and inner[-1].get("name") not in ("bytes", "transpose") else None
+            limit = stored_block_limit(block, payload, compressor, varlength=varlength, what=what)
+            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), block, limit)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # the codec's position-free checks remain
             logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)
             self._array_grid.pop(prefix, None)
             self._array_docs.pop(prefix, None)  # not worked out again
 
-    def _check_block_file(self, key: str) -> None:
-        """Before reading a local block file: refuse a file far larger than any encoding of the block
-        (an N5 block compresses to at most ~1.33x its raw size: lz4 pieces of 64 bytes).
-        One ``stat``; other stores (zip, remote) are read as they are."""
-        root = getattr(self._store, "root", None)
-        if not isinstance(self._store, LocalStore) or root is None:
-            return
+    def _read_limit(self, key: str) -> ReadLimit | None:
+        """The cap on the stored block at ``key`` (its dataset's :func:`stored_block_limit`),
+        or None when ``key`` is no block of a dataset read so far (the global cap applies)."""
         location = self._block_location(key)
-        if location is None:
-            return
-        try:
-            info = os.stat(os.path.join(root, key))
-        except OSError:
-            return  # missing (fill value) or unreadable: the store's own read decides
-        where = block_name(key, self.container)
-        if not stat.S_ISREG(info.st_mode):
-            return  # FIFOs and devices: SafeLocalStore refuses them (N5StoreError naming the path)
-        grid = self._grid(location[0])
-        if grid is not None:
-            check_block_file_size(info.st_size, grid[1], grid[2], where)
+        grid = self._grid(location[0]) if location is not None else None
+        return grid[2] if grid is not None else None
+
+    def _read_capped(self, key: str, value: Buffer | None, limit: ReadLimit | None) -> Buffer | None:
+        """``value`` read from a store that knows no per-dataset cap (a MemoryStore, zarr's own
+        stores): checked after the read (bounded stores stop at the cap while reading)."""
+        if value is not None and limit is not None and not getattr(self._store, "limited_reads", False):
+            check_stored_size(len(value), block_name(key, self.container), metadata=False, limit=limit)
+        return value
 
     def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
         """(array prefix, grid index) when ``key`` is a block of an array read so far."""
@@ -440,8 +461,11 @@ class N5DefaultStore(_ReadsThroughGet):
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
-            self._check_block_file(key)
-            value = await self._store.get(key, prototype, byte_range)
+            limit = self._read_limit(key)
+            if limit is not None and getattr(self._store, "limited_reads", False):
+                value = await self._store.get(key, prototype, byte_range, limit=limit)  # type: ignore[call-arg]
+            else:
+                value = self._read_capped(key, await self._store.get(key, prototype, byte_range), limit)
             self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
         raw = self._handed_over(prefix) or await self._store.get(prefix + N5_JSON, default_buffer_prototype())
@@ -453,8 +477,11 @@ class N5DefaultStore(_ReadsThroughGet):
         proto = prototype or default_buffer_prototype()
         prefix = _meta_prefix(key)
         if prefix is None:
-            self._check_block_file(key)
-            value = self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
+            limit = self._read_limit(key)
+            if limit is not None and getattr(self._store, "limited_reads", False):
+                value = self._store.get_sync(key, prototype=proto, byte_range=byte_range, limit=limit)  # type: ignore[attr-defined]
+            else:
+                value = self._read_capped(key, self._store.get_sync(key, prototype=proto, byte_range=byte_range), limit)  # type: ignore[attr-defined]
             self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
         raw = self._handed_over(prefix) or self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.read.levels import (
     LazyLevel,
     dask_level,
@@ -177,7 +178,7 @@ def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Repo
     levels: list[Any] = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
     group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
     if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
-        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT)
+        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT, None if strict else report)
         for level in levels:
             level.assignment = table
     if strict:  # one dask chunk per storage block, as the other levels of a copy
@@ -189,12 +190,33 @@ def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Repo
     return levels
 
 
+MAX_AXIS_BLOCKS = 2**24
+"""Most blocks along one axis a copy (one dask task per block) addresses: N5 dimensions go up
+to 2**63 - 1 (Paintera's ``label-to-block-mapping``), dask's block list per axis does not."""
+
+
+def check_addressable(array: zarr.Array) -> None:
+    """Refuse, in one line (N5FormatError), a copy of ``array`` whose block grid is too long
+    along one axis to be addressed block by block (:data:`MAX_AXIS_BLOCKS`)."""
+    for axis, (size, block) in enumerate(zip(array.shape, array.chunks, strict=True)):
+        count = -(-size // block)
+        if count > MAX_AXIS_BLOCKS:
+            from napari_n5zarr.n5.stores import store_location
+
+            raise N5FormatError(
+                f"{store_location(array.store, array.path)}: {count} blocks along axis {axis} (extent {size}, blocks of {block}); "
+                f"a copy addresses at most {MAX_AXIS_BLOCKS} per axis"
+            )
+
+
 def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     """One level in napari order as a dask array (see :func:`levels_for`)."""
     n5_order = n5_ordered(array)
     if not strict:
         return dask_level(array, n5_order=n5_order, report=report)
     import dask.array as da
+
+    check_addressable(array)
 
     data = da.from_zarr(array)
     return data.T if n5_order else data

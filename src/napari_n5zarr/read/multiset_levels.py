@@ -118,10 +118,44 @@ def is_multiset_array(array: Any) -> bool:
         return False
 
 
-def read_assignment(node: zarr.Group | zarr.Array, path: str) -> tuple[np.ndarray, np.ndarray] | None:
+MAX_EXPANSION = 1032
+"""Most bytes one stored byte of a compressed block decodes to (deflate's limit, 1032:1):
+a table declaring more than its stored bytes can hold is refused before it is allocated."""
+
+
+def check_assignment_size(array: zarr.Array, path: str) -> str | None:
+    """Why the table ``array`` cannot be what its metadata declares, checked against the
+    bytes actually stored (one listing, no block read), else None: its values would be
+    allocated whole (a 200-byte ``attributes.json`` may declare 200M pairs)."""
+    shape = tuple(array.shape)
+    if len(shape) != 2 or shape[1] != 2:
+        return f"{path}: fragment-segment-assignment of shape {list(shape)}; expected [N, 2]"
+    declared = shape[0] * 2 * array.dtype.itemsize
+    if not declared:
+        return None
+    from napari_n5zarr.n5.stores import stored_size
+
+    stored = stored_size(array.store, array.path)  # its blocks and metadata document
+    if stored is None:  # too many files to add up: as many as that hold a table
+        return None
+    codecs = getattr(array.metadata, "codecs", None) or (None,)  # Zarr v2 metadata has none
+    codec = codecs[0]
+    bound = stored if getattr(codec, "compressor", None) is None else stored * MAX_EXPANSION
+    if declared > bound:
+        from napari_n5zarr.n5.stores import store_location
+
+        where = store_location(array.store, array.path)
+        return f"{where}: declares {shape[0]} fragment-segment pairs ({declared} bytes) but stores {stored} bytes"
+    return None
+
+
+def read_assignment(node: zarr.Group | zarr.Array, path: str, report: Report | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Paintera's fragment -> segment table at ``path`` below the zarr group ``node``, None
     where there is none. A table that cannot be read raises (N5FormatError): segments must
-    not silently be fragments."""
+    not silently be fragments. A table larger than its stored bytes can hold
+    (:func:`check_assignment_size`) is never allocated: with ``report`` it is said in one
+    line and the labels show as fragments (Paintera's loader falls back to an empty table
+    too), without it raises."""
     import zarr
 
     try:
@@ -133,10 +167,19 @@ def read_assignment(node: zarr.Group | zarr.Array, path: str) -> tuple[np.ndarra
     if not isinstance(array, zarr.Array):
         return None
     try:
+        refused = check_assignment_size(array, path)
+    except Exception as e:
+        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+    if refused is not None:
+        if report is None:
+            raise N5FormatError(refused)
+        report(f"{refused}; shown as fragments")
+        return None
+    try:
         pairs = np.asarray(array[...]).T  # zarr sees N5 order: [N, 2]
     except Exception as e:
         raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
     return assignment_table(pairs)
 
 
-__all__ = ["ASSIGNMENT", "FRAGMENTS_ENV", "MultisetLevel", "MultisetSource", "read_assignment", "show_fragments"]
+__all__ = ["ASSIGNMENT", "FRAGMENTS_ENV", "MAX_EXPANSION", "MultisetLevel", "MultisetSource", "check_assignment_size", "read_assignment", "show_fragments"]

@@ -75,6 +75,8 @@ class Node:
     """Why the node's metadata cannot be read (kind "error")."""
     reason: str | None = None
     """Why a readable node cannot be opened as a layer (e.g. 1-D data)."""
+    lookup_table: bool = False
+    """A Paintera bookkeeping dataset (or a level of one): ``reason`` says so; no fault."""
     encoding: str = ""
     """How the blocks are stored where it is not the default ("label multiset(s)"), shown in its kind."""
     warning: str | None = None

@@ -42,6 +42,7 @@ def multiscale_to_json(ms: Multiscale) -> dict[str, Any]:
         "units": list(ms.units[::-1]),
         "levels": [{"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)],
         "unreadable": ms.unreadable or None,
+        "notes": list(ms.notes),
     }
 
 

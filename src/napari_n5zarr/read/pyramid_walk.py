@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,9 +23,11 @@ from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.n5.constants import CODEC_NAME, N5_JSON, VERSION_KEY
 from napari_n5zarr.spatial.conventions import (
     BIGDATAVIEWER,
+    PAINTERA_BOOKKEEPING,
     PYRAMIDS,
     Convention,
     finish,
+    paintera_bookkeeping,
     stored_name,
 )
 from napari_n5zarr.spatial.model import (
@@ -102,6 +105,11 @@ class NodeView:
         """Inheritable attributes of the node's ancestors, root first."""
         raise NotImplementedError
 
+    def paintera_table(self) -> str | None:
+        """The Paintera bookkeeping dataset (``unique-labels``, ...) the node is or is a level
+        of, when opened on its own (its group above it has ``painteraData``); else None."""
+        return None
+
 
 class ZarrView(NodeView):
     """A zarr node (any store) as the walk sees it."""
@@ -127,6 +135,54 @@ class ZarrView(NodeView):
 
     def ancestor_attrs(self) -> dict[str, Any]:
         return _ancestor_attrs(self.node)
+
+    def paintera_table(self) -> str | None:
+        return _paintera_table(self.node)
+
+
+def _paintera_table(node: zarr.Array | zarr.Group) -> str | None:
+    """See :meth:`NodeView.paintera_table`: the names above the node (in its store, then the
+    folders above the store's root), and the attributes of the group above the table."""
+    import zarr
+
+    inside = [p for p in node.path.split("/") if p]
+    try:
+        outer = _outer_names(node.store)
+    except (OSError, ValueError, RuntimeError):
+        outer = []
+    names = outer + inside
+    at = next((i for i in (len(names) - 1, len(names) - 2) if i >= 1 and names[i] in PAINTERA_BOOKKEEPING), None)
+    if at is None:  # the cheap check first: most nodes are named nothing like a lookup table
+        return None
+    try:
+        if at >= len(outer):  # the Paintera group (names[at - 1]) is the store's root or in it
+            attrs: Any = dict(zarr.open_group(store=node.store, path="/".join(inside[: at - len(outer)]), mode="r").attrs)
+        else:  # above the store's root (names[len(outer) - 1]): its folder's attributes.json
+            from zarr.buffer import default_buffer_prototype
+
+            from napari_n5zarr.zarr_internals import sync
+
+            parent = _parent_stores(node.store)[len(outer) - 1 - at]  # nearest first
+            raw = sync(parent.get(N5_JSON, default_buffer_prototype()))
+            attrs = json.loads(raw.to_bytes()) if raw is not None else {}
+    except (KeyError, OSError, ValueError, IndexError):
+        return None
+    return names[at] if isinstance(attrs, dict) and isinstance(attrs.get("painteraData"), Mapping) else None
+
+
+def _outer_names(store: Any) -> list[str]:
+    """The folder names from the filesystem's root down to ``store``'s root (local and fsspec
+    stores; none for others)."""
+    from pathlib import Path
+
+    from zarr.storage import FsspecStore, LocalStore
+
+    base = _base_store(store)
+    if isinstance(base, LocalStore):
+        return [p for p in Path(base.root).resolve().parts if p not in ("/", "\\")]
+    if isinstance(base, FsspecStore):
+        return [p for p in base.path.split("://", 1)[-1].split("/") if p]
+    return []
 
 
 def _children(group: zarr.Group, where: str, on_error: ErrorHandler) -> dict[str, Any]:
@@ -345,8 +401,13 @@ def detect(
     inherited = {**inheritable(inherited), **view.ancestor_attrs()}
     if view.is_array:
         ms = dataset_pyramid(view.info(), "", name=view.basename, inherited=inherited)
-        return [finish(ms, base, "")] if ms else []
-    return _detect_group(view, base, "", inherited, on_error, max_depth, limit)
+        found = [finish(ms, base, "")] if ms else []
+    else:
+        found = _detect_group(view, base, "", inherited, on_error, max_depth, limit)
+    table = view.paintera_table() if found else None
+    if table:  # a Paintera lookup table opened on its own: described, never shown
+        found = [replace(ms, unreadable=f"Paintera lookup table ({table}), not an image") for ms in found]
+    return found
 
 
 def _detect_group(
@@ -380,6 +441,7 @@ def _detect_group(
     any(take(c, saved) for c in PYRAMIDS)  # the first that builds one
     for convention in BIGDATAVIEWER:
         take(convention, name)
+    used.update(paintera_bookkeeping(listing))  # lookup tables, with or without a data/ pyramid
 
     if depth <= 0:
         return found

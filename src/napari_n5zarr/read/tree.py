@@ -65,6 +65,7 @@ from napari_n5zarr.spatial.conventions import (
     PAINTERA,
     PAINTERA_BOOKKEEPING,
     PYRAMIDS,
+    Convention,
 )
 from napari_n5zarr.spatial.model import INHERITABLE, Listing, natural_key
 from napari_n5zarr.spatial.model import join_path as _join
@@ -250,7 +251,8 @@ class Tree:
         try:
             names = self.names(node.path)
         except Exception as exc:
-            yield [Node("…", _join(node.path, "…"), "error", error=f"cannot list {self._where(node.path)}: {exc}")]
+            where, text = self._where(node.path), str(exc)
+            yield [Node("…", _join(node.path, "…"), "error", error=text if f"cannot list {where}" in text else f"cannot list {where}: {text}")]
             return
         collected: list[Node] = []
         size = min(FIRST_PAGE, page_size)
@@ -376,6 +378,7 @@ class Tree:
             table = self._paintera_table(path)
             if table:
                 node.reason = f"Paintera lookup table ({table}), not an image"
+                node.lookup_table = True
         return node
 
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
@@ -434,6 +437,7 @@ class Tree:
             group.encoding = "label multisets"
         if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
             group.reason = f"Paintera lookup table ({group.name}), not an image"
+            group.lookup_table = True
 
     def _classify_paintera(self, group: Node) -> bool:
         """A Paintera group (``painteraData``) is one row, as the reader opens it: its pyramid
@@ -452,6 +456,12 @@ class Tree:
         for name in ("levels", "timepoints", "dtype", "shape", "scale", "translate", "units", "axes",
                      "blocks", "compression", "encoding", "reason"):  # fmt: skip
             setattr(group, name, getattr(data, name))
+        try:  # Paintera's own reading of data/'s resolution: its unit (nm unless said), never 0
+            ms = self._multiscale_of(group, (PAINTERA,))
+        except Exception:
+            ms = None
+        if ms is not None:
+            group.scale, group.translate, group.units = tuple(ms.scale)[::-1], tuple(ms.translate)[::-1], tuple(ms.units)[::-1]
         facts = []
         if "maxId" in group.attributes:
             facts.append(("maxId", str(group.attributes["maxId"])))
@@ -477,14 +487,14 @@ class Tree:
         parent = self._nodes.get(node.path.rsplit("/", 1)[0] if "/" in node.path else "")
         return parent is not None and "painteraData" in parent.attributes
 
-    def _multiscale_of(self, group: Node) -> spatial.Multiscale | None:
+    def _multiscale_of(self, group: Node, conventions: Sequence[Convention] = TREE_CONVENTIONS) -> spatial.Multiscale | None:
         """The pyramid the reader would open ``group`` as, by spatial's convention table
         (:data:`TREE_CONVENTIONS`, in its order: the first that builds one wins), reading
         what each convention asks for through the tree's own nodes."""
         listing = Listing()
         self._list_into(listing, "", group)
         tried: set[str] = set()
-        for convention in TREE_CONVENTIONS:
+        for convention in conventions:
             if not convention.matches(listing):
                 continue
             while todo := [p for p in convention.reads(listing) if p not in tried]:

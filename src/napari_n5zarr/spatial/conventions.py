@@ -95,11 +95,18 @@ def referenced_paths(attrs: Attrs) -> list[str]:
     return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
 
 
+def paintera_bookkeeping(group: Listing) -> tuple[str, ...]:
+    """The bookkeeping children of a Paintera group (``painteraData``): never layers, also
+    when the group has no ``data`` pyramid."""
+    if "painteraData" not in group.attrs:
+        return ()
+    return tuple(k for k in PAINTERA_BOOKKEEPING if k in group.children.get("", ()))
+
+
 def _claims(group: Listing, ms: Multiscale) -> tuple[str, ...]:
     """A group's pyramid claims the children its levels lie in, and Paintera's bookkeeping."""
     used = dict.fromkeys(p.split("/", 1)[0] for p in ms.paths)
-    if "painteraData" in group.attrs:
-        used.update(dict.fromkeys(k for k in PAINTERA_BOOKKEEPING if k in group.children.get("", ())))
+    used.update(dict.fromkeys(paintera_bookkeeping(group)))
     return tuple(used)
 
 
@@ -236,9 +243,21 @@ def _name_colour_axis(ms: Multiscale) -> Multiscale:
     return replace(ms, axes=axes)
 
 
+def positive_scale(ms: Multiscale) -> Multiscale:
+    """``ms`` with a scale of 0 or below replaced by 1, and a note saying so (napari refuses a
+    scale of 0; a negative one would silently mirror the data)."""
+    bad = [i for i, s in enumerate(ms.scale) if not s > 0]
+    if not bad:
+        return ms
+    scale = tuple(1.0 if i in bad else s for i, s in enumerate(ms.scale))
+    note = f"scale {[float(s) for s in ms.scale]} is not positive on {', '.join(ms.axes[i] for i in bad)}; 1 used there"
+    return replace(ms, scale=scale, notes=(*ms.notes, note))
+
+
 def finish(ms: Multiscale, name: str, prefix: str) -> Multiscale:
-    """``ms`` named ``name``, its paths under ``prefix``, its colour axis named, labels decided."""
-    ms = _name_colour_axis(ms)
+    """``ms`` named ``name``, its paths under ``prefix``, its colour axis named, labels
+    decided, a scale that is not positive replaced (:func:`positive_scale`)."""
+    ms = positive_scale(_name_colour_axis(ms))
     return replace(
         ms,
         name=name,

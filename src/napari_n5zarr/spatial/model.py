@@ -81,6 +81,9 @@ class Multiscale:
     label_multiset: bool = False
     """Paintera label multisets (``isLabelMultiset``): read as uint64 labels (``dtype``) by
     :mod:`napari_n5zarr.read.multiset_levels`."""
+    notes: tuple[str, ...] = ()
+    """One line per fallback taken while describing it (a resolution of 0 read as 1, ...),
+    without its name: readers say ``f"{name}: {note}"`` (napari a notice, ``info`` a line)."""
 
     @property
     def ndim(self) -> int:

@@ -253,20 +253,73 @@ def bdv_setup(
     return ms
 
 
+PAINTERA_UNIT = "nm"
+"""Paintera's world unit: its scale bar measures ``resolution`` in nanometres
+(``ScaleBarOverlayConfig.baseUnit`` = NANO(METRE)); a group says otherwise with ``unit``."""
+PAINTERA_UNIT_KEY = "unit"
+"""Paintera's unit attribute (``N5Helpers.UNIT_KEY``): written on each ``data/sN`` (also read
+on ``data`` and the group). Its ``"pixel"`` is the writer's placeholder when no unit is
+known (``N5PainteraLabelMultiscaleGroup``: ``child.unit() ?: "pixel"``), not a unit."""
+_PLACEHOLDER_UNITS = frozenset({"", "pixel", "pixels", "px"})
+
+
+def paintera_unit(*attrs: Attrs) -> str:
+    """The unit of a Paintera group's ``resolution``: the first ``unit`` among ``attrs`` (level
+    0, ``data``, the group) that names one, else nanometres (:data:`PAINTERA_UNIT`)."""
+    for a in attrs:
+        unit = a.get(PAINTERA_UNIT_KEY)
+        if isinstance(unit, str) and unit.strip().lower() not in _PLACEHOLDER_UNITS:
+            return unit.strip()
+    return PAINTERA_UNIT
+
+
+def positive_resolution(attrs: Attrs) -> tuple[Attrs, str | None]:
+    """``attrs`` with a ``resolution`` entry that is 0 or negative replaced by 1 (napari refuses
+    a scale of 0; a negative one would mirror the data), and the one-line notice saying so."""
+    res = as_floats(attrs.get("resolution"))
+    if res is None or all(r > 0 for r in res):
+        return attrs, None
+    fixed = [r if r > 0 else 1.0 for r in res]
+    bad = ", ".join(ax for ax, r in zip(("x", "y", "z", *(f"axis {i}" for i in range(3, len(res)))), res, strict=False) if r <= 0)
+    note = f"resolution {[float(r) for r in res]} is not positive on {bad}; 1 used there"
+    return {**attrs, "resolution": fixed}, note
+
+
 def paintera_pyramid(
     group_attrs: Attrs, data_attrs: Attrs, data_arrays: Mapping[str, ArrayInfo], inherited: Attrs | None = None
 ) -> Multiscale | None:
     """A Paintera group (``painteraData``): its ``data/s0, s1, ...`` pyramid, with the group's
     ``painteraData`` (the layer type) beside ``data``'s attributes. ``inherited``: the
-    group's ancestors' (its own inheritable keys are added)."""
+    group's ancestors' (its own inheritable keys are added). Spatial axes without a unit
+    are in :func:`paintera_unit`; a ``resolution`` that is not positive falls back to 1
+    (:func:`positive_resolution`, noted in :attr:`Multiscale.notes`)."""
     paintera = group_attrs.get("painteraData")
     if not isinstance(paintera, Mapping):
         return None
-    merged = {**inheritable(inherited), **inheritable(group_attrs)}
-    ms = n5viewer_pyramid(data_attrs, data_arrays, merged)
+    merged, note = positive_resolution({**inheritable(inherited), **inheritable(group_attrs)})
+    notes = [note] if note else []
+    data, note = positive_resolution(data_attrs)
+    notes += [note] if note and note not in notes else []
+    arrays = dict(data_arrays)
+    for name, info in data_arrays.items():
+        fixed, note = positive_resolution(info.attrs)
+        if note:
+            arrays[name] = info._replace(attrs=fixed)
+            notes += [] if note in notes else [note]
+    ms = n5viewer_pyramid(data, arrays, merged)
     if ms is None:
         return None
-    return replace(ms, paths=tuple(f"data/{p}" for p in ms.paths), attrs={**data_attrs, "painteraData": dict(paintera)})
+    level0 = data_arrays[ms.paths[0]].attrs if ms.paths[0] in data_arrays else {}
+    unit = paintera_unit(level0, data_attrs, group_attrs)
+    spatial = min(ms.ndim, 3)
+    units = tuple(unit if u is None and i < spatial else u for i, u in enumerate(ms.units))
+    return replace(
+        ms,
+        paths=tuple(f"data/{p}" for p in ms.paths),
+        units=units,
+        attrs={**data_attrs, "painteraData": dict(paintera)},
+        notes=(*ms.notes, *notes),
+    )
 
 
 class BdvSetup(NamedTuple):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.constants import check_metadata_size, check_stored_size
+from napari_n5zarr.n5.constants import ReadLimit, check_metadata_size, check_stored_size
 
 Span = Callable[[int], tuple[int, int]]
 """file size -> (start, end) of the bytes to read."""
@@ -36,11 +36,13 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *, metadata: bool) -> bytes:
+def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *, metadata: bool,
+                      limit: ReadLimit | None = None) -> bytes:  # fmt: skip
     """The bytes of ``path`` (all, or ``span(size)``) if it is a regular file; N5StoreError
     naming it if it is a FIFO, device or socket; N5MetadataError (``metadata``) or
-    N5BlockError if what is to be read is over its cap
-    (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`); the ``OSError`` of
+    N5BlockError if what is to be read is over its cap, checked before reading
+    (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`: ``limit`` is the block's
+    dataset's own); the ``OSError`` of
     :data:`MISSING` when nothing is there."""
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: opening a FIFO must not wait for a writer
@@ -59,7 +61,7 @@ def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *,
         start, end = (0, info.st_size) if span is None else span(info.st_size)
         if end <= start:
             return b""
-        check_stored_size(end - start, str(path), metadata=metadata)
+        check_stored_size(end - start, str(path), metadata=metadata, limit=limit)
         f.seek(start)
         return f.read(end - start)
 

@@ -16,7 +16,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
-from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES
+from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES, ReadLimit
 from napari_n5zarr.storage import files
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ class SafeLocalStore(LocalStore):
     into the container are not listed, so walks through link loops and fan-out end)."""
 
     _links: files.LinkGuard | None = None
+    limited_reads = True
+    """:meth:`get` and :meth:`get_sync` take ``limit``: a block's dataset's own cap
+    (:class:`~napari_n5zarr.n5.stores.N5DefaultStore` passes it), checked before reading."""
     sync_reads = True
     """:meth:`get_sync` and :meth:`list_dir_sync` answer without zarr's event loop (see
     :func:`napari_n5zarr.n5.stores.get_many`): a listing of 10,000 nodes costs os calls only."""
@@ -88,21 +91,24 @@ class SafeLocalStore(LocalStore):
     def __repr__(self) -> str:
         return f"SafeLocalStore('{self.root}')"
 
-    def _read(self, key: str, prototype: BufferPrototype | None, byte_range: ByteRequest | None) -> Buffer | None:
+    def _read(self, key: str, prototype: BufferPrototype | None, byte_range: ByteRequest | None,
+              limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
         span = _span(byte_range)
         try:
-            data = files.read_regular_file(os.path.join(self._root_text, key), span, metadata=is_metadata_key(key))
+            data = files.read_regular_file(os.path.join(self._root_text, key), span, metadata=is_metadata_key(key), limit=limit)
         except files.MISSING:
             return None
         return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
 
-    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
+    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None,
+                 limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
         self._ensure_open_sync()
-        return self._read(key, prototype, byte_range)
+        return self._read(key, prototype, byte_range, limit)
 
-    async def get(self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None,
+                  *, limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
         await self._ensure_open()
-        return await asyncio.to_thread(self._read, key, prototype, byte_range)
+        return await asyncio.to_thread(self._read, key, prototype, byte_range, limit)
 
     async def get_partial_values(
         self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]

@@ -13,9 +13,13 @@ failure is an error: a 500 is not a 404.
 Bounded: every attempt has a total deadline (a server sending one byte a second beats any
 per-byte timeout), counted once the request has one of the store's connection slots (a
 plane's queued block requests are not timed while they wait); every body is read with a
-cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`): HTTP bodies are streamed (after
-aiohttp's transparent ``Content-Encoding`` decompression) and refused one byte past the cap
-or when ``Content-Length`` declares more; other protocols ask for a range of cap + 1 bytes.
+cap (:func:`~napari_n5zarr.n5.constants.max_stored_bytes`; a block's is its dataset's own,
+passed by the N5 Default Store): HTTP and S3 bodies are streamed (HTTP after aiohttp's
+transparent ``Content-Encoding`` decompression) and refused one byte past the cap or when
+their declared length is more; other protocols ask for a range of cap + 1 bytes. HTTP
+directory pages are streamed and scanned for links as they arrive, capped in bytes and in
+links; a folder's listing (HTTP or S3, page by page) stops at the entry cap
+(:func:`~napari_n5zarr.n5.constants.max_listing_bytes`, ``max_listing_entries``).
 
 Settings (environment variables, read when a store is opened):
 ``N5ZARR_CONNECT_TIMEOUT`` (s, default 10), ``N5ZARR_READ_TIMEOUT`` (s without a byte,
@@ -33,17 +37,28 @@ import asyncio
 import dataclasses
 import logging
 import os
+import posixpath
 import random
+import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlparse
 
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore
 
 from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
-from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import (
+    MAX_LISTING_BYTES_ENV,
+    MAX_LISTING_ENTRIES_ENV,
+    ReadLimit,
+    check_stored_size,
+    max_listing_bytes,
+    max_listing_entries,
+    max_stored_bytes,
+)
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:
@@ -301,9 +316,131 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
     return _slice(data, byte_range) if whole else data
 
 
+async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
+    """The object at ``path`` over s3fs's client, streamed: a whole read asks for its first
+    ``cap + 1`` bytes, ``check(size)`` (which raises past ``cap``) sees the declared length
+    and the running total while the body arrives (a server that ignores the range, or sends
+    a body without end, is cut off at the cap; s3fs's own read takes the whole body)."""
+    if isinstance(byte_range, RangeByteRequest) and byte_range.end <= byte_range.start:
+        return b""
+    bucket, key, version = fs.split_path(path)
+    spec = _range_header(byte_range if byte_range is not None else RangeByteRequest(0, cap + 1))
+    try:  # s3fs translates botocore's errors (NoSuchKey: FileNotFoundError), keeping the cause
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=spec, **({"VersionId": version} if version else {}))
+    except Exception as e:
+        if http_status(e) == 416:  # a range past the end (an empty object): nothing
+            return b""
+        raise
+    body = response["Body"]
+    try:
+        declared = response.get("ContentLength")
+        if isinstance(declared, int):
+            check(declared)
+        data = bytearray()
+        async for piece in body.iter_chunks(2**20):
+            data += piece
+            check(len(data))
+            if len(data) > cap:  # check raised for any real cap; never read on regardless
+                break
+    finally:
+        body.close()
+    return bytes(data)
+
+
+def _too_many(url: str, entries: int) -> N5StoreError:
+    return N5StoreError(f"cannot list {url}: more than {entries} entries (the listing limit); "
+                        f"set the environment variable {MAX_LISTING_ENTRIES_ENV} to raise it")  # fmt: skip
+
+
+_ANCHOR = re.compile(r"<[aA]\s[^<>]*>")
+"""An ``<a ...>`` tag: ``[^<>]`` ends every attempt at the next ``<``, so a page is scanned in
+linear time, whatever it holds (fsspec's pattern backtracks on long tags)."""
+_HREF = re.compile(r"""\s(?:href|HREF)=["']([^"']+)""")
+_BARE_URL = re.compile(r"""http[s]?://[-a-zA-Z0-9@:%_+.~#?&/=]+""")
+"""fsspec's ``simple_links`` pattern: any URL in the page's text."""
+
+
+class _Links:
+    """The links of an HTML page fed piece by piece, found as fsspec's HTTP listing finds
+    them (``href`` of ``<a>`` tags, and bare URLs with ``simple``), in linear time: text is
+    scanned up to the last ``>`` only, the rest waits (unjoined) for a piece that holds one.
+    Refuses more than ``most`` distinct links."""
+
+    def __init__(self, url: str, simple: bool, most: int) -> None:
+        self.url, self.simple, self.most = url, simple, most
+        self.pending: list[str] = []
+        self.found: dict[str, None] = {}  # in page order, each once
+
+    def feed(self, text: str, final: bool = False) -> None:
+        cut = len(text) if final else text.rfind(">") + 1
+        if not cut and not final:
+            self.pending.append(text)
+            return
+        part = "".join([*self.pending, text[:cut]])
+        self.pending = [text[cut:]]
+        for tag in _ANCHOR.finditer(part):
+            if (href := _HREF.search(tag.group())) is not None:
+                self.found[href.group(1)] = None
+        if self.simple:
+            self.found.update(dict.fromkeys(m.group() for m in _BARE_URL.finditer(part)))
+        if len(self.found) > self.most:
+            raise _too_many(self.url, self.most)
+
+
+def _children(url: str, links: Iterable[str], same_scheme: bool) -> list[str]:
+    """fsspec's rules (``HTTPFileSystem._ls_real``) for the URLs a page's links name below ``url``."""
+    out: dict[str, None] = {}
+    parts = urlparse(url)
+    base = url.rstrip("/") + "/"
+    for link in links:
+        if link.startswith("/") and len(link) > 1:  # absolute URL on this server
+            link = f"{parts.scheme}://{parts.netloc}{link}"
+        if link.startswith("http"):
+            if (same_scheme and link.startswith(base)) or link.replace("https", "http").startswith(base.replace("https", "http")):
+                out[link] = None
+        elif link not in ("..", "../"):
+            out["/".join([url.rstrip("/"), link.lstrip("/")])] = None
+    return sorted(out)
+
+
+async def http_list_capped(fs: Any, url: str, max_bytes: int, max_entries: int) -> list[str]:
+    """The URLs an HTTP directory page at ``url`` links to below it (fsspec's rules), the
+    page streamed and scanned as it arrives: N5StoreError naming the URL and the limit past
+    ``max_bytes`` of page or ``max_entries`` links (nothing else is held but the links); a
+    404 raises ``FileNotFoundError``. Pages that are not HTML list nothing (as fsspec)."""
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), **fs.kwargs) as r:
+        if r.status == 404:
+            await r.content.read(2**16)
+        fs._raise_not_found_for_status(r, url)
+        mimetype = r.headers.get("Content-Type", "").partition(";")[0] or None
+        if mimetype not in ("text/html", None):
+            return []
+        too_big = N5StoreError(f"cannot list {url.rstrip('/')}: the listing page is over the size limit of {max_bytes} bytes; "
+                               f"set the environment variable {MAX_LISTING_BYTES_ENV} to raise it")  # fmt: skip
+        declared = r.headers.get("Content-Length")
+        if declared and declared.isdigit() and r.headers.get("Content-Encoding", "identity") == "identity" and int(declared) > max_bytes:
+            raise too_big
+        import codecs
+
+        decoder = codecs.getincrementaldecoder(r.get_encoding() if r.charset else "utf-8")(errors="ignore")
+        links = _Links(url.rstrip("/"), bool(getattr(fs, "simple_links", True)), max_entries)
+        read = 0
+        async for piece in r.content.iter_any():
+            read += len(piece)
+            if read > max_bytes:
+                raise too_big
+            links.feed(decoder.decode(piece))
+        links.feed(decoder.decode(b"", final=True), final=True)
+    return _children(url, links.found, bool(getattr(fs, "same_schema", True)))
+
+
 class RemoteStore(FsspecStore):
     """``FsspecStore`` whose reads retry transient faults with exponential backoff and then
-    raise :class:`N5StoreError` naming the URL; metadata documents are size-capped."""
+    raise :class:`N5StoreError` naming the URL; every body and listing page is size-capped."""
+
+    limited_reads = True
+    """:meth:`get` takes ``limit``: a block's dataset's own cap (see :class:`ReadLimit`)."""
 
     def __init__(self, *args: Any, settings: RemoteSettings | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -364,7 +501,7 @@ class RemoteStore(FsspecStore):
         for attempt in range(attempts):
             try:
                 return await self._attempt(call, deadline)
-            except (FileNotFoundError, N5FormatError):
+            except (FileNotFoundError, N5FormatError, N5StoreError):
                 raise
             except Exception as e:  # every library's fault, classified below
                 what = name() if callable(name) else name
@@ -378,12 +515,15 @@ class RemoteStore(FsspecStore):
                 raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}") from e
         raise AssertionError("unreachable")
 
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
+                  *, limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
+        """The value at ``key``, read within its cap: a metadata document's, a block's
+        dataset's own ``limit`` (passed by the N5 Default Store), else the global block cap."""
         metadata = is_metadata_key(key)
-        cap = max_stored_bytes(metadata)
+        cap = max_stored_bytes(metadata, limit)
 
         def check(size: int) -> None:
-            check_stored_size(size, self.url(key), metadata=metadata)
+            check_stored_size(size, self.url(key), metadata=metadata, limit=limit)
 
         if self.is_http:
             path = f"{self.path.rstrip('/')}/{key}" if self.path else key
@@ -395,8 +535,18 @@ class RemoteStore(FsspecStore):
                     return None
 
             value = await self._retrying(lambda: self.url(key), fetch)
+        elif hasattr(self.fs, "_call_s3"):  # s3fs: streamed and capped as over HTTP
+            path = f"{self.path.rstrip('/')}/{key}" if self.path else key
+
+            async def fetch_s3() -> Buffer | None:
+                try:
+                    return prototype.buffer.from_bytes(await s3_get_capped(self.fs, path, byte_range, cap, check))
+                except self.allowed_exceptions:
+                    return None
+
+            value = await self._retrying(lambda: self.url(key), fetch_s3)
         else:
-            if byte_range is None:  # a bounded read: S3 and the other object stores honour ranges
+            if byte_range is None:  # a bounded read: the other object stores honour ranges
                 byte_range = RangeByteRequest(0, cap + 1)
             parent_get = super().get
             value = await self._retrying(lambda: self.url(key), lambda: parent_get(key, prototype, byte_range))
@@ -409,22 +559,122 @@ class RemoteStore(FsspecStore):
     ) -> list[Buffer | None]:
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
-    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]]) -> AsyncIterator[str]:
+    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]], most: int | None = None) -> AsyncIterator[str]:
+        """The keys ``make()`` lists, retried as one read; N5StoreError naming the place past
+        ``most`` keys (one folder's children; whole-store walks are not capped here: their
+        readers stop when they have counted enough)."""
+
         async def collect() -> list[str]:
-            return [k async for k in make()]
+            out = []
+            async for key in make():
+                out.append(key)
+                if most is not None and len(out) > most:
+                    raise _too_many(self.url(prefix), most)
+            return out
 
         # an HTTP listing is one request: the deadline holds; an S3 listing may be many pages
         # (each under botocore's timeouts), a big one may take longer than one request may
         for key in await self._retrying(f"the listing of {self.url(prefix)}", collect, deadline=self.is_http):
             yield key
 
-    def list(self) -> AsyncIterator[str]:
-        return self._listing("", super().list)
+    def _full(self, prefix: str) -> str:
+        """The path listed for ``prefix`` (as zarr's ``FsspecStore.list_dir`` makes it)."""
+        root = self.path.rstrip("/")
+        return f"{root}/{prefix.rstrip('/')}" if root else prefix.rstrip("/")
 
-    def list_dir(self, prefix: str) -> AsyncIterator[str]:
-        parent = super().list_dir
-        return self._listing(prefix, lambda: parent(prefix))
+    async def _http_ls(self, path: str) -> list[str]:
+        """One HTTP directory page at ``path``, capped (:func:`http_list_capped`), within the
+        deadline and retried like every read; [] when there is no such page."""
+        max_bytes, max_entries = max_listing_bytes(), max_listing_entries()
 
-    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        async def page() -> list[str]:
+            try:
+                found = await http_list_capped(self.fs, path, max_bytes, max_entries)
+                if not found and path.endswith("/"):  # as fsspec: the page without the slash
+                    found = await http_list_capped(self.fs, path.rstrip("/"), max_bytes, max_entries)
+                return found
+            except FileNotFoundError:
+                return []
+
+        return await self._retrying(f"the listing of {path}", page)  # an HTTP path is its URL
+
+    async def _http_names(self, prefix: str) -> list[str]:
+        """The names directly under ``prefix`` on an HTTP listing page (zarr's rules:
+        in-page anchors and queries skipped, ``./a`` normalized, each name once)."""
+        path = self._full(prefix)
+        names: dict[str, None] = {}
+        for link in await self._http_ls(path):
+            name = link.replace(f"{path}/", "").removeprefix(self.path).removeprefix("/")
+            if "#" in name or "?" in name:
+                continue
+            name = posixpath.normpath(name).rstrip("/")
+            if name in ("", ".", "..") or "/" in name:
+                continue
+            names[name] = None
+        return list(names)
+
+    async def _s3_names(self, prefix: str) -> AsyncIterator[str]:
+        """The names directly under ``prefix`` from s3fs's page-by-page listing (``_iterdir``:
+        its own pagination and error translation), as they arrive: the reader stops at the
+        entry cap after the page that passes it (s3fs's ``ls`` reads every page first)."""
+        bucket, key, _ = self.fs.split_path(self._full(prefix))
+        stem = f"{key.strip('/')}/" if key.strip("/") else ""
+        seen: set[str] = set()
+        async for entry in self.fs._iterdir(bucket, prefix=stem, delimiter="/"):
+            name = str(entry.get("Key", "")).removeprefix(f"{bucket}/{stem}").rstrip("/")  # "bucket/key"
+            if name and "/" not in name and name not in seen:
+                seen.add(name)
+                yield name
+
+    async def _http_walk(self, prefix: str) -> AsyncIterator[str]:
+        """Every file key below ``prefix`` (folders are the links ending in ``/``, as fsspec's
+        walk has it), page by page as they are read, each page capped."""
+        todo = [prefix.strip("/")]
+        walked: set[str] = set()
+        while todo:
+            folder = todo.pop()
+            path = self._full(folder)
+            for link in await self._http_ls(path):
+                name = link.replace(f"{path}/", "").removeprefix(self.path).removeprefix("/")
+                if "#" in name or "?" in name:
+                    continue
+                is_folder = name.endswith("/")
+                name = posixpath.normpath(name).rstrip("/")
+                if name in ("", ".", "..") or "/" in name:
+                    continue
+                key = f"{folder}/{name}" if folder else name
+                if not is_folder:
+                    yield key
+                elif key not in walked:
+                    walked.add(key)
+                    todo.append(key)
+
+    async def list(self) -> AsyncIterator[str]:
+        if self.is_http:
+            async for key in self._http_walk(""):
+                yield key
+            return
+        async for key in self._listing("", super().list):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        if self.is_http:
+            for name in await self._http_names(prefix):
+                yield name
+            return
+        if hasattr(self.fs, "_iterdir") and hasattr(self.fs, "_call_s3"):  # s3fs: page by page, stopped at the cap
+            make: Callable[[], AsyncIterator[str]] = lambda: self._s3_names(prefix)  # noqa: E731
+        else:
+            parent = super().list_dir
+            make = lambda: parent(prefix)  # noqa: E731
+        async for key in self._listing(prefix, make, max_listing_entries()):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        if self.is_http:
+            async for key in self._http_walk(prefix):
+                yield key
+            return
         parent = super().list_prefix
-        return self._listing(prefix, lambda: parent(prefix))
+        async for key in self._listing(prefix, lambda: parent(prefix)):
+            yield key

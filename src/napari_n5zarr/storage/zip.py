@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from zarr.storage import ZipStore
 
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.n5.constants import check_stored_size, max_stored_bytes
+from napari_n5zarr.n5.constants import ReadLimit, check_stored_size, max_stored_bytes
 from napari_n5zarr.storage.byte_range import byte_span
 from napari_n5zarr.storage.local import is_metadata_key
 from napari_n5zarr.zarr_internals import zip_archive
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 class BoundedZipStore(ZipStore):
     """``ZipStore`` whose reads are capped before and while they inflate."""
+
+    limited_reads = True
+    """:meth:`get` takes ``limit``: a block's dataset's own cap (see :class:`ReadLimit`)."""
 
     def where(self, key: str) -> str:
         """``archive.zip/key`` (for messages)."""
@@ -43,19 +46,25 @@ class BoundedZipStore(ZipStore):
         """Every member's name, as the archive stores it."""
         return self._archive().namelist()
 
-    def _get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
+                  *, limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
+        with self._lock:
+            return self._get(key, prototype, byte_range, limit)
+
+    def _get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
+             limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
         metadata = is_metadata_key(key)
         try:
             info = self._archive().getinfo(key)
         except KeyError:
             return None
         start, end = byte_span(byte_range, info.file_size)
-        check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata)
+        check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata, limit=limit)
         try:
             with self._archive().open(info) as f:
                 f.seek(start)
-                data = f.read(min(end - start, max_stored_bytes(metadata) + 1))
+                data = f.read(min(end - start, max_stored_bytes(metadata, limit) + 1))
         except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as e:
             raise N5StoreError(f"cannot read {self.where(key)}: broken zip member ({e})") from None
-        check_stored_size(len(data), self.where(key), metadata=metadata)
+        check_stored_size(len(data), self.where(key), metadata=metadata, limit=limit)
         return prototype.buffer.from_bytes(data)
