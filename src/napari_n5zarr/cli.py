@@ -303,6 +303,12 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
+    if args.reset_sample:
+        if args.path is not None:
+            return _error("--reset-sample rebuilds and opens the bundled sample: give no PATH with it")
+        from napari_n5zarr._napari.sample import make_sample
+
+        make_sample(reset=True)
     if args.path is not None:  # fail here, in one line, not in an empty viewer
         from napari_n5zarr.access import open as open_node
         from napari_n5zarr.read.locate import bdv_xml_target
@@ -445,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
     p.add_argument("path", nargs="?", default=None, help=LOCATION_HELP + "; default: the bundled sample")
     p.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of the viewer to PNG and exit")
+    p.add_argument("--reset-sample", action="store_true", help="rebuild the bundled sample first (undoes every edit saved into it)")
     p.set_defaults(func=cmd_view)
     return parser
 

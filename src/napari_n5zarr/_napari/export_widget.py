@@ -30,6 +30,7 @@ from magicgui.widgets import (
     PushButton,
 )
 
+from napari_n5zarr._napari.layers import plain_name
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
 from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
@@ -244,7 +245,7 @@ class ExportWidget(Container):
         if layer is None or (current.suffix.lower() == ".n5" and current != self._suggested):
             return
         folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
-        self._suggested = folder / suggested_name(layer.name, taken=lambda name: (folder / name).exists())
+        self._suggested = folder / suggested_name(plain_name(layer.name), taken=lambda name: (folder / name).exists())
         self.destination.value = self._suggested
 
     def _show_destination(self, _value: Any = None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +33,20 @@ if TYPE_CHECKING:
     import zarr
     from npe2.types import LayerData
 
-__all__ = ["MAX_CHILDREN", "MAX_LAYERS", "add_to_viewer", "layer_data", "layers_from_node", "location_layers", "notify_napari"]
+__all__ = ["MAX_CHILDREN", "MAX_LAYERS", "add_to_viewer", "layer_data", "layers_from_node", "location_layers", "notify_napari", "plain_name"]
 
 Notify = Callable[[str, str], None]
 TooMany = Callable[[str, str, Notify], list["LayerData"]]
 """``(location, what, notify) -> layers`` when a container holds too much to show."""
+
+UNSAVED_MARKER = " *"
+"""Appended to a labels layer's name while it holds unsaved edits (see :mod:`~napari_n5zarr._napari.proofread`)."""
+
+
+def plain_name(name: str) -> str:
+    """A layer's name without the :data:`UNSAVED_MARKER` (what is saved or exported under it)."""
+    return name[: -len(UNSAVED_MARKER)] if name.endswith(UNSAVED_MARKER) else name
+
 
 MAX_LAYERS = 32
 """Above this many pyramids, a dropped container opens nothing but the N5 browser."""
@@ -207,12 +217,26 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
         else:
             meta["editable"] = str(root)
             kwargs["multiscale"] = False
+            _report_changes(data)
             return (data, kwargs, "labels")
     meta["read_only"] = reason or ("a time series is not edited in place" if ms.time_paths else "it cannot be edited in place")
     split = [_as_dask(level) for level in levels]
     if len(split) == 1:
         return (ReadOnlyLevel(split[0], meta["read_only"], _refused_notice(ms.name)), kwargs, "labels")
     return (split, kwargs, "labels")
+
+
+def _report_changes(level: Any) -> None:
+    """Every write and save of ``level`` reaches napari: the viewers showing it get the save
+    shortcut and close guard, the layer its unsaved marker (:func:`~napari_n5zarr._napari.proofread.changed`)."""
+    ref = weakref.ref(level)
+
+    def changed() -> None:
+        from napari_n5zarr._napari.proofread import changed
+
+        changed(ref)
+
+    level.subscribe(changed)
 
 
 READ_ONLY_CAUSES = (
@@ -290,6 +314,10 @@ def add_to_viewer(viewer: napari.Viewer, layer_data: Sequence[LayerData]) -> lis
     for data, kwargs, kind in (t for t in layer_data if len(t) == 3):
         new = getattr(viewer, f"add_{kind}")(data, **kwargs)
         added.extend(new if isinstance(new, list) else [new])
+    if any(kind == "labels" for _, _, kind in (t for t in layer_data if len(t) == 3)):
+        from napari_n5zarr._napari.proofread import watch
+
+        watch(viewer)  # the save shortcut, the close guard, read-only labels that say why
     return added
 
 

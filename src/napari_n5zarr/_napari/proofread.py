@@ -1,15 +1,26 @@
-"""Proofreading in napari, thin: the "Save labels" dock widget (button, Ctrl+Alt+S, status
-line), a guard that asks before napari closes with unsaved label edits, and the one notice
-when a read-only labels layer is first painted. The editing and saving are the library's
-(:mod:`napari_n5zarr.write.editable`)."""
+"""Proofreading in napari, thin: the "Save labels" dock widget (button, Ctrl+Alt+S, a live
+status line), the unsaved-edits marker on layer names, a guard that asks Save / Discard /
+Cancel before napari closes with unsaved label edits, and the one notice when a read-only
+labels layer is first painted. The editing and saving are the library's
+(:mod:`napari_n5zarr.write.editable`).
+
+Every route into a viewer reaches :func:`watch`: the reader (drag-drop, ``viewer.open``,
+File > Open Sample) watches the current viewer, :func:`napari_n5zarr._napari.layers.add_to_viewer`
+(``n5zarr view``, the N5 browser) the viewer it adds to, and every editable level made for
+napari reports its writes to :func:`level_changed`, which watches whichever viewers show it.
+"""
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from magicgui.widgets import Container, Label, PushButton
 
+from napari_n5zarr._napari.layers import UNSAVED_MARKER as MARKER
+from napari_n5zarr._napari.layers import plain_name
 from napari_n5zarr.write.editable import EditableLevel, save_edits
 
 if TYPE_CHECKING:
@@ -17,6 +28,7 @@ if TYPE_CHECKING:
 
 SHORTCUT = "Control-Alt-S"
 """Save every edited labels layer (napari keeps Ctrl+S / Ctrl+Shift+S for its own saving)."""
+NO_CHANGES = "no changes"
 PAINT_MODES = {"paint", "fill", "erase", "polygon"}
 PAINT_KEYS = ("1", "E", "2", "P", "3", "4", "F")
 """napari's keys for the erase, paint, polygon and fill tools."""
@@ -30,19 +42,32 @@ def edited_layers(viewer: napari.Viewer) -> list[Any]:
 
 def save_all(viewer: napari.Viewer) -> str:
     """Save every edited layer; the status line's text."""
+    return _save_all(viewer)[0]
+
+
+def _save_all(viewer: napari.Viewer) -> tuple[str, bool]:
+    """Save every edited layer: (the status text, whether all of them were saved)."""
     from napari.utils import notifications
 
-    done = []
+    done, failed = [], []
     for layer in edited_layers(viewer):
+        name = plain_name(layer.name)
         try:
             result = save_edits(layer)
         except Exception as exc:  # boundary: one line, the edits stay in memory
-            message = f"napari-n5zarr: {layer.name} not saved: {exc}"
-            notifications.show_error(message)
-            return message
+            failed.append(f"{name} not saved: {exc}")
+            notifications.show_error(f"napari-n5zarr: {failed[-1]}")
+            continue
+        if result.total_blocks == 0:
+            continue
         kb = result.bytes_written / 1024
-        done.append(f"{layer.name}: {result.total_blocks} blocks ({kb:.1f} KiB; per level {result.blocks})")
-    return "saved " + "; ".join(done) if done else "nothing to save"
+        text = f"{name}: {result.total_blocks} blocks ({kb:.1f} KiB; per level {result.blocks})"
+        overwritten = getattr(result, "overwritten", 0)
+        if overwritten:
+            text += f", overwriting {overwritten:,} voxels another writer had changed since this layer read them"
+        done.append(text)
+    parts = (["saved " + "; ".join(done)] if done else []) + failed
+    return "; ".join(parts) or NO_CHANGES, not failed
 
 
 def _refuse_paint(layer: Any) -> None:
@@ -76,11 +101,14 @@ def _on_layer(layer: Any) -> None:
     if (meta.get("napari_n5zarr") or {}).get("read_only") and not getattr(layer, "_n5zarr_guarded", False):
         layer._n5zarr_guarded = True
         _refuse_paint(layer)
+    if isinstance(getattr(layer, "data", None), EditableLevel):
+        _mark(layer)
 
 
 def watch(viewer: napari.Viewer | None) -> None:
     """Once per viewer: read-only labels refuse painting tools with one notice; closing
     the window with unsaved label edits asks first; :data:`SHORTCUT` saves."""
+    viewer = getattr(viewer, "__wrapped__", viewer)  # a widget's public-only proxy: the viewer
     if viewer is None or viewer in _watched:
         return
     _watched.add(viewer)
@@ -95,17 +123,80 @@ def watch(viewer: napari.Viewer | None) -> None:
         window._n5zarr_close_guard = guard  # lives as long as the window
 
 
+def _viewers() -> list[Any]:
+    """Every open napari viewer."""
+    import napari
+
+    found = list(getattr(napari.Viewer, "_instances", ()))
+    current = napari.current_viewer()
+    return found if current is None or current in found else [*found, current]
+
+
+def changed(ref: weakref.ref[EditableLevel]) -> None:
+    """An editable level made for napari was written or saved (from any thread):
+    :func:`level_changed` on napari's thread."""
+    _in_gui_thread(lambda: level_changed(ref()))
+
+
+def _in_gui_thread(call: Callable[[], None]) -> None:
+    """``call()`` now on napari's thread, queued to it from another (dropped without Qt)."""
+    if threading.current_thread() is threading.main_thread():
+        call()
+        return
+    from qtpy.QtCore import QCoreApplication
+    from superqt.utils import ensure_main_thread
+
+    if QCoreApplication.instance() is not None:
+        ensure_main_thread(call)()
+
+
+def level_changed(level: EditableLevel | None) -> None:
+    """After a write or save of ``level``: the viewers showing it are watched, its layers'
+    names marked (or not), the Save labels widgets of those viewers updated."""
+    if level is None:
+        return
+    for viewer in _viewers():
+        layers = [layer for layer in viewer.layers if layer.data is level]
+        if layers:
+            watch(viewer)
+            for layer in layers:
+                _mark(layer)
+            for widget in SaveLabelsWidget.of(viewer):
+                widget.show_unsaved()
+
+
+def _mark(layer: Any) -> None:
+    """``layer``'s name ends with :data:`MARKER` exactly while its data hold unsaved edits."""
+    want = plain_name(layer.name) + (MARKER if layer.data.modified else "")
+    if layer.name != want:
+        layer.name = want
+
+
+def unsaved_text(viewer: napari.Viewer) -> str:
+    """How many blocks of which layers are not saved (the widget's live status)."""
+    layers = edited_layers(viewer)
+    if not layers:
+        return NO_CHANGES
+    parts = [f"{plain_name(layer.name)}: {_blocks(layer.data.unsaved_blocks)}" for layer in layers]
+    return "unsaved: " + "; ".join(parts)
+
+
+def _blocks(n: int) -> str:
+    return f"{n} block" if n == 1 else f"{n} blocks"
+
+
 def _shortcut(viewer: napari.Viewer) -> None:
     from napari.utils import notifications
 
     text = save_all(viewer)
-    for widget in list(SaveLabelsWidget.instances):
+    for widget in SaveLabelsWidget.of(viewer):
         widget.status.value = text
     notifications.show_info(f"napari-n5zarr: {text}")
 
 
 class CloseGuard:
-    """Asks before napari's window closes while labels hold unsaved edits."""
+    """Asks Save / Discard / Cancel before napari's window closes while labels hold unsaved
+    edits; Save saves, and a failed save keeps the window open with the error shown."""
 
     def __init__(self, viewer: napari.Viewer) -> None:
         from qtpy.QtCore import QEvent, QObject
@@ -116,41 +207,76 @@ class CloseGuard:
         class Filter(QObject):
             def eventFilter(self, obj: Any, event: Any) -> bool:
                 v = ref()
-                if event.type() == QEvent.Type.Close and v is not None and obj.isVisible():
-                    names = [layer.name for layer in edited_layers(v)]
-                    if names and not guard.confirm(names):
-                        event.ignore()
-                        return True
+                if event.type() == QEvent.Type.Close and v is not None and obj.isVisible() and not guard.may_close(v):
+                    event.ignore()
+                    return True
                 return False
 
         self.filter = Filter()
 
-    def confirm(self, names: list[str]) -> bool:
-        """True: close without saving."""
+    def may_close(self, viewer: napari.Viewer) -> bool:
+        """Whether the window may close: no unsaved edits, or the person's answer allows it."""
+        names = [plain_name(layer.name) for layer in edited_layers(viewer)]
+        if not names:
+            return True
+        answer = self.ask(names)
+        if answer == "save":
+            text, ok = _save_all(viewer)
+            for widget in SaveLabelsWidget.of(viewer):
+                widget.status.value = text
+            return ok
+        return answer == "discard"
+
+    def ask(self, names: list[str]) -> str:
+        """``"save"``, ``"discard"`` or ``"cancel"``: the person's answer."""
         from qtpy.QtWidgets import QMessageBox
 
-        answer = QMessageBox.question(
-            None, "Unsaved label edits", f"{', '.join(names)}: label edits not saved. Close napari without saving?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No,
+        buttons = QMessageBox.StandardButton
+        box = QMessageBox(
+            QMessageBox.Icon.Warning, "Unsaved label edits",
+            f"{', '.join(names)}: label edits not saved. Save them before closing napari?",
+            buttons.Save | buttons.Discard | buttons.Cancel,
         )  # fmt: skip
-        return answer == QMessageBox.StandardButton.Yes
+        box.setDefaultButton(buttons.Save)
+        box.setEscapeButton(buttons.Cancel)
+        box.exec()
+        clicked = box.standardButton(box.clickedButton())
+        return {buttons.Save: "save", buttons.Discard: "discard"}.get(clicked, "cancel")
 
 
 class SaveLabelsWidget(Container):
-    """Dock widget: Save (and :data:`SHORTCUT`) writes every edited labels layer back."""
+    """Dock widget: Save (and :data:`SHORTCUT`) writes every edited labels layer back; the
+    status line says how many blocks are unsaved (wrapped: it never widens the dock)."""
 
     instances: ClassVar[weakref.WeakSet[SaveLabelsWidget]] = weakref.WeakSet()
 
     def __init__(self, napari_viewer: napari.Viewer) -> None:
-        import napari
+        from qtpy.QtWidgets import QSizePolicy
 
         self.viewer = napari_viewer
+        self._viewer = weakref.ref(getattr(napari_viewer, "__wrapped__", napari_viewer))
         self.save_button = PushButton(text="Save labels (Ctrl+Alt+S)")
-        self.status = Label(value="no edits yet")
+        self.status = Label(value="")
+        label = self.status.native
+        label.setWordWrap(True)
+        label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         super().__init__(widgets=[self.save_button, self.status])
         self.save_button.changed.connect(self.save)
         SaveLabelsWidget.instances.add(self)
-        watch(napari.current_viewer())  # the viewer itself (a widget is given a public-only proxy)
+        watch(self._viewer())
+        self.show_unsaved()
+
+    @classmethod
+    def of(cls, viewer: napari.Viewer) -> list[SaveLabelsWidget]:
+        """The widgets docked in ``viewer``."""
+        viewer = getattr(viewer, "__wrapped__", viewer)
+        return [w for w in list(cls.instances) if w._viewer() is viewer]
+
+    def show_unsaved(self) -> None:
+        """The status line: how many blocks are unsaved, or "no changes"."""
+        viewer = self._viewer()
+        if viewer is not None:
+            self.status.value = unsaved_text(viewer)
 
     def save(self) -> str:
         self.status.value = save_all(self.viewer)

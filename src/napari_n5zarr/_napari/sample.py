@@ -1,8 +1,9 @@
 """Sample data: a small multiscale 3D image + labels in N5, built locally (no download).
 
 The container is written once with :func:`napari_n5zarr.export` under the user cache
-folder (``$NAPARI_N5ZARR_CACHE`` or ``$XDG_CACHE_HOME/napari-n5zarr``) and opened through
-the reader like any other N5.
+folder (``$NAPARI_N5ZARR_CACHE`` or ``$XDG_CACHE_HOME/napari-n5zarr``, by default
+``~/.cache/napari-n5zarr``) and opened through the reader like any other N5. Its labels open
+editable, so saved edits stay in it: ``n5zarr view --reset-sample`` rebuilds it.
 """
 
 from __future__ import annotations
@@ -56,13 +57,14 @@ def blobs(shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7) -> tuple[n
     return np.clip(image * 20000, 0, 65535).astype(np.uint16), labels
 
 
-def make_sample(folder: Path | None = None) -> Path:
-    """The sample container (built on first use, then atomically moved into place)."""
+def make_sample(folder: Path | None = None, *, reset: bool = False) -> Path:
+    """The sample container (built on first use, then atomically moved into place). With
+    ``reset``, rebuilt: labels edited and saved into it are back as built (``n5zarr view --reset-sample``)."""
     from napari_n5zarr.write.exporter import export
 
     folder = folder or cache_dir()
     path = folder / SAMPLE_NAME
-    if (path / N5_JSON).is_file():
+    if (path / N5_JSON).is_file() and not reset:
         return path
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".blobs-", dir=folder))
@@ -71,6 +73,8 @@ def make_sample(folder: Path | None = None) -> Path:
         common: dict[str, Any] = {"scale": SCALE, "units": "micrometer", "axis_labels": ("z", "y", "x"), "chunks": CHUNKS, "levels": 3}
         export(image, tmp / SAMPLE_NAME, path="raw", **common)
         export(labels, tmp / SAMPLE_NAME, path="labels", labels=True, **common)
+        if reset and (path.exists() or path.is_symlink()):
+            path.rename(tmp / "replaced")  # removed with tmp (a link itself, never what it points to)
         try:
             (tmp / SAMPLE_NAME).rename(path)
         except OSError:  # built meanwhile by another process
@@ -83,6 +87,6 @@ def make_sample(folder: Path | None = None) -> Path:
 
 def sample_blobs() -> list[tuple]:
     """npe2 sample-data command: the blobs sample through the reader."""
-    from napari_n5zarr._napari.reader import read_path
+    from napari_n5zarr._napari.reader import read
 
-    return read_path(make_sample())
+    return read(make_sample())  # as a dropped folder: the viewer gets the save shortcut and close guard

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr._napari.layers import plain_name
 from napari_n5zarr.spatial import COLOUR_AXES
 from napari_n5zarr.spatial.conventions import NAME_KEY
 from napari_n5zarr.write.exporter import export
@@ -63,7 +64,7 @@ def _warn_transforms(meta: dict[str, Any]) -> None:
 def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **kwargs: Any) -> str:
     """Export one layer's data + metadata (the writers' and the export widget's core). The
     layer's name is kept in the pyramid group (``"name"``): the reader names the layer by it."""
-    attributes = {NAME_KEY: str(meta["name"])} if meta.get("name") else None
+    attributes = {NAME_KEY: plain_name(str(meta["name"]))} if meta.get("name") else None
     return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, attributes=attributes, **kwargs)
 
 
@@ -93,7 +94,7 @@ def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
 
 def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
     """npe2 multi-layer writer: each layer becomes a pyramid group named after it."""
-    names = _unique_names([meta.get("name") or layer_type for _, meta, layer_type in layer_data])
+    names = _unique_names([plain_name(meta.get("name") or "") or layer_type for _, meta, layer_type in layer_data])
     written = []
     for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
         _saving(path, lambda: export_layer(path, data, meta, labels=layer_type == "labels", path=name))  # noqa: B023 (called at once)
