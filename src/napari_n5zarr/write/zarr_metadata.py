@@ -96,6 +96,9 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
     OSError
         If the container's own ``attributes.json`` cannot be read (a remote fault, a
         refused connection, a permission): :class:`~napari_n5zarr.errors.N5StoreError`.
+    N5MetadataError
+        If the container's own ``attributes.json`` is not a JSON object (not JSON, over the
+        size cap, nested too deep), naming it; nothing is written.
     """
     from napari_n5zarr.access import base_store
 
@@ -201,8 +204,14 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         try:  # the library's one parser: size cap, nesting limit, the file named
             attrs = parse_document(raw, store_location(store, key))
         except N5FormatError as e:
+            if not prefix:
+                raise  # the container's own document: nothing below can be trusted to be its
             _skip(report, where, _one_line(e))
             return True
+        if not prefix and not isinstance(attrs, dict):
+            from napari_n5zarr.errors import N5MetadataError
+
+            raise N5MetadataError(f"{store_location(store, key)}: does not hold a JSON object")
     if isinstance(attrs, dict) and is_dataset(attrs):
         try:
             doc = attributes_to_zarr(attrs, path=where or "/")
