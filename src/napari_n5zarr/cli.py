@@ -422,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
-    p.add_argument("path", help="an N5 container, changed in place: a folder, or a URL the store can write (s3://)")
+    p.add_argument("path", help="an N5 container, changed in place: a folder, a .zip, a BigDataViewer .xml (its N5 folder), or a URL the store can write (s3://)")
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 

@@ -80,7 +80,8 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
     Parameters
     ----------
     path_or_store : str, os.PathLike or zarr.abc.store.Store
-        The N5 container: a local path, a URL, or a store (opened read-write unless ``dry_run``).
+        The N5 container: a local folder or ``.zip``, a BigDataViewer ``.xml`` (its N5
+        folder), a URL, or a store (opened read-write unless ``dry_run``).
     dry_run : bool, optional
         Walk and report, but write nothing.
 
@@ -101,9 +102,10 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
         size cap, nested too deep), naming it; nothing is written.
     """
     from napari_n5zarr.access import base_store
+    from napari_n5zarr.read.locate import require
 
     if isinstance(path_or_store, str | os.PathLike):
-        location = os.fspath(path_or_store)
+        location = require(path_or_store).target  # a BigDataViewer XML: its N5 folder
         store = base_store(location, "r" if dry_run else "r+")
     else:
         from napari_n5zarr.n5.stores import store_location
