@@ -13,6 +13,7 @@ import zarr
 from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 
+from napari_n5zarr.environment import check_environment
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
 from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
@@ -61,7 +62,11 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     N5FormatError
         For a ``.zip`` that is no zip archive (another format, a truncated file) in modes
         ``"r"``/``"r+"``, naming it.
+    EnvironmentVariableError
+        (an :class:`~napari_n5zarr.errors.InvalidArgumentError`) when an ``N5ZARR_*``
+        variable holds a value it does not take (see :mod:`napari_n5zarr.environment`).
     """
+    check_environment()  # a bad N5ZARR_* value fails here, naming it, not as "unreadable" nodes later
     read_only = mode == "r"
     path = location.local_path(path_or_url)
     if path is None:
