@@ -235,3 +235,37 @@ def test_a_zip_that_is_no_archive_is_not_written_into(data: Path, tmp_path: Path
     run = cli(["add-zarr-metadata", str(text)])
     assert run.returncode == ExitCode.INVALID_DATA, run.stderr
     assert text.read_bytes() == before
+
+
+# -- convert's DEST ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dest", ["notes.txt", "notes.txt/out.n5", "notes.txt/a/out.n5", "text.zip"])
+def test_a_dest_with_a_file_in_the_way_is_refused_naming_it(data: Path, tmp_path: Path, dest: str) -> None:
+    """It was "[Errno 17] File exists: 'notes.txt'", or "cannot lock ... (File exists)"."""
+    (tmp_path / "notes.txt").write_text("notes")
+    shutil.copy(data / "text.zip", tmp_path / "text.zip")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    run = cli(["convert", str(data / "good.n5"), str(tmp_path / dest)])
+    line = fault_line(run)
+    assert run.returncode == ExitCode.USAGE, line
+    assert "Errno" not in line, line
+    assert str(tmp_path / dest.split("/")[0]) in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no lock file, nothing created
+    assert (tmp_path / "notes.txt").read_text() == "notes"
+
+
+def test_add_zarr_metadata_names_a_first_block_that_is_no_n5_block(data: Path, tmp_path: Path) -> None:
+    """It exited 5 with "unknown block mode 26465 (...)", naming no block; the dataset is
+    now skipped and listed (exit 1), the rest written."""
+    root = tmp_path / "c.n5"
+    shutil.copytree(data / "good.n5", root)
+    for name in ("zarr.json", "s0/zarr.json", "s1/zarr.json"):
+        (root / name).unlink()
+    (root / "s0" / "0" / "0" / "0").write_bytes(b"garbage!")
+    run = cli(["add-zarr-metadata", str(root)])
+    assert run.returncode == 1, run.stderr
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("cannot express s0:")]
+    assert str(root / "s0" / "0" / "0" / "0") in line, line
+    assert (root / "s1" / "zarr.json").is_file()
+    assert not (root / "s0" / "zarr.json").exists()

@@ -19,6 +19,7 @@ from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
+from napari_n5zarr.storage.files import refuse_file_in_the_way
 from napari_n5zarr.storage.local import SafeLocalStore
 from napari_n5zarr.storage.zip import BoundedZipStore, require_zip_archive
 from napari_n5zarr.storage.zip_names import check_member_names
@@ -94,6 +95,8 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
     if existing and not path.is_dir():
         raise NodeNotFoundError(f"not a directory (an N5 container is a folder): {path}")
+    if not read_only:
+        refuse_file_in_the_way(path, os.fspath(path_or_url))
     return SafeLocalStore(path, read_only=read_only)
 
 

@@ -543,7 +543,13 @@ def _cli_wording(text: str) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    """The error's message on one line, without Python's ``[Errno N]`` and quotes: an OSError
+    carrying this package's own sentence shows it as it is, a system one ``PATH: reason``."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        own = exc.strerror != os.strerror(exc.errno)
+        text = exc.strerror if own or exc.filename is None else f"{os.fsdecode(exc.filename)}: {exc.strerror}"
+    else:
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     return _one_line_text(text) or type(exc).__name__
 
 

@@ -151,6 +151,9 @@ class DestinationLock:
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
+        from napari_n5zarr.storage.files import refuse_file_in_the_way
+
+        refuse_file_in_the_way(self.path.parent, self.where)  # "notes.txt/out.n5": one line, exit 2
         try:
             return self._lock()
         except (DestinationBusyError, DestinationLockError):

@@ -220,7 +220,11 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         except N5FormatError as e:
             _skip(report, where, str(e))
             return True
-        mode = first_block_mode(store, prefix, len(doc["shape"]))
+        try:
+            mode = first_block_mode(store, prefix, len(doc["shape"]), lambda block: store_location(store, block))
+        except N5FormatError as e:  # not an N5 block: neither spec can read it
+            _skip(report, where, f"its first block cannot be read: {_one_line(e)}")
+            return True
         if mode not in (None, 0):
             reason = f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only"
             _skip(report, where, reason)
