@@ -57,6 +57,7 @@ class Fault:
 FAULTS: dict[str, Fault] = {
     "missing folder": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.n5"), lambda d, _: [str(d / "missing.n5")]),
     "missing zip": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.zip"), lambda d, _: [str(d / "missing.zip")]),
+    "symlink loop": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "loop.n5"), lambda d, _: [str(d / "loop.n5")]),
     "missing xml": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.xml"), lambda d, _: [str(d / "missing.xml")]),
     "not a zip": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "text.zip"), lambda d, _: [str(d / "text.zip"), "not a zip archive"]),
     "truncated zip": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "cut.zip"), lambda d, _: [str(d / "cut.zip"), "truncated"]),
@@ -92,7 +93,7 @@ def fault_line(run: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """good.n5, its zip cut in half, a text file named .zip, bad.n5 (attributes.json not
-    JSON), other.xml (XML, not BigDataViewer's)."""
+    JSON), other.xml (XML, not BigDataViewer's), loop.n5 (a symbolic link to itself)."""
     d = tmp_path_factory.mktemp("faults")
     export(np.arange(4096, dtype="uint8").reshape(16, 16, 16), d / "good.n5", chunks=8)
     shutil.make_archive(str(d / "good.n5"), "zip", d / "good.n5")
@@ -102,6 +103,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "bad.n5").mkdir()
     (d / "bad.n5" / "attributes.json").write_text("this is not JSON")
     (d / "other.xml").write_text('<?xml version="1.0"?><project><name>not BigDataViewer</name></project>')
+    (d / "loop.n5").symlink_to("loop.n5")
     return d
 
 

@@ -139,7 +139,7 @@ def sibling_bdv_xml(target: Path) -> dict[int, BdvSetup] | None:
     try:
         xmls = sorted(target.parent.glob("*.xml"))[:XML_MAX_FILES] if target.is_dir() else []
         here = target.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
         return None
     for xml in xmls:
         found = bdv_xml_target(xml)
