@@ -242,11 +242,15 @@ def test_a_zip_that_is_no_archive_is_not_written_into(data: Path, tmp_path: Path
 # -- convert's DEST ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dest", ["notes.txt", "notes.txt/out.n5", "notes.txt/a/out.n5", "text.zip"])
+@pytest.mark.parametrize("dest", ["notes.txt", "notes.txt/out.n5", "notes.txt/a/out.n5", "notes.txt/out.zip", "text.zip",
+                                  "loop.n5", "loop.n5/out.n5", "dangling.n5"])  # fmt: skip
 def test_a_dest_with_a_file_in_the_way_is_refused_naming_it(data: Path, tmp_path: Path, dest: str) -> None:
-    """It was "[Errno 17] File exists: 'notes.txt'", or "cannot lock ... (File exists)"."""
+    """It was "[Errno 17] File exists: 'notes.txt'", "cannot lock ... (File exists)", or
+    exit 7 "RuntimeError: Symlink loop" for a link to itself."""
     (tmp_path / "notes.txt").write_text("notes")
     shutil.copy(data / "text.zip", tmp_path / "text.zip")
+    (tmp_path / "loop.n5").symlink_to("loop.n5")
+    (tmp_path / "dangling.n5").symlink_to("nowhere.n5")
     before = sorted(p.name for p in tmp_path.iterdir())
     run = cli(["convert", str(data / "good.n5"), str(tmp_path / dest)])
     line = fault_line(run)
