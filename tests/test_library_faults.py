@@ -181,3 +181,15 @@ def test_node_info_of_a_bigdataviewer_xml(tmp_path: Path) -> None:
     [ms] = info.multiscales
     assert ms.scale == (4, 4, 40)  # N5 order, the XML's
     assert not info.incomplete
+
+
+def test_the_reader_names_a_broken_zip_once(tmp_path: Path) -> None:
+    from napari_n5zarr._napari.reader import read_path
+
+    text = tmp_path / "notes.zip"
+    text.write_text("notes, not a zip")
+    notes: list[str] = []
+    assert read_path(str(text), notify=lambda level, msg: notes.append(msg)) == []
+    [note] = notes
+    assert note.count(str(text)) == 1, note
+    assert "not a zip archive" in note
