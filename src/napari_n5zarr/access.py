@@ -13,13 +13,15 @@ import zarr
 from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 
+from napari_n5zarr.environment import check_environment
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
 from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
 from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
 from napari_n5zarr.storage import location
+from napari_n5zarr.storage.files import refuse_file_in_the_way
 from napari_n5zarr.storage.local import SafeLocalStore
-from napari_n5zarr.storage.zip import BoundedZipStore
+from napari_n5zarr.storage.zip import BoundedZipStore, require_zip_archive
 from napari_n5zarr.storage.zip_names import check_member_names
 from napari_n5zarr.zarr_internals import sync
 
@@ -56,19 +58,29 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     Raises
     ------
     NodeNotFoundError
-        (a ``FileNotFoundError``) when reading a path that does not exist, a ``.zip`` that
-        is no file, or (modes ``"r"``/``"r+"``) a path that is no folder.
+        (a ``FileNotFoundError``) in modes ``"r"``/``"r+"`` for a path that does not exist,
+        a ``.zip`` that is no file, or another path that is no folder.
+    N5FormatError
+        For a ``.zip`` that is no zip archive (another format, a truncated file) in modes
+        ``"r"``/``"r+"``, naming it.
+    EnvironmentVariableError
+        (an :class:`~napari_n5zarr.errors.InvalidArgumentError`) when an ``N5ZARR_*``
+        variable holds a value it does not take (see :mod:`napari_n5zarr.environment`).
     """
+    check_environment()  # a bad N5ZARR_* value fails here, naming it, not as "unreadable" nodes later
     read_only = mode == "r"
     path = location.local_path(path_or_url)
     if path is None:
         from napari_n5zarr.storage.remote import RemoteStore
 
         return RemoteStore.open_url(os.fspath(path_or_url).rstrip("/"), storage_options, read_only=read_only)
+    existing = mode in ("r", "r+")  # modes that open what is there, never create it
     if location.suffix(path) == ".zip":
-        if read_only and not path.is_file():
+        if existing and not path.is_file():
             raise NodeNotFoundError(f"no such zip file: {path}")
-        if not read_only:
+        if mode == "r+":
+            require_zip_archive(path)  # zipfile's "a" would start a new archive behind another file
+        elif not read_only:
             _refuse_foreign_zip(path)
         # Opened here (zarr's public Store.open): zarr < 3.4.2 fails a read of a ZipStore that
         # nobody opened, and our wrappers read it directly.
@@ -79,10 +91,12 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
             store.close()
             raise
         return store
-    if read_only and not path.exists():
+    if existing and not path.exists():
         raise NodeNotFoundError(f"no such N5/Zarr container: {path}")
-    if mode in ("r", "r+") and not path.is_dir():
+    if existing and not path.is_dir():
         raise NodeNotFoundError(f"not a directory (an N5 container is a folder): {path}")
+    if not read_only:
+        refuse_file_in_the_way(path, os.fspath(path_or_url))
     return SafeLocalStore(path, read_only=read_only)
 
 

@@ -43,7 +43,7 @@ class ExitCode(enum.IntEnum):
 EXIT_CODES = """exit status:
   0  all good
   1  done, but something was skipped or unreadable (listed in the output)
-  2  usage error: a bad or refused argument (DEST exists or is being written, a block size too small, ...)
+  2  usage error: a bad or refused argument or N5ZARR_* environment variable (DEST exists or is being written, ...)
   3  not found: nothing at PATH/SRC (no such folder, file or URL, no N5 or Zarr node there)
   4  unreachable: cannot read or write (connection refused, timeout, server error, permission)
   5  invalid data: the metadata or blocks are not valid N5/Zarr, or nothing to convert
@@ -220,8 +220,9 @@ PROGRESS_ENV = "N5ZARR_PROGRESS"
 
 
 def _show_progress() -> bool:
-    forced = os.environ.get(PROGRESS_ENV, "").strip()
-    return forced not in ("", "0") if forced else sys.stderr.isatty()
+    from napari_n5zarr.environment import flag
+
+    return flag(PROGRESS_ENV, sys.stderr.isatty())
 
 
 def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
@@ -311,19 +312,10 @@ def cmd_view(args: argparse.Namespace) -> int:
         make_sample(reset=True)
     if args.path is not None:  # fail here, in one line, not in an empty viewer
         from napari_n5zarr.access import open as open_node
-        from napari_n5zarr.read.locate import bdv_xml_target
+        from napari_n5zarr.read.locate import require
 
-        target = args.path
-        if target.lower().endswith(".xml") and "://" not in target:
-            from pathlib import Path
-
-            if not Path(target).is_file():
-                raise FileNotFoundError(f"no such file: {target}")
-            found = bdv_xml_target(Path(target))
-            if found is None:
-                raise ValueError(f"{target} is not a BigDataViewer N5 XML")
-            target = found[0]
-        for name in METADATA_FILES:
+        target = require(args.path).target  # a BigDataViewer XML's N5 folder, a metadata file's folder
+        for name in METADATA_FILES:  # (a URL's too)
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
     from napari_n5zarr._napari.viewer_launch import read_first
@@ -336,7 +328,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:
         if e.name not in ("napari", "qtpy"):
             raise
-        return _error(f"'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'",
+        what = f"cannot show {args.path}: " if args.path is not None else ""
+        return _error(f"{what}'n5zarr view' needs napari with a Qt binding ({e.name} is missing): pip install 'napari-n5zarr[qt]'",
                       ExitCode.MISSING_PACKAGE)  # fmt: skip
     return 0
 
@@ -444,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
-    p.add_argument("path", help="an N5 container, changed in place: a folder, or a URL the store can write (s3://)")
+    p.add_argument("path", help="an N5 container, changed in place: a folder, a .zip, a BigDataViewer .xml (its N5 folder), or a URL the store can write (s3://)")
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 
@@ -526,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Ordinary mistakes (a missing path, a bad option value, a missing extra, unreadable
     metadata, a remote fault) end with one line on stderr, never a traceback;
     ``N5ZARR_DEBUG=1`` shows the traceback of an unexpected error."""
+    from napari_n5zarr.environment import check_environment
     from napari_n5zarr.extras import describe, missing_extra
 
     parser = build_parser()
@@ -533,6 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with logging_to_stderr(args.verbose, args.quiet):
+            check_environment()  # a bad N5ZARR_* value is a usage error naming it, before anything is read
             return int(args.func(args) or 0)
     except BrokenPipeError:
         _silence_stdout()
@@ -543,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as e:
         if missing_extra(e) is None and os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(describe(e), ExitCode.MISSING_PACKAGE)
+        return _error(_cli_wording(_one_line_text(describe(e))), ExitCode.MISSING_PACKAGE)
     except (OSError, ValueError, KeyError, TypeError) as e:  # includes N5FormatError, FileNotFoundError
         if os.environ.get("N5ZARR_DEBUG"):
             raise
@@ -560,12 +555,22 @@ def _cli_wording(text: str) -> str:
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
     text = text.replace("(worker_timeout)", "(--worker-timeout)")
     text = text.replace(", or auto)", ", or leave --chunks out: the source's blocks)")
-    return text.replace("a scheduler address needs", "--scheduler ADDRESS needs")
+    return text.replace("the scheduler address ", "--scheduler ")
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
+    """The error's message on one line, without Python's ``[Errno N]`` and quotes: an OSError
+    carrying this package's own sentence shows it as it is, a system one ``PATH: reason``."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        own = exc.strerror != os.strerror(exc.errno)
+        text = exc.strerror if own or exc.filename is None else f"{os.fsdecode(exc.filename)}: {exc.strerror}"
+    else:
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return _one_line_text(text) or type(exc).__name__
+
+
+def _one_line_text(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

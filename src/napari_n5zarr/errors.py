@@ -15,8 +15,10 @@ __all__ = [
     "DeadlineExceeded",
     "DestinationBusyError",
     "DestinationLockError",
+    "EnvironmentVariableError",
     "ExportCancelled",
     "InvalidArgumentError",
+    "MissingPackageError",
     "N5BlockError",
     "N5FormatError",
     "N5MetadataError",
@@ -57,6 +59,16 @@ class N5MetadataError(N5FormatError, KeyError):
 class InvalidArgumentError(N5ZarrError, ValueError):
     """An argument this library refuses before doing anything (a block size too small, a
     destination inside the source); the message says what to give instead."""
+
+
+class EnvironmentVariableError(InvalidArgumentError):
+    """An ``N5ZARR_*`` environment variable whose value cannot be used; the message names the
+    variable, its value and what it takes (see :mod:`napari_n5zarr.environment`)."""
+
+
+class MissingPackageError(N5ZarrError, ModuleNotFoundError):
+    """An optional package this needs is not installed; the message names what it was for
+    (the URL, the scheduler address) and the ``pip install`` that adds it."""
 
 
 class N5BlockError(N5FormatError):

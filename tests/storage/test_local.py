@@ -120,7 +120,7 @@ def test_default_cap_refuses_a_17_mib_attributes_json_before_reading_it(tmp_path
 
 def test_bad_cap_setting_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", "lots")
-    with pytest.raises(ValueError, match="N5ZARR_MAX_METADATA_BYTES must be a number of bytes"):
+    with pytest.raises(ValueError, match="N5ZARR_MAX_METADATA_BYTES must be a whole number of bytes"):
         napari_n5zarr.open(dataset(tmp_path / "d.n5"))
 
 

@@ -258,8 +258,9 @@ def first_block_key(store: Store, prefix: str, ndim: int) -> str | None:
     return path
 
 
-def first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
-    """Mode of the first block found (None if the dataset has no blocks)."""
+def first_block_mode(store: Store, prefix: str, ndim: int, name: Callable[[str], str] = str) -> int | None:
+    """Mode of the first block found (None if the dataset has no blocks); N5BlockError
+    naming the block (``name(key)``: its path or URL) when it has no N5 header."""
     from zarr.buffer import default_buffer_prototype
 
     from napari_n5zarr.zarr_internals import sync
@@ -268,4 +269,7 @@ def first_block_mode(store: Store, prefix: str, ndim: int) -> int | None:
     if key is None:
         return None
     raw = sync(store.get(key, default_buffer_prototype()))
-    return None if raw is None else parse_header(raw.to_bytes()).mode
+    try:
+        return None if raw is None else parse_header(raw.to_bytes()).mode
+    except N5BlockError as e:
+        raise located(e, name(key)) from None

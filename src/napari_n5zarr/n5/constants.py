@@ -9,7 +9,6 @@ zarr, numpy or a compression library), so any module, however light, can use the
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,16 +73,9 @@ INCOMPLETE_MARKER = ".n5zarr-incomplete"
 
 
 def _env_bytes(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        cap = int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of bytes, got {value!r}") from None
-    if cap <= 0:
-        raise ValueError(f"{name} must be positive, got {cap}")
-    return cap
+    from napari_n5zarr.environment import number
+
+    return int(number(name, default))
 
 
 def max_metadata_bytes() -> int:

@@ -128,12 +128,10 @@ class BlockCache:
 
 def default_cache_bytes() -> int:
     """:data:`ENV_VAR` if set (bytes), else ``min(1 GiB, RAM / 8)``."""
-    value = os.environ.get(ENV_VAR, "").strip()
-    if value:
-        try:
-            return max(0, int(float(value)))
-        except ValueError:
-            raise ValueError(f"{ENV_VAR} must be a number of bytes, got {value!r}") from None
+    from napari_n5zarr.environment import number
+
+    if os.environ.get(ENV_VAR, "").strip():
+        return int(number(ENV_VAR, 0))
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not POSIX: assume 8 GiB

@@ -68,7 +68,9 @@ _unclaimed: dict[tuple[Any, ...], BaseException] = {}  # failure of a block fetc
 
 
 def prefetch_enabled() -> bool:
-    return os.environ.get(PREFETCH_ENV, "1").strip() not in ("0", "false", "no", "off")
+    from napari_n5zarr.environment import flag
+
+    return flag(PREFETCH_ENV, True)
 
 
 def _prefetch_pool() -> ThreadPoolExecutor:

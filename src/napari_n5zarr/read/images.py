@@ -97,7 +97,8 @@ def open_images(location: str | os.PathLike[str], *, limit: int | None = None, r
     try:
         node = access.open(source.target)
     except Exception as exc:  # boundary: any backend's failure is one line
-        found.error = f"cannot open {source.target}: {describe(exc)}"
+        text = describe(exc)  # most lines name the place already: once is enough
+        found.error = text if source.target in text else f"cannot open {source.target}: {text}"
         return found
     with access.read_once():  # the size check, detection and the levels share listings and metadata
         if limit is not None and _too_many_children(node, access.child_names):

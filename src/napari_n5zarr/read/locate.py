@@ -2,7 +2,8 @@
 
 * :func:`resolve`: the node to open for what a user named (a folder, a metadata file, a
   ``.zip``, a URL, or a BigDataViewer ``.xml``, whose N5 folder is opened with the XML's
-  voxel sizes), as a :class:`Source`.
+  voxel sizes), as a :class:`Source`; :func:`require` the same, raising for an XML that
+  cannot be followed (the CLI's commands and :func:`~napari_n5zarr.write.convert.convert`).
 * :func:`is_n5`: does it hold N5 or Zarr v3 data? Cheap: a few metadata reads, never blocks.
 * BigDataViewer XML lookup: :func:`bdv_xml_target`, :func:`sibling_bdv_xml`.
 
@@ -32,7 +33,7 @@ from napari_n5zarr.storage.location import (
 if TYPE_CHECKING:
     from napari_n5zarr.spatial import BdvSetup
 
-__all__ = ["Source", "bdv_xml_target", "display_name", "is_n5", "resolve", "sibling_bdv_xml"]
+__all__ = ["Source", "bdv_xml_target", "display_name", "is_n5", "require", "resolve", "sibling_bdv_xml"]
 
 ANCESTOR_LEVELS = 16
 """How many folders above a path are searched for the container's attributes.json."""
@@ -78,6 +79,35 @@ def resolve(location: str | os.PathLike[str]) -> Source:
     return Source(given, target, sibling_bdv_xml(path))
 
 
+def require(location: str | os.PathLike[str]) -> Source:
+    """:func:`resolve`, but a local ``.xml`` must be a BigDataViewer N5 XML whose N5 folder
+    exists.
+
+    Raises
+    ------
+    NodeNotFoundError
+        For a missing XML file, or an XML naming a folder that does not exist.
+    N5FormatError
+        For an XML file that is no BigDataViewer XML with an N5 image loader (``bdv.n5``).
+    """
+    from napari_n5zarr.errors import N5FormatError, NodeNotFoundError
+
+    text = node_location(location)
+    if is_url(text) or suffix(text) != ".xml":
+        return resolve(location)
+    path = Path(text)
+    if path.is_dir():  # a folder named *.xml is a folder
+        return resolve(location)
+    if not path.exists():
+        raise NodeNotFoundError(f"no such file: {path}")
+    found = bdv_xml_target(path)
+    if found is None:
+        raise N5FormatError(f"{path}: not a BigDataViewer XML with an N5 image loader (bdv.n5)")
+    if not Path(found[0]).is_dir():
+        raise NodeNotFoundError(f"{path} points at {found[0]}, which does not exist")
+    return Source(os.fspath(location), found[0], found[1])
+
+
 # ---------------------------------------------------------------------------
 # BigDataViewer XML
 # ---------------------------------------------------------------------------
@@ -109,7 +139,7 @@ def sibling_bdv_xml(target: Path) -> dict[int, BdvSetup] | None:
     try:
         xmls = sorted(target.parent.glob("*.xml"))[:XML_MAX_FILES] if target.is_dir() else []
         here = target.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
         return None
     for xml in xmls:
         found = bdv_xml_target(xml)

@@ -15,7 +15,6 @@ segments per read (:attr:`MultisetLevel.assignment`).
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +41,9 @@ UINT64 = np.dtype("uint64")
 
 
 def show_fragments() -> bool:
-    return os.environ.get(FRAGMENTS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    from napari_n5zarr.environment import flag
+
+    return flag(FRAGMENTS_ENV, False)
 
 
 class MultisetSource(BlockSource):

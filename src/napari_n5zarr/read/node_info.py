@@ -9,22 +9,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import zarr
 
     from napari_n5zarr.read.tree import Node, Tree
-    from napari_n5zarr.spatial import Multiscale
+    from napari_n5zarr.spatial import BdvSetup, Multiscale
 
 __all__ = ["NodeInfo", "detect_pyramids", "multiscale_to_json", "node_info"]
 
 _logger = logging.getLogger(__name__)
 
 
-def detect_pyramids(node: zarr.Array | zarr.Group) -> tuple[list[Multiscale], list[str]]:
-    """Every image/labels pyramid under ``node``, and one ``"path: reason"`` line per node
-    that could not be read (detection goes on past it)."""
+def detect_pyramids(node: zarr.Array | zarr.Group, bdv_setups: Mapping[int, BdvSetup] | None = None) -> tuple[list[Multiscale], list[str]]:
+    """Every image/labels pyramid under ``node`` (BigDataViewer setups calibrated by
+    ``bdv_setups``, the XML's), and one ``"path: reason"`` line per node that could not be
+    read (detection goes on past it)."""
     from napari_n5zarr.read.multiscale import find_multiscales
 
-    found = find_multiscales(node)
+    found = find_multiscales(node, bdv_setups=bdv_setups)
     _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found.multiscales), len(found.problems))
     return found.multiscales, found.problems
 
@@ -80,7 +83,7 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     Parameters
     ----------
     location : str or os.PathLike
-        A folder, ``.zip``, BigDataViewer ``.xml`` or URL.
+        A folder, ``.zip``, BigDataViewer ``.xml`` (its N5 folder) or URL.
 
     Returns
     -------
@@ -94,22 +97,21 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     FileNotFoundError
         If nothing is at ``location``.
     """
-    from napari_n5zarr.access import base_store
     from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
     from napari_n5zarr.read.tree import open_tree
     from napari_n5zarr.zarr_internals import sync
 
     text = os.fspath(location)
-    incomplete = bool(sync(base_store(text, "r").exists(INCOMPLETE_MARKER)))
-    tree = open_tree(text)
+    tree = open_tree(text)  # a BigDataViewer XML opens its N5 folder
+    incomplete = bool(sync(tree.base_store.exists(INCOMPLETE_MARKER)))
     info = NodeInfo(location=text, root=tree.root, incomplete=incomplete, tree=tree)
-    if os.path.isdir(text):
+    if os.path.isdir(tree.n5_location):
         from napari_n5zarr.write.save_journal import unfinished_save
 
-        info.unfinished_save = unfinished_save(text)
+        info.unfinished_save = unfinished_save(tree.n5_location)
     if info.root.kind == "error":
         return info
-    info.multiscales, info.problems = detect_pyramids(tree.zarr_root())
+    info.multiscales, info.problems = detect_pyramids(tree.zarr_root(), tree.bdv_setups)
     if info.root.kind in ("array", "pyramid"):
         try:
             info.blocks = tree.block_count(info.root)

@@ -47,7 +47,7 @@ from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
 from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
 from napari_n5zarr.n5.stores import count_keys, get_many, list_names
-from napari_n5zarr.read.locate import bdv_xml_target
+from napari_n5zarr.read.locate import require
 from napari_n5zarr.read.multiscale import with_bdv_setups
 from napari_n5zarr.read.node import Node
 from napari_n5zarr.read.node_metadata import (
@@ -186,6 +186,11 @@ class Tree:
         if self.root.kind == "group":
             self.root.name = Path(self.n5_location.rstrip("/")).name
             self._classify(self.root)
+
+    @property
+    def base_store(self) -> Store:
+        """The container's plain store, as given (no N5 wrappers)."""
+        return self._base
 
     def _not_found(self) -> Node:
         message = f"no N5 or Zarr node at {self.location}"
@@ -591,14 +596,10 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
     if is_url(text):
         return Tree(text.rstrip("/"), base_store(text, "r", storage_options), storage_options=storage_options, activity=activity)
     path = Path(node_location(text))
-    if path.suffix.lower() == ".xml" and path.is_file():
-        found = bdv_xml_target(path)
-        if found is None:
-            raise ValueError(f"{path}: not a BigDataViewer XML with an N5 image loader (bdv.n5)")
-        folder, setups = Path(found[0]), found[1]
-        if not folder.is_dir():
-            raise NodeNotFoundError(f"{path} points at {folder}, which does not exist")
-        return Tree(str(path), base_store(folder, "r"), n5_location=str(folder), bdv_setups=setups, activity=activity)
+    if path.suffix.lower() == ".xml":
+        source = require(path)  # one line for a missing or foreign XML, or a missing folder
+        return Tree(str(path), base_store(source.target, "r"), n5_location=source.target, bdv_setups=source.bdv_setups,
+                    activity=activity)  # fmt: skip
     if path.suffix.lower() == ".zip":
         return Tree(str(path), base_store(path, "r"), activity=activity)
     if not path.exists():

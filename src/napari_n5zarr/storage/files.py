@@ -115,3 +115,31 @@ class LinkGuard:
                 except OSError:
                     continue
         return out
+
+
+def refuse_file_in_the_way(folder: str | os.PathLike[str], where: str) -> None:
+    """Refuse to write the folder ``folder`` (for the destination ``where``) when it, or a
+    folder above it, exists as something that is not a folder (a file named like the
+    destination, ``notes.txt/out.n5``) or as a symbolic link that leads nowhere (or to
+    itself): :class:`~napari_n5zarr.errors.NodeExistsError` naming it, before anything is
+    created."""
+    from napari_n5zarr.errors import NodeExistsError
+
+    path = os.path.abspath(folder)
+    while True:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            if os.path.islink(path) and e.errno in (errno.ENOENT, errno.ELOOP):
+                raise NodeExistsError(f"refusing to write into {where}: {path} is a symbolic link that leads nowhere "
+                                      "(or to itself); nothing was changed") from None  # fmt: skip
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return  # unreadable: the write that follows reports it
+            parent = os.path.dirname(path)
+            if parent == path:
+                return
+            path = parent
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            return
+        raise NodeExistsError(f"refusing to write into {where}: {path} is a file, not a folder; nothing was changed")

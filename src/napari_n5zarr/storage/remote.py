@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore
 
+from napari_n5zarr.environment import number
 from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
 from napari_n5zarr.n5.constants import (
     MAX_LISTING_BYTES_ENV,
@@ -111,14 +112,8 @@ class RemoteSettings:
         names = (("connect_timeout", float), ("read_timeout", float), ("request_timeout", float), ("retries", int), ("backoff", float))
         for name, conv in names:
             env = f"N5ZARR_{name.upper()}" if name != "backoff" else "N5ZARR_RETRY_BACKOFF"
-            raw = os.environ.get(env, "").strip()
-            if raw:
-                try:
-                    values[name] = conv(raw)
-                except ValueError:
-                    raise ValueError(f"{env} must be a number, got {raw!r}") from None
-                if values[name] < 0:
-                    raise ValueError(f"{env} must not be negative, got {raw!r}")
+            if os.environ.get(env, "").strip():
+                values[name] = conv(number(env, 0))
         return cls(**values)
 
 
@@ -452,8 +447,20 @@ class RemoteStore(FsspecStore):
         settings = RemoteSettings.from_env()
         if settings.request_timeout is None and (user := user_deadline(url, storage_options)) is not None:
             settings = dataclasses.replace(settings, request_timeout=user)
-        store = cls.from_url(url, storage_options=storage_options_with_defaults(url, storage_options, settings),
-                             read_only=read_only)  # fmt: skip
+        try:
+            store = cls.from_url(url, storage_options=storage_options_with_defaults(url, storage_options, settings),
+                                 read_only=read_only)  # fmt: skip
+        except ImportError as e:  # fsspec's "Install s3fs to access S3": the same pip hint as the CLI's
+            from napari_n5zarr.extras import needs_package
+
+            raise needs_package(e, url) from None
+        except ValueError as e:
+            if not str(e).startswith("Protocol not known"):
+                raise
+            from napari_n5zarr.errors import InvalidArgumentError
+
+            scheme = url.split("://", 1)[0]
+            raise InvalidArgumentError(f"cannot open {url}: no filesystem is known for {scheme}:// URLs") from None
         assert isinstance(store, RemoteStore)
         store.settings = settings
         if hasattr(store.fs, "retries") and url.startswith(("s3://", "s3a://")):

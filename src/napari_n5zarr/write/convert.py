@@ -71,7 +71,7 @@ def convert(
     Parameters
     ----------
     src : str or os.PathLike
-        Any N5 or Zarr node: folder, ``.zip``, or URL.
+        Any N5 or Zarr node: folder, ``.zip``, BigDataViewer ``.xml`` or URL.
     dest : str or os.PathLike
         The new container; must not overlap ``src``.
     compression : str or dict, optional
@@ -104,8 +104,10 @@ def convert(
     Raises
     ------
     ValueError
-        If ``src`` and ``dest`` overlap, an option is bad (compression, chunks, levels), or
-        ``scheduler`` is an address and dask.distributed is not installed.
+        If ``src`` and ``dest`` overlap, or an option is bad (compression, chunks, levels).
+    MissingPackageError
+        If ``scheduler`` is an address and dask.distributed is not installed (an ImportError
+        whose message says what to pip install).
     NothingToConvertError
         If ``src`` holds no readable image or labels array (nothing is written).
     FileExistsError
@@ -116,14 +118,16 @@ def convert(
     """
     from napari_n5zarr.access import open as open_node
     from napari_n5zarr.errors import InvalidArgumentError
+    from napari_n5zarr.read.locate import require
     from napari_n5zarr.read.multiscale import find_multiscales, levels_for
     from napari_n5zarr.write.exporter import export
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
-    if _overlap(src_text, dest_text):
+    source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
+    if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
-    node = open_node(src_text)
-    found = find_multiscales(node)  # the read wing's detection (read.images.open_images uses it too)
+    node = open_node(source.target)
+    found = find_multiscales(node, bdv_setups=source.bdv_setups)  # the read wing's detection (as read.images)
     # One pyramid goes to dest itself, several to one group each (named before skipping any).
     several = len(found.multiscales) > 1
     named = [(ms, ms.name or "" if several else "") for ms in found.readable]
@@ -187,8 +191,10 @@ def _scheduler(value: Any) -> tuple[Any, Any]:
         return value, None
     try:
         from distributed import Client
-    except ModuleNotFoundError:
-        raise ValueError("a scheduler address needs dask.distributed: pip install 'napari-n5zarr[distributed]'") from None
+    except ModuleNotFoundError as e:
+        from napari_n5zarr.extras import needs_package
+
+        raise needs_package(e, f"the scheduler address {value}") from None
     _logger.debug("connecting to the dask.distributed scheduler at %s", value)
     try:
         client = Client(value, timeout=scheduler_connect_timeout())
@@ -205,7 +211,6 @@ SCHEDULER_TIMEOUT_ENV = "N5ZARR_SCHEDULER_TIMEOUT"
 
 
 def scheduler_connect_timeout() -> float:
-    try:
-        return max(0.1, float(os.environ.get(SCHEDULER_TIMEOUT_ENV, "5")))
-    except ValueError:
-        return 5.0
+    from napari_n5zarr.environment import number
+
+    return max(0.1, number(SCHEDULER_TIMEOUT_ENV, 5.0))

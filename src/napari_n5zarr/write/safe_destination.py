@@ -83,6 +83,7 @@ def local_folder(dest: str | os.PathLike[str]) -> Path | None:
     path = location.local_path(dest)
     if path is None or location.suffix(path) == ".zip":
         return None
+    files.refuse_file_in_the_way(path, os.fspath(dest))  # resolving a link loop raises RuntimeError
     return path.resolve()
 
 
@@ -91,6 +92,7 @@ def local_zip(dest: str | os.PathLike[str]) -> Path | None:
     path = location.local_path(dest)
     if path is None or location.suffix(path) != ".zip":
         return None
+    files.refuse_file_in_the_way(path.parent, os.fspath(dest))
     return path.resolve()
 
 
@@ -143,6 +145,7 @@ class DestinationLock:
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
+        files.refuse_file_in_the_way(self.path.parent, self.where)  # "notes.txt/out.n5": one line, exit 2
         try:
             return self._lock()
         except (DestinationBusyError, DestinationLockError):

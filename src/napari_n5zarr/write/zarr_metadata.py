@@ -80,7 +80,8 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
     Parameters
     ----------
     path_or_store : str, os.PathLike or zarr.abc.store.Store
-        The N5 container: a local path, a URL, or a store (opened read-write unless ``dry_run``).
+        The N5 container: a local folder or ``.zip``, a BigDataViewer ``.xml`` (its N5
+        folder), a URL, or a store (opened read-write unless ``dry_run``).
     dry_run : bool, optional
         Walk and report, but write nothing.
 
@@ -96,11 +97,15 @@ def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run:
     OSError
         If the container's own ``attributes.json`` cannot be read (a remote fault, a
         refused connection, a permission): :class:`~napari_n5zarr.errors.N5StoreError`.
+    N5MetadataError
+        If the container's own ``attributes.json`` is not a JSON object (not JSON, over the
+        size cap, nested too deep), naming it; nothing is written.
     """
     from napari_n5zarr.access import base_store
+    from napari_n5zarr.read.locate import require
 
     if isinstance(path_or_store, str | os.PathLike):
-        location = os.fspath(path_or_store)
+        location = require(path_or_store).target  # a BigDataViewer XML: its N5 folder
         store = base_store(location, "r" if dry_run else "r+")
     else:
         from napari_n5zarr.n5.stores import store_location
@@ -201,15 +206,25 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         try:  # the library's one parser: size cap, nesting limit, the file named
             attrs = parse_document(raw, store_location(store, key))
         except N5FormatError as e:
+            if not prefix:
+                raise  # the container's own document: nothing below can be trusted to be its
             _skip(report, where, _one_line(e))
             return True
+        if not prefix and not isinstance(attrs, dict):
+            from napari_n5zarr.errors import N5MetadataError
+
+            raise N5MetadataError(f"{store_location(store, key)}: does not hold a JSON object")
     if isinstance(attrs, dict) and is_dataset(attrs):
         try:
             doc = attributes_to_zarr(attrs, path=where or "/")
         except N5FormatError as e:
             _skip(report, where, str(e))
             return True
-        mode = first_block_mode(store, prefix, len(doc["shape"]))
+        try:
+            mode = first_block_mode(store, prefix, len(doc["shape"]), lambda block: store_location(store, block))
+        except N5FormatError as e:  # not an N5 block: neither spec can read it
+            _skip(report, where, f"its first block cannot be read: {_one_line(e)}")
+            return True
         if mode not in (None, 0):
             reason = f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only"
             _skip(report, where, reason)
