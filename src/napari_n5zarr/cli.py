@@ -93,8 +93,12 @@ def _tree_line(node: Any, name: str | None = None) -> str:
         return f"{row['name']}/{marker}" + (f"  ! {node.warning}" if node.warning else "")
     parts = [row["shape"], row["dtype"], f"blocks {row['blocks']}", row["compression"], row["voxel"], row["size"]]
     head = f"{row['name']}/  [{row['kind']}]" if node.kind == "pyramid" else row["name"]
+    if node.lookup_table and node.kind != "pyramid":
+        head = f"{row['name']}  [{row['kind']}]"
     text = "  ".join([head, *[p for p in parts if p]]) + marker
     text += f"  ! {node.warning}" if node.warning else ""
+    if node.lookup_table:
+        return text  # listed as what it is (the kind says it), not as a fault
     return text + (f"  ! cannot open: {node.reason}" if node.reason else "")
 
 
