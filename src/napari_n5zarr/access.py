@@ -123,16 +123,16 @@ def _refuse_foreign_contents(path_or_url: str | os.PathLike[str], store: Store) 
     """Mode ``"w"`` clears the store: refuse unless it is empty or holds only what an export
     of this project writes (the rule ``export(overwrite=True)`` applies)."""
     from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON
-    from napari_n5zarr.write import safe_destination
+    from napari_n5zarr.storage.foreign import describe_foreign, foreign_entries
 
     path = location.local_path(path_or_url)
     if path is not None and location.suffix(path) != ".zip":
         if path.is_dir():
-            found, total = safe_destination.foreign_entries(path)
+            found, total = foreign_entries(path)
             if found:
                 raise NodeExistsError(
                     f"refusing to replace {os.fspath(path_or_url)} (mode 'w'): it holds "
-                    f"{safe_destination.describe_foreign(found, total)}; nothing was deleted"
+                    f"{describe_foreign(found, total)}; nothing was deleted"
                 )
         return
     if sync(store.is_empty("")):

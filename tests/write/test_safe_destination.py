@@ -23,8 +23,9 @@ from zarr.storage import WrapperStore
 
 import napari_n5zarr
 from napari_n5zarr import access, export
+from napari_n5zarr.storage.foreign import foreign_entries
 from napari_n5zarr.write.exporter import INCOMPLETE_MARKER, ExportCancelled
-from napari_n5zarr.write.safe_destination import LOCK_SUFFIX, foreign_entries
+from napari_n5zarr.write.safe_destination import LOCK_SUFFIX
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 

@@ -8,7 +8,6 @@ conventions of :mod:`napari_n5zarr.spatial`. Errors name the metadata file.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5MetadataError
 from napari_n5zarr.n5.constants import CODEC_NAME
 from napari_n5zarr.read.node import Node, compression_text
+from napari_n5zarr.spatial.model import level_number
 
 
 def zarr_compression(doc: Mapping[str, Any]) -> str:
@@ -110,7 +110,6 @@ def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
 
-_LEVEL_NAME = re.compile(r"^s\d+$")
 _CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration, str | None]] = {}
 
 
@@ -118,7 +117,7 @@ def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -
     """(array info, calibration, unreadable reason) of an array node; kept for documents seen
     before beside the same inherited attributes (siblings share theirs): a container
     repeats documents (tiles, channels, time points), and a calibration costs ~0.1 ms."""
-    level = node.name if _LEVEL_NAME.match(node.name) else ""  # the only use of the name (2^N for sN)
+    level = node.name if level_number(node.name) is not None else ""  # the only use of the name (2^N for sN)
     key = (node.raw, len(node.array_shape), level, id(inherited))
     with _VALID_LOCK:
         known = _CALIBRATED.get(key) if node.raw else None

@@ -39,6 +39,7 @@ from napari_n5zarr.spatial.model import (
     describe_error,
     inheritable,
     join_path,
+    level_name,
     natural_key,
 )
 from napari_n5zarr.spatial.pyramids import dataset_pyramid
@@ -221,7 +222,7 @@ def _probe_levels(group: zarr.Group, limit: int = 32) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k in range(limit):
         try:
-            out[f"s{k}"] = group[f"s{k}"]
+            out[level_name(k)] = group[level_name(k)]
         except (KeyError, OSError, ValueError):  # missing (or unreadable): the levels end here
             break
     return out

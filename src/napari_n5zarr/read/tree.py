@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -67,7 +66,7 @@ from napari_n5zarr.spatial.conventions import (
     PYRAMIDS,
     Convention,
 )
-from napari_n5zarr.spatial.model import INHERITABLE, Listing, natural_key
+from napari_n5zarr.spatial.model import INHERITABLE, Listing, level_number, natural_key
 from napari_n5zarr.spatial.model import join_path as _join
 from napari_n5zarr.storage.location import is_url, join, node_location
 
@@ -80,7 +79,6 @@ PAGE_SIZE = 500
 """Nodes per page of :meth:`Tree.iter_children` (the first page is smaller)."""
 FIRST_PAGE = 100
 
-_LEVEL = re.compile(r"^s(\d+)$")
 TREE_CONVENTIONS = (*(c for c in PYRAMIDS if c is not PAINTERA), BDV_TIMEPOINTS)
 """What makes a group one pyramid row, in spatial's order (the reader's): Paintera groups are
 classified with their ``data/`` pyramid (:meth:`Tree._classify_paintera`); a BigDataViewer
@@ -520,7 +518,7 @@ class Tree:
         """Record ``group`` (at ``path`` in ``listing``): its attributes, its children's names,
         and the facts of its level-named children (``s0``, ``s1``, ...)."""
         names = self.names(group.path)
-        arrays = self._arrays(group, [n for n in names if _LEVEL.match(n)])
+        arrays = self._arrays(group, [n for n in names if level_number(n) is not None])
         listing.add(path, dict(group.attributes), arrays, [n for n in names if n not in arrays])
 
     # -- details (on request) ------------------------------------------------------

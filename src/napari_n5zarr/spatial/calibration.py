@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from napari_n5zarr.spatial.model import (
-    LEVEL,
     Attrs,
     Calibration,
     as_floats,
@@ -19,6 +18,7 @@ from napari_n5zarr.spatial.model import (
     identity,
     in_n5_order,
     inheritable,
+    level_number,
     unique_axes,
 )
 from napari_n5zarr.spatial.units import unit_and_factor
@@ -177,8 +177,8 @@ def calibrate(
     f = downsampling_factors(attrs, ndim)
     if f is None and factors is not None:
         f = fit(tuple(float(x) for x in factors), ndim, 1.0)
-    if f is None and base is not None and (m := LEVEL.match(name.rsplit("/", 1)[-1])):
-        f = (2.0 ** int(m.group(1)),) * min(ndim, 3) + (1.0,) * max(0, ndim - 3)
+    if f is None and base is not None and (n := level_number(name.rsplit("/", 1)[-1])) is not None:
+        f = (2.0**n,) * min(ndim, 3) + (1.0,) * max(0, ndim - 3)
     if base is None:
         base = identity(ndim)
         if f is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -18,7 +18,8 @@ INHERITABLE = ("pixelResolution", "resolution", "units", "axes", "offset")
 """Group keys that N5 Viewer and neuroglancer let children inherit."""
 
 LEVEL = re.compile(r"^s(\d+)$")
-"""A pyramid level's name: ``s0, s1, ...`` (N5 Viewer, neuroglancer, BigDataViewer)."""
+"""A pyramid level's name: ``s0, s1, ...`` (N5 Viewer, neuroglancer, BigDataViewer); use
+:func:`level_number`, :func:`level_name` and :func:`level_names`, the one definition."""
 SETUP = re.compile(r"^setup(\d+)$")
 """A BigDataViewer setup group's name."""
 TIMEPOINT = re.compile(r"^timepoint(\d+)$")
@@ -31,6 +32,23 @@ CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
 """Names with these endings are containers (or point at one): never a labels name."""
 LABEL_MULTISET = "Paintera label multiset (isLabelMultiset): not readable yet"
 """Why a label-multiset dataset was not shown before they were read (issue 21); kept for callers."""
+
+
+def level_number(name: str) -> int | None:
+    """N of a pyramid level named ``sN`` (the whole name); None for any other name."""
+    m = LEVEL.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def level_name(n: int) -> str:
+    """The name of pyramid level ``n``: ``sN``."""
+    return f"s{n}"
+
+
+def level_names(names: Iterable[str]) -> list[str]:
+    """Names ``s0, s1, ...`` among ``names``, sorted by level number."""
+    found = [(k, n) for n in names if (k := level_number(n)) is not None]
+    return [n for _, n in sorted(found)]
 
 
 class ArrayInfo(NamedTuple):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -15,7 +15,6 @@ from napari_n5zarr.spatial.calibration import calibrate, cosem, downsampling_fac
 from napari_n5zarr.spatial.model import (
     CONTAINER_SUFFIXES,
     LABEL_WORDS,
-    LEVEL,
     TIMEPOINT,
     ArrayInfo,
     Attrs,
@@ -26,6 +25,8 @@ from napari_n5zarr.spatial.model import (
     identity,
     in_n5_order,
     inheritable,
+    level_names,
+    level_number,
     unique_axes,
 )
 
@@ -78,12 +79,6 @@ def dataset_pyramid(info: ArrayInfo, path: str = "", *, name: str | None = None,
     return assemble([path], [info], [cal], cal.convention, info.attrs)
 
 
-def level_names(names: Iterable[str]) -> list[str]:
-    """Names ``s0, s1, ...`` among ``names``, sorted by level number."""
-    found = [(int(m.group(1)), n) for n in names if (m := LEVEL.match(n))]
-    return [n for _, n in sorted(found)]
-
-
 def n5viewer_pyramid(
     group_attrs: Attrs, children: Mapping[str, ArrayInfo], inherited: Attrs | None = None
 ) -> Multiscale | None:
@@ -101,7 +96,7 @@ def n5viewer_pyramid(
     cals = []
     for name in names:
         info = children[name]
-        n = int(name[1:])
+        n = level_number(name) or 0
         ndim = len(info.shape)
         factors: tuple[float, ...] | None = None
         if isinstance(scales, list) and n < len(scales) and as_floats(scales[n]):

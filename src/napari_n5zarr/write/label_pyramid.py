@@ -8,7 +8,6 @@ import itertools
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,11 +21,10 @@ from napari_n5zarr.n5.compression import n5_to_zarr
 from napari_n5zarr.n5.constants import N5_JSON, max_stored_bytes
 from napari_n5zarr.n5.label_multiset import stored_payload
 from napari_n5zarr.n5.metadata import N5DatasetMetadata
+from napari_n5zarr.spatial.model import level_name, level_names, level_number
 from napari_n5zarr.storage import files
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
-
-_LEVEL_NAME = re.compile(r"s(\d+)")
 
 Index = tuple[int, ...]
 Signature = tuple[tuple[int, ...], tuple[int, ...], str]
@@ -99,11 +97,11 @@ def _attributes(folder: Path) -> dict[str, Any] | None:
 
 def _pyramid_of(folder: Path) -> list[Level]:
     """The ``s0..sN`` datasets directly in ``folder`` (none: [])."""
-    names = sorted((p.name for p in folder.iterdir() if _LEVEL_NAME.fullmatch(p.name)), key=lambda n: int(n[1:]))
+    names = level_names(p.name for p in folder.iterdir())
     levels: list[Level] = []
     for n, name in enumerate(names):
         child = _attributes(folder / name)
-        if name != f"s{n}" or child is None or "dimensions" not in child:
+        if name != level_name(n) or child is None or "dimensions" not in child:
             break
         if (folder / name).is_symlink():
             raise NotEditableError(f"{folder / name} is a symbolic link: edits would be written outside {folder}; refused")
@@ -123,12 +121,12 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
         raise NotEditableError(f"{folder} is not a local folder")
     doc = _attributes(folder)
     if doc is not None and "dimensions" in doc:
-        name = _LEVEL_NAME.fullmatch(folder.name)
-        siblings = _pyramid_of(folder.parent) if name else []
-        if name and len(siblings) > 1 and any(s.folder == folder for s in siblings):
-            if name[1] != "0":
+        number = level_number(folder.name)
+        siblings = _pyramid_of(folder.parent) if number is not None else []
+        if number is not None and len(siblings) > 1 and any(s.folder == folder for s in siblings):
+            if number != 0:
                 raise NotEditableError(
-                    f"{folder} is level {name[1]} of the pyramid {folder.parent}, computed from level 0: write "
+                    f"{folder} is level {number} of the pyramid {folder.parent}, computed from level 0: write "
                     f"level 0 ({folder.parent / 's0'} or {folder.parent}) and the coarser levels follow"
                 )
             folder, levels = folder.parent, siblings

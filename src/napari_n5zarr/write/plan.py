@@ -19,6 +19,7 @@ from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.constants import N5_DTYPES
 from napari_n5zarr.n5.metadata import N5DatasetMetadata
+from napari_n5zarr.spatial.model import level_name
 from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import Boundary
@@ -159,7 +160,7 @@ def make_plan(
     for k, (shape, f, attrs) in enumerate(zip(shapes, factors, level_attrs, strict=True)):
         bl = tuple(min(b, n) for b, n in zip(block, shape, strict=True))
         meta = N5DatasetMetadata(shape[::-1], bl[::-1], dtype.name, comp, attrs)
-        level_plans.append(LevelPlan(f"s{k}", shape, bl, tuple(f), meta))
+        level_plans.append(LevelPlan(level_name(k), shape, bl, tuple(f), meta))
     return ExportPlan(
         levels=tuple(level_plans),
         steps=tuple(tuple(s) for s in steps),

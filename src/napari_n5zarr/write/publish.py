@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Self
 from napari_n5zarr.errors import NodeExistsError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.stores import N5DefaultStore
+from napari_n5zarr.storage.foreign import describe_foreign, foreign_entries
 from napari_n5zarr.write import safe_destination
 from napari_n5zarr.write.blocks import WriteGate, store_get, store_set
 
@@ -102,10 +103,10 @@ def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path
             f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
             f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
         )
-    found, total = safe_destination.foreign_entries(target)
+    found, total = foreign_entries(target)
     if found:
         raise NodeExistsError(
-            f"refusing to overwrite {where}: it holds {safe_destination.describe_foreign(found, total)}. "
+            f"refusing to overwrite {where}: it holds {describe_foreign(found, total)}. "
             "Overwrite only replaces what an export wrote; nothing was deleted"
         )
     return safe_destination.staging_folder(target)

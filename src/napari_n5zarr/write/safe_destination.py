@@ -7,8 +7,8 @@ replacement by staging beside the destination, then renaming into place.
   spelled, created with ``O_EXCL`` and held with ``flock``; a lock left by a dead process is
   taken over) keeps two exports apart. It never follows a link and never writes a lock path
   that is not a regular file with one name holding a lock document (or nothing).
-* :func:`foreign_entries` lists what an overwrite would delete that no export of this
-  project writes (only N5/Zarr metadata, ``sN`` block trees and groups of them are ours).
+* :func:`~napari_n5zarr.storage.foreign.foreign_entries` (a floor below, for the access
+  layer too) lists what an overwrite would delete that no export of this project writes.
 * :func:`staging_folder` / :func:`swap_in` write a replacement beside the old node and swap
   it in (``renameat2(RENAME_EXCHANGE)`` on Linux: atomic; else two renames); the old node is
   marked as being deleted, then deleted. :func:`recover` cleans what an interrupted
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from napari_n5zarr.errors import DestinationBusyError, DestinationLockError
-from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, VERSION_KEY, ZARR_JSON
+from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
 from napari_n5zarr.storage import files, location
 from napari_n5zarr.write.dataset_files import DatasetFolder
 from napari_n5zarr.write.dataset_files import kind as _kind
@@ -52,10 +52,6 @@ DELETING_MARKER = ".n5zarr-deleting"
 """In an old copy being deleted: its owner and token (deleted last)."""
 _LEFTOVER = re.compile(r"\.(?P<node>.+)\.n5zarr-(?P<tag>new|old|deleting)-(?P<token>\d+-[0-9a-f]+)")
 _LOCK_DOC_LIMIT = 4096
-NODE_FILES = frozenset({N5_JSON, ZARR_JSON, INCOMPLETE_MARKER})
-"""Files an export writes in a node (the last is exporter.INCOMPLETE_MARKER)."""
-_LEVEL = re.compile(r"s\d+")
-_METADATA_LIMIT = 1 << 20  # bytes of attributes.json/zarr.json read to classify a folder
 
 
 # -- group paths -------------------------------------------------------------------------
@@ -319,91 +315,6 @@ def _read_json(fd: int) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
-
-
-# -- what an export wrote ------------------------------------------------------------------
-
-
-def _metadata(folder: Path) -> dict[str, Any]:
-    """attributes.json merged over zarr.json of ``folder`` ({} when missing or unreadable)."""
-    doc: dict[str, Any] = {}
-    for name in (ZARR_JSON, N5_JSON):
-        try:
-            raw = files.read_regular_file(folder / name, lambda size: (0, min(size, _METADATA_LIMIT)), metadata=False)
-            parsed = json.loads(raw)  # a FIFO or device named like metadata is refused, never opened to wait
-        except (OSError, ValueError):
-            continue
-        if isinstance(parsed, dict):
-            doc.update(parsed)
-    return doc
-
-
-def _count(entry: os.DirEntry[str]) -> int:
-    if not entry.is_dir(follow_symlinks=False):
-        return 1
-    return 1 + sum(len(dirs) + len(names) for _, dirs, names in os.walk(entry.path))
-
-
-def foreign_entries(folder: Path) -> tuple[list[str], int]:
-    """(entries under ``folder`` that no export of this project writes, how many files and
-    folders they hold in all). Ours: node metadata, the incomplete marker, ``sN`` datasets
-    holding only block trees (digit-named folders and files, as deep as the dataset has
-    dimensions) and groups of those. Symbolic links, other files and nested N5 containers
-    (an ``"n5"`` version key below the root) are foreign."""
-    found: list[str] = []
-    total = [0]
-
-    def foreign(entry: os.DirEntry[str], rel: str, why: str = "") -> None:
-        n = _count(entry)
-        total[0] += n
-        kind = "/" if entry.is_dir(follow_symlinks=False) else ""
-        found.append(f"{rel}{kind}{f' ({why})' if why else ''}{f' ({n} entries)' if n > 1 else ''}")
-
-    def scan_group(path: Path, rel: str) -> None:
-        for entry in sorted(os.scandir(path), key=lambda e: e.name):
-            name = f"{rel}{entry.name}"
-            if entry.is_symlink():
-                foreign(entry, name, "symbolic link")
-            elif entry.is_file(follow_symlinks=False):
-                if entry.name not in NODE_FILES:
-                    foreign(entry, name)
-            elif not entry.is_dir(follow_symlinks=False):
-                foreign(entry, name, "not a file")
-            else:
-                meta = _metadata(Path(entry.path))
-                if "dimensions" in meta or meta.get("node_type") == "array":
-                    scan_blocks(Path(entry.path), f"{name}/", len(meta.get("dimensions", meta.get("shape", []))) or None, 0)
-                elif _LEVEL.fullmatch(entry.name) and not meta:
-                    scan_blocks(Path(entry.path), f"{name}/", None, 0)  # an unfinished export's level
-                elif meta and VERSION_KEY not in meta:
-                    scan_group(Path(entry.path), f"{name}/")
-                else:
-                    foreign(entry, name, "another container" if meta else "")
-
-    def scan_blocks(path: Path, rel: str, ndim: int | None, depth: int) -> None:
-        for entry in os.scandir(path):
-            name = f"{rel}{entry.name}"
-            if entry.is_symlink():
-                foreign(entry, name, "symbolic link")
-            elif entry.is_file(follow_symlinks=False):
-                ok = (depth == 0 and entry.name in NODE_FILES) or (
-                    entry.name.isdigit() and (ndim is None or depth == ndim - 1)
-                )
-                if not ok:
-                    foreign(entry, name)
-            elif entry.is_dir(follow_symlinks=False) and entry.name.isdigit() and (ndim is None or depth < ndim - 1):
-                scan_blocks(Path(entry.path), f"{name}/", ndim, depth + 1)
-            else:
-                foreign(entry, name)
-
-    scan_group(folder, "")
-    return found, total[0]
-
-
-def describe_foreign(found: list[str], total: int, shown: int = 10) -> str:
-    listed = ", ".join(found[:shown])
-    more = f", ... and {len(found) - shown} more" if len(found) > shown else ""
-    return f"{total} entr{'y' if total == 1 else 'ies'} no napari-n5zarr export wrote: {listed}{more}"
 
 
 # -- staging and swap ----------------------------------------------------------------------
