@@ -116,6 +116,59 @@ def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+# -- floors: rooms (top-level modules and sub-packages) import only downwards ---------------
+
+FLOORS = {
+    "cli": 9,
+    "": 8,  # the package's __init__: the public names
+    "_napari": 8,
+    "write": 7,
+    "read": 6,
+    "access": 5,
+    "storage": 4,
+    "n5": 3,
+    "spatial": 2,
+    "environment": 2,
+    "extras": 2,
+    "byte_ranges": 1,
+    "errors": 1,
+    "zarr_internals": 1,
+}
+"""Each room's floor: a room imports (lazily or not) only rooms on lower floors, or itself."""
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def arrows_up(graph: dict[str, set[str]], floors: dict[str, int]) -> list[str]:
+    """``a -> b`` for each import of a room on the same floor or higher (another room)."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if _room(a) != _room(b) and floors[_room(b)] >= floors[_room(a)]
+    )
+
+
+def test_every_room_has_a_floor():
+    assert {_room(m) for m in _modules()} == set(FLOORS)
+
+
+def test_no_arrow_runs_up_a_floor():
+    """No import, lazy or for type checking, climbs: ``access`` does not reach into ``write``,
+    ``read`` not into ``write``, ``spatial`` not into ``read``, ``n5`` not into ``storage``."""
+    found = arrows_up(import_graph(_modules()), FLOORS)
+    assert not found, "imports that climb a floor:\n" + "\n".join(found)
+
+
+def test_the_floor_check_finds_climbs():
+    graph = {"p.read.a": {"p.write.b", "p.spatial"}, "p.spatial": {"p.read.a"}, "p.write.b": set()}
+    floors = {"read": 6, "write": 7, "spatial": 2}
+    assert arrows_up(graph, floors) == ["p.read.a -> p.write.b", "p.spatial -> p.read.a"]
+
+
 def test_lazy_and_type_checking_imports_count(tmp_path):
     pkg = tmp_path / "p"
     pkg.mkdir()

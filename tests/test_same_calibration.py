@@ -13,8 +13,8 @@ import pytest
 import zarr
 
 import napari_n5zarr
-from napari_n5zarr import spatial
 from napari_n5zarr._napari.reader import read_path
+from napari_n5zarr.read.pyramid_walk import detect
 
 CORPUS_N5 = Path(__file__).parent / "data/corpus/neuroglancer/testdata/datasource/n5"
 
@@ -28,8 +28,8 @@ def calibration(path_or_url, **kwargs) -> tuple:
 
 
 def info_calibration(path_or_url) -> tuple:
-    """What ``n5zarr info`` and the browser see: spatial.detect on the opened node."""
-    (ms,) = spatial.detect(napari_n5zarr.open(path_or_url))
+    """What ``n5zarr info`` and the browser see: the walk's detect on the opened node."""
+    (ms,) = detect(napari_n5zarr.open(path_or_url))
     return ms.scale, ms.translate, ms.units
 
 
@@ -129,7 +129,7 @@ def test_plain_zarr_v3_array_is_shown_in_its_own_c_order(tmp_path):
     (layer,) = read_path(tmp_path / "plain.zarr", notify=pytest.fail)
     assert layer[0].shape == (5, 7, 9)
     np.testing.assert_array_equal(np.asarray(layer[0]), data)
-    (ms,) = spatial.detect(napari_n5zarr.open(tmp_path / "plain.zarr"))
+    (ms,) = detect(napari_n5zarr.open(tmp_path / "plain.zarr"))
     assert ms.shapes[0] == (9, 7, 5)  # described in N5 order like every array
 
 

@@ -159,9 +159,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     the reader finds under it: levels, scale, translate, units."""
     from napari_n5zarr.read.node import convention_label
     from napari_n5zarr.read.node_info import node_info
+    from napari_n5zarr.write.save_journal import unfinished_save
 
     as_json = getattr(args, "json", False)
-    info = node_info(args.path)
+    info = node_info(args.path, unfinished_save=unfinished_save)
     if info.incomplete and not as_json:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     if info.unfinished_save and not as_json:

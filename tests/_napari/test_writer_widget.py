@@ -13,6 +13,7 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr._napari.reader import read_path
 from napari_n5zarr._napari.writer import layer_export_kwargs, write_image
+from napari_n5zarr.read.pyramid_walk import detect
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 
@@ -136,7 +137,7 @@ def test_save_several_layers_into_one_container(make_napari_viewer, tmp_path):
     assert sorted(Path(p).name for p in written) == ["raw_data", "seg"]
     assert attrs(tmp_path / "both.n5") == {"n5": "4.0.0"}
     assert attrs(tmp_path / "both.n5" / "seg")["image-label"] == {}
-    names = sorted(ms.name for ms in napari_n5zarr.spatial.detect(napari_n5zarr.open(tmp_path / "both.n5")))
+    names = sorted(ms.name for ms in detect(napari_n5zarr.open(tmp_path / "both.n5")))
     assert names == ["raw_data", "seg"]
 
 

@@ -390,7 +390,7 @@ def test_levels_pickle_and_read_the_same_after(tmp_path):
     import pickle
 
     from napari_n5zarr.read.multiscale import levels_for
-    from napari_n5zarr.spatial import detect
+    from napari_n5zarr.read.pyramid_walk import detect
 
     a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint8")
     napari_n5zarr.export(a, tmp_path / "p.n5", chunks=8)

@@ -10,18 +10,8 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import MemoryStore, WrapperStore
 
-from napari_n5zarr import spatial
 from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
-
-
-def test_spatial_detect_is_the_walk():
-    """``spatial.detect`` / ``spatial.n5_ordered`` (public names) forward to the walk."""
-    assert spatial.detect is detect
-    assert spatial.n5_ordered is n5_ordered
-    from napari_n5zarr.spatial import detect as imported
-
-    assert imported is detect
 
 
 class CountingStore(WrapperStore):

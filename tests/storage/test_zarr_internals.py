@@ -15,8 +15,8 @@ from zarr.storage import ZipStore
 
 import napari_n5zarr
 from napari_n5zarr import zarr_internals
+from napari_n5zarr.byte_ranges import byte_span
 from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec, ensure_codecs_registered
-from napari_n5zarr.storage.byte_range import byte_span
 
 DATA = bytes(range(10))
 

@@ -432,8 +432,8 @@ export(data, sys.argv[1], chunks=16, compression="raw")
 def test_killed_export_never_looks_complete(tmp_path):
     import tensorstore as ts
 
-    from napari_n5zarr import spatial
     from napari_n5zarr.cli import main
+    from napari_n5zarr.read.pyramid_walk import detect
 
     dest = tmp_path / "killed.n5"
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(dest)])
@@ -453,7 +453,7 @@ def test_killed_export_never_looks_complete(tmp_path):
     assert isinstance(node, zarr.Group)
     assert dict(node.attrs) == {}
     assert not list(node.arrays())
-    assert spatial.detect(node, on_error=lambda *a: None) == []
+    assert detect(node, on_error=lambda *a: None) == []
     with pytest.raises(FileNotFoundError):  # zarr's ArrayNotFoundError
         zarr.open_array(dest / "s0", mode="r")
     with pytest.raises(ValueError, match=r"attributes\.json"):

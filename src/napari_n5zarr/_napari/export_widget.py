@@ -30,7 +30,7 @@ from magicgui.widgets import (
     PushButton,
 )
 
-from napari_n5zarr._napari.layers import plain_name
+from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
 from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr._napari.layers import plain_name
+from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.spatial import COLOUR_AXES
 from napari_n5zarr.spatial.conventions import NAME_KEY
 from napari_n5zarr.write.exporter import export

@@ -30,6 +30,7 @@ from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import FsspecStore, LocalStore, MemoryStore, WrapperStore, ZipStore
 
+from napari_n5zarr.byte_ranges import byte_span
 from napari_n5zarr.errors import BLOCK_NAME_ATTR
 from napari_n5zarr.n5.block_format import block_name, check_block_header, stored_block_limit
 from napari_n5zarr.n5.constants import (
@@ -45,7 +46,6 @@ from napari_n5zarr.n5.metadata import (
     attributes_to_zarr,
     zarr_to_attributes,
 )
-from napari_n5zarr.storage.byte_range import byte_span
 
 if TYPE_CHECKING:
     from zarr.abc.buffer import BufferPrototype
@@ -54,18 +54,24 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _innermost(store: Any) -> Any:
-    seen = 0
-    while isinstance(store, WrapperStore) and seen < 16:
-        store = store._store
-        seen += 1
-    return store
+def store_chain(store: Any, most: int = 16) -> list[Any]:
+    """``store`` and every store it wraps (``WrapperStore._store``), outermost first: the
+    one unwrapping of a wrapper chain (at most ``most`` deep)."""
+    chain = [store]
+    while getattr(chain[-1], "_store", None) is not None and len(chain) < most:
+        chain.append(chain[-1]._store)
+    return chain
+
+
+def innermost(store: Any) -> Any:
+    """The plain store under every wrapper of ``store`` (see :func:`store_chain`)."""
+    return store_chain(store)[-1]
 
 
 def describe_store(store: Any) -> str:
     """``/data/x.n5`` (local), ``s3://bucket/x.n5`` / ``https://host/x.n5`` (fsspec),
     ``/data/x.zip`` (zip), ``memory store``; wrappers are described by what they wrap."""
-    store = _innermost(store)
+    store = innermost(store)
     if isinstance(store, LocalStore):
         return str(store.root)
     if isinstance(store, ZipStore):
@@ -86,7 +92,7 @@ def describe_store(store: Any) -> str:
 
 def store_location(store: Any, key: str) -> str:
     """The path or URL of ``key`` in ``store`` (seen through wrappers), for error messages."""
-    inner = _innermost(store)
+    inner = innermost(store)
     if isinstance(inner, LocalStore):
         return str(inner.root / key)
     if isinstance(inner, FsspecStore):
@@ -138,12 +144,10 @@ def _put[K, V](kept: dict[K, V], key: K, value: V, most: int) -> None:
 def reads_synchronously(store: Store) -> bool:
     """Every layer of ``store`` reads without zarr's event loop (``get_sync``, ``list_dir_sync``):
     a local folder under these wrappers."""
-    seen = 0
-    while isinstance(store, WrapperStore) and seen < 16:
-        if not isinstance(store, N5DefaultStore | ImplicitGroupStore):
-            return False
-        store, seen = store._store, seen + 1
-    return getattr(store, "sync_reads", False) is True
+    *wrappers, base = store_chain(store)
+    if not all(isinstance(s, N5DefaultStore | ImplicitGroupStore) for s in wrappers):
+        return False
+    return getattr(base, "sync_reads", False) is True
 
 
 def get_many(store: Store, keys: Sequence[str]) -> list[bytes | BaseException | None]:
@@ -209,7 +213,7 @@ def stored_size(store: Store, prefix: str, limit: int = 100_000) -> int | None:
     None past ``limit`` keys."""
     from napari_n5zarr.zarr_internals import sync
 
-    base = _innermost(store)
+    base = innermost(store)
 
     async def total() -> int | None:
         n = size = 0

@@ -113,14 +113,6 @@ def _map_here_and_on_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> lis
     return [fn(items[0]), *(f.result() for f in futures)]
 
 
-def _inner_stores(store: Any) -> list[Any]:
-    """``store`` and every store it wraps, outermost first."""
-    chain = [store]
-    while getattr(chain[-1], "_store", None) is not None and len(chain) < 16:
-        chain.append(chain[-1]._store)
-    return chain
-
-
 GENERATION_TRIES = 5
 """Reads of a local dataset's blocks tried again when it was replaced meanwhile."""
 
@@ -211,7 +203,7 @@ class BlockSource:
         """The block path of a zarr ``n5_default`` array: its bytes fetched through the
         array's store chain (the N5 Default Store's checks apply), decoded by its codec."""
         from napari_n5zarr.n5.codec import N5DefaultCodec
-        from napari_n5zarr.n5.stores import N5DefaultStore, describe_store
+        from napari_n5zarr.n5.stores import N5DefaultStore, describe_store, store_chain
 
         try:
             codecs = tuple(getattr(array.metadata, "codecs", ()))  # Zarr v2 arrays have none
@@ -221,7 +213,7 @@ class BlockSource:
                 return None
             store = array.store_path.store
             path = array.store_path.path.strip("/")
-            chain = _inner_stores(store)
+            chain = store_chain(store)
             n5 = next((s for s in chain if isinstance(s, N5DefaultStore)), None)
             fill = array.fill_value
             synchronous = all(hasattr(s, "get_sync") for s in chain) and _is_local(chain[-1])

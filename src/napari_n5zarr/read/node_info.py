@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     import zarr
 
@@ -62,9 +62,9 @@ class NodeInfo:
     """(blocks on disk, blocks expected, counting stopped early) for an array or pyramid."""
     problems: list[str] = field(default_factory=list)
     tree: Tree | None = field(default=None, repr=False, compare=False)
-    unfinished_save: str | None = None
-    """A label-edit save was interrupted here (its journal's state; see write/edits.py)."""
     """The tree it was read from (:meth:`Tree.raise_for_root` says why an error root failed)."""
+    unfinished_save: str | None = None
+    """A label-edit save was interrupted here (its journal's state; see write/save_journal.py)."""
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document (``n5zarr info --json``)."""
@@ -77,13 +77,17 @@ class NodeInfo:
         return doc
 
 
-def node_info(location: str | os.PathLike[str]) -> NodeInfo:
+def node_info(location: str | os.PathLike[str], *, unfinished_save: Callable[[str], str | None] | None = None) -> NodeInfo:
     """One node in full and the pyramids under it.
 
     Parameters
     ----------
     location : str or os.PathLike
         A folder, ``.zip``, BigDataViewer ``.xml`` (its N5 folder) or URL.
+    unfinished_save : callable, optional
+        Asked of a local folder: the state of an interrupted label-edit save there, or None
+        (the CLI passes :func:`napari_n5zarr.write.save_journal.unfinished_save`; the read
+        wing knows nothing of saving). Not given: not looked for.
 
     Returns
     -------
@@ -105,9 +109,7 @@ def node_info(location: str | os.PathLike[str]) -> NodeInfo:
     tree = open_tree(text)  # a BigDataViewer XML opens its N5 folder
     incomplete = bool(sync(tree.base_store.exists(INCOMPLETE_MARKER)))
     info = NodeInfo(location=text, root=tree.root, incomplete=incomplete, tree=tree)
-    if os.path.isdir(tree.n5_location):
-        from napari_n5zarr.write.save_journal import unfinished_save
-
+    if unfinished_save is not None and os.path.isdir(tree.n5_location):
         info.unfinished_save = unfinished_save(tree.n5_location)
     if info.root.kind == "error":
         return info

@@ -3,8 +3,8 @@
 The I/O half of pyramid recognition: :func:`detect` reads what the conventions of
 :mod:`napari_n5zarr.spatial.conventions` ask for (a group's attributes and children, the
 datasets they reference, the attributes of the groups above the node) and hands it to them as
-plain data. Nodes are seen through a :class:`NodeView`: zarr nodes (any store) through
-:class:`ZarrView`, local N5 folders also through :class:`napari_n5zarr.read.local.LocalNode`.
+plain data. Nodes are seen through a :class:`NodeView`: zarr nodes (any store, local N5
+folders through the N5 stores) through :class:`ZarrView`.
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ def array_facts(array: zarr.Array) -> ArrayInfo:
 
 class NodeView:
     """What the walk reads of a node (metadata only, never blocks). :func:`detect` sees
-    zarr nodes through :class:`ZarrView`; :mod:`napari_n5zarr.read.local` offers a
-    zarr-free view of local N5 folders, so both give the same :class:`Multiscale` objects."""
+    zarr nodes through :class:`ZarrView`, the one implementation."""
 
     is_array: bool
     basename: str
@@ -178,7 +177,9 @@ def _outer_names(store: Any) -> list[str]:
 
     from zarr.storage import FsspecStore, LocalStore
 
-    base = _base_store(store)
+    from napari_n5zarr.n5.stores import innermost
+
+    base = innermost(store)
     if isinstance(base, LocalStore):
         return [p for p in Path(base.root).resolve().parts if p not in ("/", "\\")]
     if isinstance(base, FsspecStore):
@@ -232,14 +233,6 @@ OUTER_LEVELS = 8
 """How many folders above a store's root are searched for inherited attributes."""
 
 
-def _base_store(store: Any) -> Any:
-    """The plain store under the N5 wrappers."""
-    seen = 0
-    while hasattr(store, "_store") and seen < 8:
-        store, seen = store._store, seen + 1
-    return store
-
-
 def _parent_stores(store: Any) -> list[Any]:
     """Plain stores rooted at the folders above ``store``'s root, nearest first (local
     folders and fsspec URLs: the same filesystem, so the same credentials and options)."""
@@ -248,9 +241,10 @@ def _parent_stores(store: Any) -> list[Any]:
 
     from zarr.storage import FsspecStore, LocalStore
 
+    from napari_n5zarr.n5.stores import innermost
     from napari_n5zarr.storage.local import SafeLocalStore
 
-    base = _base_store(store)
+    base = innermost(store)
     out: list[Any] = []
     if isinstance(base, LocalStore):
         for folder in list(Path(base.root).resolve().parents)[:OUTER_LEVELS]:

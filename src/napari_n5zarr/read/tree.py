@@ -56,7 +56,6 @@ from napari_n5zarr.read.node_metadata import (
     error_text,
     fill_from_n5,
     fill_from_zarr,
-    mark_unreadable,
     parse_metadata,
 )
 from napari_n5zarr.spatial.conventions import (
@@ -435,7 +434,6 @@ class Tree:
                 group.reason = f"level {ms.paths[0]} is unreadable: {first.error}"
         if len(ms.scale) < 2:
             group.reason = f"{len(ms.scale)}-D data cannot be shown as an image"
-        mark_unreadable(group, ms.unreadable)
         if ms.label_multiset:
             group.encoding = "label multisets"
         if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
@@ -540,7 +538,9 @@ class Tree:
         units in N5 order; BigDataViewer XML voxel sizes applied)."""
         if not node.openable:
             return None
-        found = spatial.detect(self.zarr_node(node), node.name, max_depth=0, on_error=lambda p, e: None)
+        from napari_n5zarr.read.pyramid_walk import detect
+
+        found = detect(self.zarr_node(node), node.name, max_depth=0, on_error=lambda p, e: None)
         if not found:
             return None
         return with_bdv_setups(found[0], self.bdv_setups, node.path)

@@ -9,8 +9,8 @@ Pure: no I/O, no zarr. One small function per convention turns attribute dicts i
 group's attributes plus its children's :class:`ArrayInfo` into a :class:`Multiscale`;
 :mod:`~napari_n5zarr.spatial.conventions` holds them as a table of ``matches``/``build``
 entries. The walk that reads nodes and applies the table is in the read wing,
-:func:`napari_n5zarr.read.pyramid_walk.detect` (also reachable here as ``spatial.detect``,
-imported on first use).
+:func:`napari_n5zarr.read.pyramid_walk.detect` (this package imports nothing of the read
+wing: it is the floor below it).
 
 Conventions: N5 Viewer (modern and old), neuroglancer / tensorstore, COSEM /
 OpenOrganelle, BigDataViewer, OME-NGFF 0.4 / 0.5, ImageJ (n5-ij). Downsampled levels
@@ -18,8 +18,6 @@ follow N5 Viewer: level k's pixel centre sits at ``0.5 * (f - 1)`` source pixels
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from napari_n5zarr.errors import SkippedNodeWarning
 from napari_n5zarr.spatial.calibration import (
@@ -32,7 +30,6 @@ from napari_n5zarr.spatial.calibration import (
 )
 from napari_n5zarr.spatial.conventions import COLOUR_AXES, looks_rgb
 from napari_n5zarr.spatial.model import (
-    LABEL_MULTISET,
     ArrayInfo,
     Calibration,
     Multiscale,
@@ -48,14 +45,12 @@ from napari_n5zarr.spatial.pyramids import (
     labels_name,
     n5viewer_pyramid,
     ngff_pyramid,
-    unreadable_reason,
     with_bdv_setup,
 )
 from napari_n5zarr.spatial.units import normalize_unit
 
 __all__ = [
     "COLOUR_AXES",
-    "LABEL_MULTISET",
     "ArrayInfo",
     "BdvSetup",
     "Calibration",
@@ -80,20 +75,5 @@ __all__ = [
     "neuroglancer",
     "ngff_pyramid",
     "normalize_unit",
-    "unreadable_reason",
     "with_bdv_setup",
 ]
-
-_WALK = ("detect", "n5_ordered")
-"""Names of the read wing's walk kept here for callers of ``spatial.detect``: imported on
-first use, so that importing this package reads nothing and imports no zarr."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WALK:
-        from napari_n5zarr.read import pyramid_walk
-
-        value = getattr(pyramid_walk, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

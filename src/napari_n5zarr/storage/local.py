@@ -12,10 +12,10 @@ import asyncio
 import os
 from typing import TYPE_CHECKING
 
-from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
+from napari_n5zarr.byte_ranges import span_of
 from napari_n5zarr.n5.constants import METADATA_FILES, ZARR_V2_FILES, ReadLimit
 from napari_n5zarr.storage import files
 
@@ -32,19 +32,6 @@ METADATA_NAMES = METADATA_FILES | ZARR_V2_FILES
 def is_metadata_key(key: str) -> bool:
     """True for metadata documents (``attributes.json``, ``zarr.json``, Zarr v2 files)."""
     return key.rsplit("/", 1)[-1] in METADATA_NAMES
-
-
-def _span(byte_range: ByteRequest | None) -> files.Span | None:
-    """zarr's byte request as a function of the file's size (see :func:`files.read_regular_file`)."""
-    if byte_range is None:
-        return None
-    if isinstance(byte_range, RangeByteRequest):
-        return lambda size: (byte_range.start, min(byte_range.end, size))
-    if isinstance(byte_range, OffsetByteRequest):
-        return lambda size: (byte_range.offset, size)
-    if isinstance(byte_range, SuffixByteRequest):
-        return lambda size: (max(0, size - byte_range.suffix), size)
-    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
 
 
 class SafeLocalStore(LocalStore):
@@ -93,7 +80,7 @@ class SafeLocalStore(LocalStore):
 
     def _read(self, key: str, prototype: BufferPrototype | None, byte_range: ByteRequest | None,
               limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
-        span = _span(byte_range)
+        span = span_of(byte_range)
         try:
             data = files.read_regular_file(os.path.join(self._root_text, key), span, metadata=is_metadata_key(key), limit=limit)
         except files.MISSING:

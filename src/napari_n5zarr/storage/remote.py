@@ -46,9 +46,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+from zarr.abc.store import RangeByteRequest
 from zarr.storage import FsspecStore
 
+from napari_n5zarr.byte_ranges import cut, http_range
 from napari_n5zarr.environment import number
 from napari_n5zarr.errors import DeadlineExceeded, N5FormatError, N5StoreError
 from napari_n5zarr.n5.constants import (
@@ -253,29 +254,6 @@ def _slots(fs: Any) -> asyncio.Semaphore:
     return known[1]
 
 
-def _range_header(byte_range: ByteRequest | None) -> str | None:
-    if byte_range is None:
-        return None
-    if isinstance(byte_range, RangeByteRequest):
-        return f"bytes={byte_range.start}-{byte_range.end - 1}"
-    if isinstance(byte_range, OffsetByteRequest):
-        return f"bytes={byte_range.offset}-"
-    if isinstance(byte_range, SuffixByteRequest):
-        return f"bytes=-{byte_range.suffix}"
-    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
-
-
-def _slice(data: bytes, byte_range: ByteRequest | None) -> bytes:
-    """The requested part of a whole body (a server that ignored the Range header)."""
-    if isinstance(byte_range, RangeByteRequest):
-        return data[byte_range.start : byte_range.end]
-    if isinstance(byte_range, OffsetByteRequest):
-        return data[byte_range.offset :]
-    if isinstance(byte_range, SuffixByteRequest):
-        return data[-byte_range.suffix :] if byte_range.suffix else b""
-    return data
-
-
 async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
     """The body at ``url`` over fsspec's aiohttp session, streamed: ``check(size)`` (which
     raises past ``cap``) sees the declared ``Content-Length`` before the body and the
@@ -285,7 +263,7 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
         return b""
     kw = dict(fs.kwargs)
     headers = dict(kw.pop("headers", None) or {})
-    if (spec := _range_header(byte_range)) is not None:
+    if (spec := http_range(byte_range)) is not None:
         headers["Range"] = spec
     session = await fs.set_session()
     async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
@@ -308,7 +286,7 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
             if len(body) > cap:  # check raised for any real cap; never read on regardless
                 break
     data = bytes(body)
-    return _slice(data, byte_range) if whole else data
+    return cut(data, byte_range) if whole else data
 
 
 async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
@@ -319,7 +297,7 @@ async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap:
     if isinstance(byte_range, RangeByteRequest) and byte_range.end <= byte_range.start:
         return b""
     bucket, key, version = fs.split_path(path)
-    spec = _range_header(byte_range if byte_range is not None else RangeByteRequest(0, cap + 1))
+    spec = http_range(byte_range if byte_range is not None else RangeByteRequest(0, cap + 1))
     try:  # s3fs translates botocore's errors (NoSuchKey: FileNotFoundError), keeping the cause
         response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=spec, **({"VersionId": version} if version else {}))
     except Exception as e:

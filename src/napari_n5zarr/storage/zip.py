@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from zarr.storage import ZipStore
 
+from napari_n5zarr.byte_ranges import byte_span
 from napari_n5zarr.errors import N5BlockError, N5FormatError, N5MetadataError, N5StoreError
 from napari_n5zarr.n5.constants import ReadLimit, check_stored_size, max_stored_bytes
-from napari_n5zarr.storage.byte_range import byte_span
 from napari_n5zarr.storage.local import is_metadata_key
 from napari_n5zarr.zarr_internals import zip_archive
 
