@@ -351,19 +351,6 @@ def task_count(shape: Sequence[int], chunks: Sequence[int]) -> int:
     return math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
 
 
-def lazy_level(array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> Any:
-    """One level in napari order, metadata only: a dask array, or for a level too large
-    for a small dask graph its :class:`LevelReader` (see the module docstring)."""
-    reader = LevelReader(array, n5_order=n5_order, report=report)
-    shape, blocks = tuple(array.shape), tuple(array.chunks)
-    if not n5_order:  # plan in N5 order (x first), whatever the storage order
-        shape, blocks = shape[::-1], blocks[::-1]
-    chunks = dask_chunks(shape, blocks, reader.dtype.itemsize, _task_bytes(reader))
-    if task_count(shape, chunks) > MAX_TASKS:
-        return reader
-    return _from_reader(reader, chunks[::-1])
-
-
 def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> da.Array:
     """One level in napari order as a dask array (chunks from :func:`dask_chunks`)."""
     return LevelReader(array, n5_order=n5_order, report=report).to_dask()

@@ -110,11 +110,11 @@ def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
 
-_CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration, str | None]] = {}
+_CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration]] = {}
 
 
-def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> tuple[spatial.ArrayInfo, spatial.Calibration, str | None]:
-    """(array info, calibration, unreadable reason) of an array node; kept for documents seen
+def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> tuple[spatial.ArrayInfo, spatial.Calibration]:
+    """(array info, calibration) of an array node; kept for documents seen
     before beside the same inherited attributes (siblings share theirs): a container
     repeats documents (tiles, channels, time points), and a calibration costs ~0.1 ms."""
     level = node.name if level_number(node.name) is not None else ""  # the only use of the name (2^N for sN)
@@ -122,39 +122,29 @@ def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -
     with _VALID_LOCK:
         known = _CALIBRATED.get(key) if node.raw else None
     if known is not None and known[0] is inherited and known[1].shape == node.array_shape and known[1].dtype == node.dtype:
-        return known[1], known[2], known[3]
+        return known[1], known[2]
     info = array_info(node, attrs)
     cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
-    reason = spatial.unreadable_reason(info.attrs)
     if node.raw:
         with _VALID_LOCK:
             if len(_CALIBRATED) >= 512:
                 _CALIBRATED.pop(next(iter(_CALIBRATED)))
-            _CALIBRATED[key] = (inherited, info, cal, reason)
-    return info, cal, reason
+            _CALIBRATED[key] = (inherited, info, cal)
+    return info, cal
 
 
 def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> None:
     """Voxel size, offset, units and axes of an array node (napari order)."""
-    info, cal, reason = _calibration(node, inherited, attrs)
+    info, cal = _calibration(node, inherited, attrs)
     node.shape = info.shape[::-1]
     node.scale, node.translate = cal.scale[::-1], cal.translate[::-1]
     node.units, node.axes = cal.units[::-1], cal.axes[::-1]
     node.convention = cal.convention
     if len(info.shape) < 2:
         node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
-    mark_unreadable(node, reason)
     if info.attrs.get("isLabelMultiset") is True:  # read as uint64 labels (issue 21): its kind says how it is stored
         node.encoding = "label multiset"
         node.dtype = "uint64"  # what it opens as (attributes.json says uint8: the varlength blocks' bytes)
-
-
-def mark_unreadable(node: Node, reason: str | None) -> None:
-    """A node whose blocks cannot be decoded by design (a label multiset): it cannot be
-    opened, and its kind says why."""
-    if reason:
-        node.reason = reason
-        node.encoding = "label multiset" if reason == spatial.LABEL_MULTISET else "unreadable blocks"
 
 
 def parse_metadata(raw: bytes) -> Any:

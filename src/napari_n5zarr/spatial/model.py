@@ -30,8 +30,6 @@ LABEL_WORDS = frozenset({"label", "labels", "seg", "segmentation", "segmentation
 :func:`~napari_n5zarr.spatial.pyramids.is_labels`."""
 CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
 """Names with these endings are containers (or point at one): never a labels name."""
-LABEL_MULTISET = "Paintera label multiset (isLabelMultiset): not readable yet"
-"""Why a label-multiset dataset was not shown before they were read (issue 21); kept for callers."""
 
 
 def level_number(name: str) -> int | None:
@@ -94,8 +92,8 @@ class Multiscale:
     channel_axis: int | None = None
     attrs: Attrs = field(default_factory=dict, compare=False, repr=False)
     unreadable: str = ""
-    """Why its blocks cannot be decoded, by design (:func:`~napari_n5zarr.spatial.unreadable_reason`:
-    none today); "" when they can. Such a pyramid is described, never shown."""
+    """Why it is described but never shown ("" when it is shown): the read wing's walk sets it
+    for a Paintera lookup table opened on its own (:func:`napari_n5zarr.read.pyramid_walk.detect`)."""
     label_multiset: bool = False
     """Paintera label multisets (``isLabelMultiset``): read as uint64 labels (``dtype``) by
     :mod:`napari_n5zarr.read.multiset_levels`."""

@@ -48,7 +48,6 @@ def assemble(
     if channel_axis is None and cals[0].axes.count("c") == 1:
         channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
-    unreadable = unreadable_reason(attrs, *(infos[i].attrs for i in keep))
     multiset = any(a.get("isLabelMultiset") is True for a in (attrs, *(infos[i].attrs for i in keep)))
     base = cals[0]
     downsampling = tuple(
@@ -67,7 +66,6 @@ def assemble(
         dtype="uint64" if multiset else infos[0].dtype,
         channel_axis=channel_axis,
         attrs=dict(attrs),
-        unreadable=unreadable or "",
         label_multiset=multiset,
     )
 
@@ -370,13 +368,6 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
     units = (setup.unit,) * n + ms.units[n:]
     translate = (0.0,) * n + ms.translate[n:]  # BigDataViewer puts full-resolution pixel centres at 0
     return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
-
-
-def unreadable_reason(*attrs: Attrs) -> str | None:
-    """Why data described by these attributes (a dataset's, or a pyramid group's and its
-    levels') cannot be decoded by design, else None. None for every kind known today:
-    Paintera label multisets (which returned :data:`LABEL_MULTISET`) are read since issue 21."""
-    return None
 
 
 def labels_name(name: str) -> bool:
