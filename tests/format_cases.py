@@ -27,6 +27,9 @@ COMPRESSIONS = {
     "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
     "zstd": {"type": "zstd", "level": 3},
 }
+COMPRESSION_TYPES = list(dict.fromkeys(c["type"] for c in COMPRESSIONS.values()))
+"""Each N5 compression type once (``raw``, ``gzip``, ``bzip2``, ``xz``, ``lz4``, ``blosc``,
+``zstd``): what the writers are asked for by name."""
 DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
 PAD = 99
 """What padded edge blocks hold beyond the array (readers crop it away)."""

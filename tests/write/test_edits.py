@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from format_cases import COMPRESSION_TYPES
 
 import napari_n5zarr
 from napari_n5zarr import export, write_region
@@ -25,7 +26,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:U
 
 SHAPE = (21, 37, 50)  # napari order: odd extents, edge blocks at every level
 BLOCK = 8
-COMPRESSIONS = ["raw", "gzip", "bzip2", "xz", "lz4", "blosc", "zstd"]
 
 
 def labels(shape=SHAPE, dtype="uint64") -> np.ndarray:
@@ -121,7 +121,7 @@ def test_new_blocks_where_none_were_follow_the_edge_convention(tmp_path):
         check_against_export(tmp_path / boundary, dest, edited, boundary=boundary)
 
 
-@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("compression", COMPRESSION_TYPES)
 def test_every_compression_keeps_its_own(tmp_path, compression):
     data = labels(dtype="uint16")
     dest = make(tmp_path, data, compression=compression)

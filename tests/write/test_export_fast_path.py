@@ -10,6 +10,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+from format_cases import COMPRESSION_TYPES
 
 import napari_n5zarr
 from napari_n5zarr import export
@@ -19,8 +20,6 @@ from napari_n5zarr.write import blocks, coarse
 from napari_n5zarr.write import export_levels as levels
 from napari_n5zarr.write.pyramid import plan, spatial_axes
 from napari_n5zarr.write.workers import Workers
-
-COMPRESSIONS = ["raw", "gzip", "bzip2", "xz", "lz4", "blosc", "zstd"]
 
 
 def reference_mean(a: np.ndarray, factors) -> np.ndarray:
@@ -61,7 +60,7 @@ def layouts(a: np.ndarray) -> dict[str, np.ndarray]:
     return {"C": a, "F": np.asfortranarray(a), "view": padded[3:-3, 3:-3, 3:-3]}
 
 
-@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("compression", COMPRESSION_TYPES)
 def test_every_level_exact_for_every_compression_and_layout(tmp_path, compression):
     """Blocks of 32^3 (copied in strips), edge blocks on every axis, three levels."""
     a = smooth((45, 70, 83))

@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from format_cases import COMPRESSION_TYPES
 
 import napari_n5zarr
 from napari_n5zarr import export
@@ -30,7 +31,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:U
 
 SHAPE = (13, 37, 50)  # napari order z, y, x: odd extents, edge blocks everywhere
 BLOCK = 16
-COMPRESSIONS = ["raw", "gzip", "bzip2", "xz", "lz4", "blosc", "zstd"]
 JAVA_ONLY = {"lz4"}  # lz4-java framing: neither tensorstore nor z5py read it
 
 
@@ -106,7 +106,7 @@ def headers(dataset: Path) -> dict[str, tuple[int, ...]]:
 # -- every level, every reader -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("compression", COMPRESSIONS)
+@pytest.mark.parametrize("compression", COMPRESSION_TYPES)
 def test_levels_read_exactly_by_independent_readers(tmp_path, compression):
     a = image()
     dest = tmp_path / "out.n5"
