@@ -131,6 +131,7 @@ FLOORS = {
     "environment": 2,
     "extras": 2,
     "byte_ranges": 1,
+    "block_grid": 1,
     "errors": 1,
     "zarr_internals": 1,
 }

@@ -14,9 +14,12 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from napari_n5zarr.n5.constants import METADATA_FILES
+
+if TYPE_CHECKING:
+    from napari_n5zarr.spatial import Multiscale
 
 
 def _print(*args: Any) -> None:
@@ -157,7 +160,6 @@ def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
 def cmd_info(args: argparse.Namespace) -> int:
     """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
     the reader finds under it: levels, scale, translate, units."""
-    from napari_n5zarr.read.node import convention_label
     from napari_n5zarr.read.node_info import node_info
     from napari_n5zarr.write.save_journal import unfinished_save
 
@@ -198,18 +200,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])
     for ms in info.multiscales:
-        kind = "labels" if ms.is_labels else "image"
-        _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}")
-        if ms.unreadable:
-            _print(f"  cannot open: {ms.unreadable}")
-        for note in ms.notes:
-            _print(f"  note: {note}")
-        _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
-        _print(f"  translate  {_axis_text(ms.axes, ms.translate)}")
-        _print(f"  units      {_axis_text(ms.axes, [u or '-' for u in ms.units])}")
-        for path, shape, factors in zip(ms.paths, ms.shapes, ms.downsampling, strict=True):
-            shape_text = " x ".join(str(s) for s in shape)
-            _print(f"  {path or '.':<10} {shape_text:<24} factors {[round(f, 3) for f in factors]}")
+        _print_multiscale(ms)
     for problem in info.problems:
         _print(f"! {problem}")
     if not info.multiscales:
@@ -222,6 +213,24 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 PROGRESS_ENV = "N5ZARR_PROGRESS"
 """``1`` shows the progress bar even when stderr is not a terminal, ``0`` hides it."""
+
+
+def _print_multiscale(ms: Multiscale) -> None:
+    """One pyramid of ``n5zarr info``: kind, levels, convention, calibration, level shapes."""
+    from napari_n5zarr.read.node import convention_label
+
+    kind = "labels" if ms.is_labels else "image"
+    _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}")
+    if ms.unreadable:
+        _print(f"  cannot open: {ms.unreadable}")
+    for note in ms.notes:
+        _print(f"  note: {note}")
+    _print(f"  scale      {_axis_text(ms.axes, ms.scale)}")
+    _print(f"  translate  {_axis_text(ms.axes, ms.translate)}")
+    _print(f"  units      {_axis_text(ms.axes, [u or '-' for u in ms.units])}")
+    for path, shape, factors in zip(ms.paths, ms.shapes, ms.downsampling, strict=True):
+        shape_text = " x ".join(str(s) for s in shape)
+        _print(f"  {path or '.':<10} {shape_text:<24} factors {[round(f, 3) for f in factors]}")
 
 
 def _show_progress() -> bool:

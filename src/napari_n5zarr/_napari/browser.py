@@ -236,6 +236,30 @@ class BrowserWidget(QWidget):
         self._build()
 
     def _build(self) -> None:
+        """The dock's widgets, top to bottom: location, filter, tree over details, status and Open."""
+        row = self._location_row()
+        filter_row = self._filter_row()
+        self._build_tree()
+        self.open_button = QPushButton("Open")
+        self.open_button.setToolTip("Open the selected datasets/pyramids as layers (double-click or Enter too)")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(self.open_selected)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        split = self._tree_over_details()
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(row)
+        layout.addLayout(filter_row)
+        layout.addWidget(split, 1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.open_button)
+        layout.addLayout(bottom)
+
+    def _location_row(self) -> QHBoxLayout:
+        """The location box (typed, recent, Enter loads) and the browse button."""
         self.combo = QComboBox(editable=True)
         self.combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -256,7 +280,10 @@ class BrowserWidget(QWidget):
         row = QHBoxLayout()
         row.addWidget(self.combo, 1)
         row.addWidget(browse)
+        return row
 
+    def _filter_row(self) -> QHBoxLayout:
+        """The name filter and its match count."""
         self.filter = QLineEdit(placeholderText="filter by name (any depth)", clearButtonEnabled=True)
         self.filter.textChanged.connect(self._filter_changed)
         self.match_count = QLabel("")
@@ -265,7 +292,10 @@ class BrowserWidget(QWidget):
         filter_row = QHBoxLayout()
         filter_row.addWidget(self.filter, 1)
         filter_row.addWidget(self.match_count)
+        return filter_row
 
+    def _build_tree(self) -> None:
+        """The node tree: columns, selection, expanding and opening."""
         self.tree = _Tree()
         self.tree.setColumnCount(len(COLUMNS))
         self.tree.setHeaderLabels([HEADERS[c] for c in COLUMNS])
@@ -285,14 +315,8 @@ class BrowserWidget(QWidget):
         self.tree.addAction("Expand all (lists every group)", self.expand_all)
         self.tree.addAction("Collapse all", self.tree.collapseAll)
 
-        self.open_button = QPushButton("Open")
-        self.open_button.setToolTip("Open the selected datasets/pyramids as layers (double-click or Enter too)")
-        self.open_button.setEnabled(False)
-        self.open_button.clicked.connect(self.open_selected)
-        self.status = QLabel("")
-        self.status.setWordWrap(True)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-
+    def _tree_over_details(self) -> QSplitter:
+        """The tree above the details panel (the reader's view of the selected node)."""
         self.panel = DetailsPanel(self.jobs)
         self.details = self.panel.text
         self.thumbnail = self.panel.thumbnail
@@ -302,15 +326,7 @@ class BrowserWidget(QWidget):
         split.addWidget(self.panel)
         split.setStretchFactor(0, 2)  # details get the larger part: every field, the
         split.setStretchFactor(1, 3)  # reader's scale table and the attributes
-
-        layout = QVBoxLayout(self)
-        layout.addLayout(row)
-        layout.addLayout(filter_row)
-        layout.addWidget(split, 1)
-        bottom = QHBoxLayout()
-        bottom.addWidget(self.status, 1)
-        bottom.addWidget(self.open_button)
-        layout.addLayout(bottom)
+        return split
 
     @property
     def busy(self) -> bool:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges
 from napari_n5zarr.errors import N5BlockError, N5StoreError, located
 from napari_n5zarr.n5.block_format import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
@@ -497,8 +498,7 @@ class BlockSource:
     # -- regions -------------------------------------------------------------------
     def cells(self, selection: Sequence[slice]) -> list[tuple[int, ...]]:
         """Block indices (napari order) touched by ``selection`` (unit-step slices in range)."""
-        grids = [range(s.start // b, (s.stop - 1) // b + 1) if s.stop > s.start else range(0)
-                 for s, b in zip(selection, self.blocks, strict=True)]  # fmt: skip
+        grids = block_ranges([s.start for s in selection], [s.stop for s in selection], self.blocks)
         return list(itertools.product(*grids))
 
     def read(self, selection: Sequence[slice], on_error: OnError) -> np.ndarray:

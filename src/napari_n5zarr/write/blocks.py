@@ -22,6 +22,7 @@ from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
+from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
 from napari_n5zarr.n5.stores import describe_store
@@ -254,8 +255,8 @@ class N5Blocks:
                 raise ValueError("N5Blocks supports step 1 only")
             region.append((start, max(start, stop)))
         out = np.zeros([b - a for a, b in region], dtype=self.dtype)
-        ranges = [range(a // b, math.ceil(e / b)) for (a, e), b in zip(region, self.block, strict=True)]
-        for index in itertools.product(*ranges):
+        lo, hi = [a for a, _ in region], [e for _, e in region]
+        for index in itertools.product(*block_ranges(lo, hi, self.block)):
             self._check_cancel()  # the next pyramid level reads many blocks per task
             block_key = self.key(index)
             raw = store_get(self.store, block_key)
@@ -263,12 +264,9 @@ class N5Blocks:
                 continue
             where = f"N5 block {block_key} in {describe_store(self.store)}"
             data = self.codec.decode_block(raw, self.dtype, self.ndim, where=where).T
-            origin = [i * b for i, b in zip(index, self.block, strict=True)]
-            lo = [max(a, o) for (a, _), o in zip(region, origin, strict=True)]
-            hi = [min(e, o + d, n) for (_, e), o, d, n in zip(region, origin, data.shape, self.shape, strict=True)]
-            if any(h <= low for low, h in zip(lo, hi, strict=True)):
+            held = [slice(i * b, min(i * b + d, n)) for i, b, d, n in zip(index, self.block, data.shape, self.shape, strict=True)]
+            src, dst = overlap(held, lo, hi)  # a truncated block holds less than its grid cell
+            if any(s.stop <= s.start for s in src):
                 continue
-            src = tuple(slice(low - o, h - o) for low, h, o in zip(lo, hi, origin, strict=True))
-            dst = tuple(slice(low - a, h - a) for low, h, (a, _) in zip(lo, hi, region, strict=True))
             out[dst] = data[src]
         return out

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks
 
@@ -80,9 +81,7 @@ class CoarseLevels:
         target = self.targets[k]
         region = tuple(slice(s, s + n) for s, n in zip(start, value.shape, strict=True))
         self.arrays[k][region] = value
-        ranges = [
-            range(s // b, math.ceil((s + n) / b)) for s, n, b in zip(start, value.shape, target.block, strict=True)
-        ]
+        ranges = block_ranges(start, [s + n for s, n in zip(start, value.shape, strict=True)], target.block)
         complete = []
         with self._lock:
             missing = self._missing[k]

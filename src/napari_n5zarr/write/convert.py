@@ -16,6 +16,7 @@ from napari_n5zarr.errors import NothingToConvertError
 
 if TYPE_CHECKING:
 
+    from napari_n5zarr.spatial import Multiscale
     from napari_n5zarr.write.blocks import Boundary
 
 __all__ = ["NAMED_SCHEDULERS", "ConvertReport", "ConvertedImage", "NothingToConvertError", "convert"]
@@ -119,8 +120,7 @@ def convert(
     from napari_n5zarr.access import open as open_node
     from napari_n5zarr.errors import InvalidArgumentError
     from napari_n5zarr.read.locate import require
-    from napari_n5zarr.read.multiscale import find_multiscales, levels_for
-    from napari_n5zarr.write.exporter import export
+    from napari_n5zarr.read.multiscale import find_multiscales
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
@@ -139,37 +139,57 @@ def convert(
     dask_scheduler, client = _scheduler(scheduler)
     try:
         for ms, name in named:
-            data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
-            keep = levels is None and len(data) > 1
-            order = slice(None, None, -1)  # N5 order -> napari order
-            label = name or "export"
-            group = name.replace("/", "_")
-            _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest_text)
-            export(
-                data if keep else data[0],
-                dest_text,
-                path=group,
-                scale=list(ms.scale[order]),
-                translate=list(ms.translate[order]),
-                units=[u or "pixel" for u in ms.units[order]],
-                axis_labels=list(ms.axes[order]),
-                compression=compression,
-                chunks=chunks if chunks is not None else tuple(int(c) for c in data[0].chunksize),  # the source's blocks
-                levels="auto" if levels is None else levels,
-                boundary=boundary,
-                overwrite=overwrite,
-                labels=ms.is_labels,
-                zarr_json=not n5_only,
-                progress=None if progress is None else _per_image(progress, label),
-                scheduler=dask_scheduler,
-                worker_timeout=worker_timeout,
-            )
-            target = f"{dest_text.rstrip('/')}/{group}" if group else dest_text
-            report.images.append(ConvertedImage(name, target, ms.is_labels, ms.convention))
+            report.images.append(
+                _convert_image(
+                    node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
+                    compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
+                    scheduler=dask_scheduler, worker_timeout=worker_timeout,
+                )
+            )  # fmt: skip
     finally:
         if client is not None:
             client.close()
     return report
+
+
+def _convert_image(
+    node: Any,
+    ms: Multiscale,
+    name: str,
+    dest: str,
+    *,
+    levels: Any,
+    chunks: Any,
+    progress: Callable[[str, int, int], Any] | None,
+    **options: Any,
+) -> ConvertedImage:
+    """One pyramid of the source exported to ``dest`` (to its own group when ``name``): its
+    calibration, the source's blocks as chunks unless ``chunks`` is given, and its levels
+    unless ``levels`` is given; ``options`` go to :func:`~napari_n5zarr.write.exporter.export`."""
+    from napari_n5zarr.read.multiscale import levels_for
+    from napari_n5zarr.write.exporter import export
+
+    data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
+    keep = levels is None and len(data) > 1
+    order = slice(None, None, -1)  # N5 order -> napari order
+    group = name.replace("/", "_")
+    _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest)
+    export(
+        data if keep else data[0],
+        dest,
+        path=group,
+        scale=list(ms.scale[order]),
+        translate=list(ms.translate[order]),
+        units=[u or "pixel" for u in ms.units[order]],
+        axis_labels=list(ms.axes[order]),
+        chunks=chunks if chunks is not None else tuple(int(c) for c in data[0].chunksize),  # the source's blocks
+        levels="auto" if levels is None else levels,
+        labels=ms.is_labels,
+        progress=None if progress is None else _per_image(progress, name or "export"),
+        **options,
+    )
+    target = f"{dest.rstrip('/')}/{group}" if group else dest
+    return ConvertedImage(name, target, ms.is_labels, ms.convention)
 
 
 def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError
 from napari_n5zarr.write import edits, label_pyramid, save_journal
 
@@ -128,12 +129,12 @@ class EditableLevel(_ArrayLike):
         else:
             out = label_pyramid.read_region(self.level, {}, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
-            src, dst = label_pyramid.overlap(self.level.bounds(index), lo, hi)
+            src, dst = overlap(self.level.bounds(index), lo, hi)
             out[dst] = values[src]
         return out
 
     def _touching(self, lo: list[int], hi: list[int], only_held: bool) -> list[tuple[Index, np.ndarray]]:
-        ranges = label_pyramid.block_ranges(lo, hi, self.level.block)
+        ranges = block_ranges(lo, hi, self.level.block)
         if only_held:
             if math.prod(len(r) for r in ranges) > len(self._blocks):
                 return [(i, v) for i, v in self._blocks.items() if all(i[a] in ranges[a] for a in range(len(i)))]
@@ -166,7 +167,7 @@ class EditableLevel(_ArrayLike):
             region = self._read(lo, hi)
             region[rel] = value
             for index, old in self._touching(lo, hi, only_held=False):
-                src, dst = label_pyramid.overlap(self.level.bounds(index), lo, hi)
+                src, dst = overlap(self.level.bounds(index), lo, hi)
                 if np.array_equal(old[src], region[dst]):
                     continue
                 if index not in self._blocks:

@@ -34,7 +34,6 @@ block by block: the proofreading save path (no napari here).
 from __future__ import annotations
 
 import itertools
-import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError, StaleLayerError, ValuesDoNotFitError  # noqa: F401 (NotEditableError: its old home)
 from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.write import pyramid
@@ -51,11 +51,9 @@ from napari_n5zarr.write.label_pyramid import (
     Index,
     Level,
     Signature,
-    block_ranges,
     block_values,
     decode,
     inside_values,
-    overlap,
     pyramid_levels,
     read_raw,
     read_region,
@@ -180,11 +178,9 @@ def coarser_blocks(
     touched: set[Index] = set()
     for index in changed:
         bounds = fine.bounds(index)
-        ranges = [
-            range((s.start // f) // b, math.ceil(math.ceil(s.stop / f) / b))
-            for s, f, b in zip(bounds, step, coarse.block, strict=True)
-        ]
-        touched.update(itertools.product(*ranges))
+        lo = [s.start // f for s, f in zip(bounds, step, strict=True)]
+        hi = [-(-s.stop // f) for s, f in zip(bounds, step, strict=True)]
+        touched.update(itertools.product(*block_ranges(lo, hi, coarse.block)))
     convention = edge_convention(coarse, folder)
     out: dict[Index, NewBlock] = {}
     for index in sorted(touched):

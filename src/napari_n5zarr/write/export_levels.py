@@ -103,38 +103,69 @@ def write_levels(
         )
         for lv in plan.levels
     ]  # fmt: skip
-
-    def store_level(level: Callable[[], da.Array], target: Any, nblocks: int, batch: int | None = None) -> None:
-        check_cancel(cancel)
-        if local:  # building a large graph takes seconds too: cancellable
-            cancellable(lambda: store_local(level(), target, scheduler, cancel, batch), cancel)
-        elif client is not None:
-            store_on_cluster(level(), target, client, gate, worker_timeout=worker_timeout, cancel=cancel)
-            counter.add(nblocks)
-        else:
-            da.store(level(), target, lock=False, scheduler=scheduler)
-            counter.add(nblocks)
-
+    run = _LevelWrites(plan, targets, scheduler, cancel, gate, worker_timeout, counter, threads, local, client)
     with Workers(threads, cancel) as workers:
         if plan.given_levels:
-            for source, target in zip(sources, targets, strict=True):
-                if local and not isinstance(source, da.Array):
-                    regions = PyramidRegions([target], (), plan.method)
-                    task = grown_task(target.shape, target.block, plan.spatial, plan.dtype.itemsize, threads)
-                    workers.run(functools.partial(write_region, source, regions, task), task_starts(target.shape, task))
-                else:
-                    build = functools.partial(_given_level, source, target.block, plan.dtype)
-                    store_level(build, target, target.nblocks)
+            run.given_levels(sources, workers)
             return
-        depth = region_depth(plan, threads=threads)
-        region = task_shape(plan, region_shape(plan, depth), threads=threads)
+        first = run.fine_levels(sources[0], workers)
+    for k in range(first, len(targets)):
+        build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
+        run.store_level(build, targets[k], targets[k].nblocks)
+
+
+@dataclass
+class _LevelWrites:
+    """One :func:`write_levels` call: its targets, and how its tasks run (in this process's
+    workers, on a dask.distributed client, or by another dask scheduler)."""
+
+    plan: ExportPlan
+    targets: list[N5Blocks]
+    scheduler: Any
+    cancel: Callable[[], bool] | None
+    gate: WriteGate | None
+    worker_timeout: float | None
+    counter: Progress
+    threads: int
+    local: bool
+    client: Any
+
+    def store_level(self, level: Callable[[], da.Array], target: Any, nblocks: int, batch: int | None = None) -> None:
+        """Store the dask array ``level()`` builds into ``target`` by the run's scheduler."""
+        check_cancel(self.cancel)
+        if self.local:  # building a large graph takes seconds too: cancellable
+            cancellable(lambda: store_local(level(), target, self.scheduler, self.cancel, batch), self.cancel)
+        elif self.client is not None:
+            store_on_cluster(level(), target, self.client, self.gate, worker_timeout=self.worker_timeout, cancel=self.cancel)
+            self.counter.add(nblocks)
+        else:
+            da.store(level(), target, lock=False, scheduler=self.scheduler)
+            self.counter.add(nblocks)
+
+    def given_levels(self, sources: Sequence[ArrayLike], workers: Workers) -> None:
+        """Every level from its own source (nothing computed)."""
+        plan = self.plan
+        for source, target in zip(sources, self.targets, strict=True):
+            if self.local and not isinstance(source, da.Array):
+                regions = PyramidRegions([target], (), plan.method)
+                task = grown_task(target.shape, target.block, plan.spatial, plan.dtype.itemsize, self.threads)
+                workers.run(functools.partial(write_region, source, regions, task), task_starts(target.shape, task))
+            else:
+                build = functools.partial(_given_level, source, target.block, plan.dtype)
+                self.store_level(build, target, target.nblocks)
+
+    def fine_levels(self, source: ArrayLike, workers: Workers) -> int:
+        """Level 0 and the levels computed in the same tasks (and, in this process, the
+        coarse levels accumulated from them); the first level still to write."""
+        plan, targets = self.plan, self.targets
+        depth = region_depth(plan, threads=self.threads)
+        region = task_shape(plan, region_shape(plan, depth), threads=self.threads)
         regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
         # Only in this process: tasks run by dask.distributed or processes fill their own copies.
-        if local and accumulated_level(plan, depth, region) is not None:
+        if self.local and accumulated_level(plan, depth, region) is not None:
             regions.coarse = CoarseLevels(targets[depth + 1 :], plan.steps[depth + 1 :], plan.method, workers.submit)
             regions.coarse_step = plan.steps[depth]
-        source = sources[0]
-        if local and not isinstance(source, da.Array):
+        if self.local and not isinstance(source, da.Array):
             footprint = None
             if regions.coarse is not None:  # tasks of one coarse block one after another: it is written early
                 factors = pyramid.absolute_factors(plan.steps[: depth + 1], plan.ndim)[-1]
@@ -143,22 +174,19 @@ def write_levels(
             workers.run(functools.partial(write_region, source, regions, region), starts)
         else:
             merges = isinstance(source, da.Array) and source.chunks != source.rechunk(region).chunks
-            store_level(
+            self.store_level(
                 lambda: as_dask(source, region).astype(plan.dtype).rechunk(region),
                 regions,
                 sum(t.nblocks for t in regions.targets),
-                batch=_batch(region, plan.dtype.itemsize, threads, merges=merges),
+                batch=_batch(region, plan.dtype.itemsize, self.threads, merges=merges),
             )
             workers.run(None)  # the coarse blocks still being written
-        first = depth + 1
-        if regions.coarse is not None:
-            if not regions.coarse.done():  # a bug, never data: say what is missing
-                raise RuntimeError(f"export: coarse levels incomplete {regions.coarse.describe()}")
-            regions.coarse = None
-            first = len(targets)
-    for k in range(first, len(targets)):
-        build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
-        store_level(build, targets[k], targets[k].nblocks)
+        if regions.coarse is None:
+            return depth + 1
+        if not regions.coarse.done():  # a bug, never data: say what is missing
+            raise RuntimeError(f"export: coarse levels incomplete {regions.coarse.describe()}")
+        regions.coarse = None
+        return len(targets)
 
 
 def task_starts(

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError
 from napari_n5zarr.n5.block_format import stored_block_limit
 from napari_n5zarr.n5.compression import n5_to_zarr
@@ -201,18 +202,6 @@ def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.n
 def block_values(level: Level, index: Index, folder: DatasetFolder | None = None) -> np.ndarray:
     """The block's values inside the array (missing: zeros), napari order."""
     return inside_values(level, index, read_block(level, index, folder))
-
-
-def block_ranges(lo: Sequence[int], hi: Sequence[int], block: Sequence[int]) -> list[range]:
-    """Per axis, the grid indices of the blocks that pixels ``[lo, hi)`` reach."""
-    return [range(a // b, math.ceil(e / b)) for a, e, b in zip(lo, hi, block, strict=True)]
-
-
-def overlap(bounds: Sequence[slice], lo: Sequence[int], hi: Sequence[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
-    """(in the block, in the region ``[lo, hi)``) slices of their common pixels."""
-    inner = tuple(slice(max(a, s.start) - s.start, min(e, s.stop) - s.start) for a, e, s in zip(lo, hi, bounds, strict=True))
-    outer = tuple(slice(max(a, s.start) - a, min(e, s.stop) - a) for a, e, s in zip(lo, hi, bounds, strict=True))
-    return inner, outer
 
 
 def read_region(

@@ -109,6 +109,20 @@ class ExportPlan:
         return sum(level.nblocks for level in self.levels)
 
 
+def _first_source(sources: Sequence[ArrayLike], boundary: str, downsample: str | None) -> ArrayLike:
+    """Level 0 of ``sources``, once the choices that need no shape are checked."""
+    if boundary not in ("truncate", "pad"):
+        raise ValueError(f"boundary must be 'truncate' or 'pad', got {boundary!r}")
+    if downsample is not None and downsample not in ("mean", "mode", "nearest"):
+        raise ValueError(f"unknown downsampling method {downsample!r} (mean, mode, nearest)")
+    if not sources:
+        raise ValueError("no data to export")
+    first = sources[0]
+    if first.ndim == 0 or any(s == 0 for s in first.shape):
+        raise ValueError(f"cannot export an empty array of shape {first.shape}")
+    return first
+
+
 def make_plan(
     sources: Sequence[ArrayLike],
     *,
@@ -135,16 +149,8 @@ def make_plan(
     """
     from napari_n5zarr.write.safe_destination import group_prefix
 
-    if boundary not in ("truncate", "pad"):
-        raise ValueError(f"boundary must be 'truncate' or 'pad', got {boundary!r}")
-    if downsample is not None and downsample not in ("mean", "mode", "nearest"):
-        raise ValueError(f"unknown downsampling method {downsample!r} (mean, mode, nearest)")
-    if not sources:
-        raise ValueError("no data to export")
-    first = sources[0]
+    first = _first_source(sources, boundary, downsample)
     ndim = first.ndim
-    if ndim == 0 or any(s == 0 for s in first.shape):
-        raise ValueError(f"cannot export an empty array of shape {first.shape}")
     dtype = n5_dtype(first.dtype)
     comp = parse_compression(compression)
     scale_l = [float(s) for s in _per_axis(scale, ndim, 1.0, "scale")]

@@ -183,10 +183,34 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _add_dataset(store: Store, prefix: str, attrs: dict[str, Any], report: ZarrMetadataReport) -> None:
+    """The zarr.json of the dataset at ``prefix``, or the reason it gets none (its metadata
+    has no Zarr v3 form, or its blocks are in a mode Zarr cannot read)."""
+    from napari_n5zarr.errors import N5FormatError
+    from napari_n5zarr.n5.block_format import MODE_NAMES, first_block_mode
+    from napari_n5zarr.n5.metadata import attributes_to_zarr
+    from napari_n5zarr.n5.stores import store_location
+
+    where = prefix.rstrip("/")
+    try:
+        doc = attributes_to_zarr(attrs, path=where or "/")
+    except N5FormatError as e:
+        _skip(report, where, str(e))
+        return
+    try:
+        mode = first_block_mode(store, prefix, len(doc["shape"]), lambda block: store_location(store, block))
+    except N5FormatError as e:  # not an N5 block: neither spec can read it
+        _skip(report, where, f"its first block cannot be read: {_one_line(e)}")
+        return
+    if mode not in (None, 0):
+        _skip(report, where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
+        return
+    _write(store, prefix, doc, report)
+
+
 def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
     """Walk one folder; True if it holds N5 content (then it gets a zarr.json)."""
     from napari_n5zarr.errors import N5FormatError
-    from napari_n5zarr.n5.block_format import MODE_NAMES, first_block_mode
     from napari_n5zarr.n5.constants import parse_document
     from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
     from napari_n5zarr.n5.stores import store_location
@@ -215,21 +239,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
 
             raise N5MetadataError(f"{store_location(store, key)}: does not hold a JSON object")
     if isinstance(attrs, dict) and is_dataset(attrs):
-        try:
-            doc = attributes_to_zarr(attrs, path=where or "/")
-        except N5FormatError as e:
-            _skip(report, where, str(e))
-            return True
-        try:
-            mode = first_block_mode(store, prefix, len(doc["shape"]), lambda block: store_location(store, block))
-        except N5FormatError as e:  # not an N5 block: neither spec can read it
-            _skip(report, where, f"its first block cannot be read: {_one_line(e)}")
-            return True
-        if mode not in (None, 0):
-            reason = f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only"
-            _skip(report, where, reason)
-            return True
-        _write(store, prefix, doc, report)
+        _add_dataset(store, prefix, attrs, report)
         return True
     holds_n5 = raw is not None
     if depth < MAX_DEPTH:

@@ -1,0 +1,22 @@
+"""A region of an array on its block grid, the one definition read and write share: the
+blocks a region reaches (:func:`block_ranges`) and where a block and a region meet
+(:func:`overlap`). Pure: standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def block_ranges(lo: Sequence[int], hi: Sequence[int], block: Sequence[int]) -> list[range]:
+    """Per axis, the grid indices of the blocks that pixels ``[lo, hi)`` reach (an empty
+    region reaches none)."""
+    return [range(a // b, -(-e // b)) if e > a else range(0) for a, e, b in zip(lo, hi, block, strict=True)]
+
+
+def overlap(bounds: Sequence[slice], lo: Sequence[int], hi: Sequence[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+    """(in the block, in the region ``[lo, hi)``) slices of the pixels that the block whose
+    pixels are ``bounds`` and the region share (empty slices, ``stop <= start``, where they
+    do not meet)."""
+    inner = tuple(slice(max(a, s.start) - s.start, min(e, s.stop) - s.start) for a, e, s in zip(lo, hi, bounds, strict=True))
+    outer = tuple(slice(max(a, s.start) - a, min(e, s.stop) - a) for a, e, s in zip(lo, hi, bounds, strict=True))
+    return inner, outer
