@@ -138,7 +138,7 @@ def test_read_only_notice_is_a_short_sentence_that_fits(make_napari_viewer, tmp_
     from napari.utils.notifications import NotificationSeverity
     from superqt import QElidingLabel
 
-    from napari_n5zarr._napari.layers import refused_message
+    from napari_n5zarr._napari.notices import refused_message
 
     viewer = make_napari_viewer(show=True)
     for kind, reason in _reasons(tmp_path).items():

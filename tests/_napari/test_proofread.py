@@ -113,7 +113,7 @@ def test_read_only_labels_say_why_once(make_napari_viewer, pyramid, tmp_path, mo
             if p.is_file():
                 z.write(p, p.relative_to(pyramid))
     told = []
-    monkeypatch.setattr("napari_n5zarr._napari.layers.notify_napari", lambda level, msg: told.append(msg))
+    monkeypatch.setattr("napari_n5zarr._napari.notices.notify_napari", lambda level, msg: told.append(msg))
     viewer = make_napari_viewer()
     layer = open_layer(viewer, zpath)
     assert "read_only" in layer.metadata["napari_n5zarr"]

@@ -17,6 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
+from napari_n5zarr._napari.notices import (
+    notify_napari,
+    plain_name,
+    refused_notice,
+)
 from napari_n5zarr.read.images import (
     MAX_CHILDREN,
     Image,
@@ -38,15 +43,6 @@ __all__ = ["MAX_CHILDREN", "MAX_LAYERS", "add_to_viewer", "layer_data", "layers_
 Notify = Callable[[str, str], None]
 TooMany = Callable[[str, str, Notify], list["LayerData"]]
 """``(location, what, notify) -> layers`` when a container holds too much to show."""
-
-UNSAVED_MARKER = " *"
-"""Appended to a labels layer's name while it holds unsaved edits (see :mod:`~napari_n5zarr._napari.proofread`)."""
-
-
-def plain_name(name: str) -> str:
-    """A layer's name without the :data:`UNSAVED_MARKER` (what is saved or exported under it)."""
-    return name[: -len(UNSAVED_MARKER)] if name.endswith(UNSAVED_MARKER) else name
-
 
 MAX_LAYERS = 32
 """Above this many pyramids, a dropped container opens nothing but the N5 browser."""
@@ -222,7 +218,7 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
     meta["read_only"] = reason or ("a time series is not edited in place" if ms.time_paths else "it cannot be edited in place")
     split = [_as_dask(level) for level in levels]
     if len(split) == 1:
-        return (ReadOnlyLevel(split[0], meta["read_only"], _refused_notice(ms.name)), kwargs, "labels")
+        return (ReadOnlyLevel(split[0], meta["read_only"], refused_notice(ms.name)), kwargs, "labels")
     return (split, kwargs, "labels")
 
 
@@ -237,30 +233,6 @@ def _report_changes(level: Any) -> None:
         changed(ref)
 
     level.subscribe(changed)
-
-
-READ_ONLY_CAUSES = (
-    ("label multiset", "Paintera label multisets"),
-    ("not a local folder", "not a local folder"),
-    ("is read-only", "a read-only folder"),
-    ("not integer", "not integer labels"),
-    ("time series", "a time series"),
-)
-"""(words in the reason, the short cause the notice names); anything else is "not editable in place"."""
-NOT_IN_PLACE = "not editable in place"
-
-
-def refused_message(name: str, reason: str) -> str:
-    """The one notice of a first paint on read-only labels: a short sentence (napari's
-    notification shows one line of about 300 px until expanded), then how to edit a copy."""
-    short = next((cause for words, cause in READ_ONLY_CAUSES if words in reason), NOT_IN_PLACE)
-    first = f"{name.rsplit('/', 1)[-1] or 'This layer'} is read-only ({short})."
-    detail = f"{reason.rstrip('. ')}. " if short == NOT_IN_PLACE and reason else ""
-    return f"{first}\n{detail}To edit it, open a copy made with `n5zarr convert`."
-
-
-def _refused_notice(name: str) -> Callable[[str], None]:
-    return lambda reason: notify_napari("warning", refused_message(name, reason))
 
 
 def _as_dask(level: Any) -> Any:
@@ -319,16 +291,3 @@ def add_to_viewer(viewer: napari.Viewer, layer_data: Sequence[LayerData]) -> lis
 
         watch(viewer)  # the save shortcut, the close guard, read-only labels that say why
     return added
-
-
-def notify_napari(level: str, message: str) -> None:
-    """A napari notification (falls back to a warning outside napari)."""
-    try:
-        from napari.utils import notifications
-    except ImportError:
-        import warnings
-
-        warnings.warn(message, spatial.SkippedNodeWarning, stacklevel=3)
-        return
-    show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
-    show(message)

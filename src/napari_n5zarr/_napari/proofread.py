@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from magicgui.widgets import Container, Label, PushButton
 
-from napari_n5zarr._napari.layers import UNSAVED_MARKER as MARKER
-from napari_n5zarr._napari.layers import plain_name
+from napari_n5zarr._napari import notices
+from napari_n5zarr._napari.notices import UNSAVED_MARKER as MARKER
+from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.write.editable import EditableLevel, save_edits
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def _save_all(viewer: napari.Viewer) -> tuple[str, bool]:
 
 def _refuse_paint(layer: Any) -> None:
     """The first switch of a read-only labels layer to a painting tool: one notice, back to pan/zoom."""
-    from napari_n5zarr._napari.layers import notify_napari, refused_message
-
     reason = str((layer.metadata.get("napari_n5zarr") or {}).get("read_only"))
     told = False
 
@@ -82,14 +81,14 @@ def _refuse_paint(layer: Any) -> None:
         if str(layer.mode) in PAINT_MODES:
             if not told:
                 told = True
-                notify_napari("warning", refused_message(layer.name, reason))
+                notices.notify_napari("warning", notices.refused_message(layer.name, reason))
             layer.mode = "pan_zoom"
 
     def on_key(layer_: Any) -> None:
         nonlocal told
         if not told:
             told = True
-            notify_napari("warning", refused_message(layer.name, reason))
+            notices.notify_napari("warning", notices.refused_message(layer.name, reason))
 
     layer.events.mode.connect(on_mode)
     for key in PAINT_KEYS:  # a multiscale layer's paint tools are disabled: the keys still tell

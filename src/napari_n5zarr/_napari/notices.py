@@ -1,0 +1,54 @@
+"""What the napari face tells people in words, shared by the layer builder and the
+proofreading widgets (so neither imports the other for it): notifications, the read-only
+labels notice, the unsaved-edits marker on layer names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from napari_n5zarr import spatial
+
+UNSAVED_MARKER = " *"
+"""Appended to a labels layer's name while it holds unsaved edits (see :mod:`~napari_n5zarr._napari.proofread`)."""
+
+
+def plain_name(name: str) -> str:
+    """A layer's name without the :data:`UNSAVED_MARKER` (what is saved or exported under it)."""
+    return name[: -len(UNSAVED_MARKER)] if name.endswith(UNSAVED_MARKER) else name
+
+
+READ_ONLY_CAUSES = (
+    ("label multiset", "Paintera label multisets"),
+    ("not a local folder", "not a local folder"),
+    ("is read-only", "a read-only folder"),
+    ("not integer", "not integer labels"),
+    ("time series", "a time series"),
+)
+"""(words in the reason, the short cause the notice names); anything else is "not editable in place"."""
+NOT_IN_PLACE = "not editable in place"
+
+
+def refused_message(name: str, reason: str) -> str:
+    """The one notice of a first paint on read-only labels: a short sentence (napari's
+    notification shows one line of about 300 px until expanded), then how to edit a copy."""
+    short = next((cause for words, cause in READ_ONLY_CAUSES if words in reason), NOT_IN_PLACE)
+    first = f"{name.rsplit('/', 1)[-1] or 'This layer'} is read-only ({short})."
+    detail = f"{reason.rstrip('. ')}. " if short == NOT_IN_PLACE and reason else ""
+    return f"{first}\n{detail}To edit it, open a copy made with `n5zarr convert`."
+
+
+def refused_notice(name: str) -> Callable[[str], None]:
+    return lambda reason: notify_napari("warning", refused_message(name, reason))
+
+
+def notify_napari(level: str, message: str) -> None:
+    """A napari notification (falls back to a warning outside napari)."""
+    try:
+        from napari.utils import notifications
+    except ImportError:
+        import warnings
+
+        warnings.warn(message, spatial.SkippedNodeWarning, stacklevel=3)
+        return
+    show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
+    show(message)
