@@ -345,7 +345,7 @@ def test_widget_status_uses_the_full_width_in_words(widget, qtbot, tmp_path):
     QApplication.processEvents()
     label = w.status.native
     assert "[Errno" not in w.status.value, w.status.value
-    assert "already exists" in w.status.value, w.status.value
+    assert "is a file, not a folder" in w.status.value, w.status.value
     assert label.width() >= w.native.width() - 30, (label.width(), w.native.width())  # not a narrow column
     assert label.wordWrap(), (label.size(), label.heightForWidth(label.width()))
     assert _shown_whole(label), (label.size(), label.heightForWidth(label.width()))

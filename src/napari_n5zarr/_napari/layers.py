@@ -17,7 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
-from napari_n5zarr._napari.notices import notify_napari, plain_name, refused_message
+from napari_n5zarr._napari.notices import (
+    notify_napari,
+    plain_name,
+    refused_notice,
+)
 from napari_n5zarr.read.images import (
     MAX_CHILDREN,
     Image,
@@ -214,7 +218,7 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
     meta["read_only"] = reason or ("a time series is not edited in place" if ms.time_paths else "it cannot be edited in place")
     split = [_as_dask(level) for level in levels]
     if len(split) == 1:
-        return (ReadOnlyLevel(split[0], meta["read_only"], _refused_notice(ms.name)), kwargs, "labels")
+        return (ReadOnlyLevel(split[0], meta["read_only"], refused_notice(ms.name)), kwargs, "labels")
     return (split, kwargs, "labels")
 
 
@@ -229,10 +233,6 @@ def _report_changes(level: Any) -> None:
         changed(ref)
 
     level.subscribe(changed)
-
-
-def _refused_notice(name: str) -> Callable[[str], None]:
-    return lambda reason: notify_napari("warning", refused_message(name, reason))
 
 
 def _as_dask(level: Any) -> Any:

@@ -1,11 +1,12 @@
-"""What napari shows in words, below the layer and proofreading modules that both say it:
-its notifications (:func:`notify_napari`), the unsaved-edits marker on a labels layer's name
-(:func:`plain_name`) and the one notice of a first paint on read-only labels
-(:func:`refused_message`)."""
+"""What the napari face tells people in words, shared by the layer builder and the
+proofreading widgets (so neither imports the other for it): notifications, the read-only
+labels notice, the unsaved-edits marker on layer names."""
 
 from __future__ import annotations
 
-from napari_n5zarr.errors import SkippedNodeWarning
+from collections.abc import Callable
+
+from napari_n5zarr import spatial
 
 UNSAVED_MARKER = " *"
 """Appended to a labels layer's name while it holds unsaved edits (see :mod:`~napari_n5zarr._napari.proofread`)."""
@@ -36,6 +37,10 @@ def refused_message(name: str, reason: str) -> str:
     return f"{first}\n{detail}To edit it, open a copy made with `n5zarr convert`."
 
 
+def refused_notice(name: str) -> Callable[[str], None]:
+    return lambda reason: notify_napari("warning", refused_message(name, reason))
+
+
 def notify_napari(level: str, message: str) -> None:
     """A napari notification (falls back to a warning outside napari)."""
     try:
@@ -43,7 +48,7 @@ def notify_napari(level: str, message: str) -> None:
     except ImportError:
         import warnings
 
-        warnings.warn(message, SkippedNodeWarning, stacklevel=3)
+        warnings.warn(message, spatial.SkippedNodeWarning, stacklevel=3)
         return
     show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
     show(message)
