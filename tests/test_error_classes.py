@@ -128,7 +128,7 @@ def test_errors_moved_into_errors_py_keep_their_builtins() -> None:
 
 
 # Internal control-flow signals that never reach a caller (not part of the public API).
-_INTERNAL = {"read/local.py:NeedsZarr"}  # the zarr-free open's "read this through zarr instead"
+_INTERNAL: set[str] = set()  # none today (read/local.py's NeedsZarr went with the zarr-free open)
 
 
 def _is_exception_base(base: ast.expr) -> bool:
