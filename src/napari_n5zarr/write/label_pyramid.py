@@ -128,7 +128,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
             if number != 0:
                 raise NotEditableError(
                     f"{folder} is level {number} of the pyramid {folder.parent}, computed from level 0: write "
-                    f"level 0 ({folder.parent / 's0'} or {folder.parent}) and the coarser levels follow"
+                    f"level 0 ({folder.parent / level_name(0)} or {folder.parent}) and the coarser levels follow"
                 )
             folder, levels = folder.parent, siblings
         else:
