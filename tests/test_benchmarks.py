@@ -90,3 +90,17 @@ def test_plain_decoder_matches_ours(speed, tmp_path: Path) -> None:
             speed.plain_block_decoder(path)(raw), speed.block_decoder(path)(raw)
         )
         np.testing.assert_array_equal(speed.block_decoder(path)(raw)[:, :40, :], data)
+
+
+def test_read_throughput_runs_every_compression(tmp_path: Path) -> None:
+    """benchmarks/read_throughput.py on a tiny array: a row per compression, every reader checked equal."""
+    import os
+    import subprocess
+
+    script = SPEED.parent / "read_throughput.py"
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, str(script), "--size", "24", "--depth", "10", "--block", "8", "--repeat", "1"],
+                         capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    rows = [line.split()[0] for line in out.splitlines()[2:]]
+    assert rows == ["raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz", "lz4"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,7 +18,7 @@ from napari_n5zarr.environment import check_environment
 from napari_n5zarr.errors import N5FormatError, N5MetadataError, NodeExistsError, NodeNotFoundError
 from napari_n5zarr.n5.codec import ensure_codecs_registered
 from napari_n5zarr.n5.constants import ZARR_JSON
-from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
+from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore, reads_synchronously
 from napari_n5zarr.storage import location
 from napari_n5zarr.storage.files import refuse_file_in_the_way
 from napari_n5zarr.storage.local import SafeLocalStore
@@ -299,10 +300,40 @@ def open(
     from zarr.storage import StorePath
 
     if doc.get("node_type") == "array":
-        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store)))  # type: ignore[call-overload]
+        return _array(store, doc)
     if doc.get("node_type") == "group":
         return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(store), dict(doc)))
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
+
+
+_PIPELINE_CHOICE = threading.Lock()
+
+
+def _array(store: Store, doc: dict[str, Any]) -> zarr.Array:
+    """The array at the root of ``store``, built from its document ``doc``.
+
+    On a local folder it reads through zarr's fused codec pipeline (each read's blocks fetched
+    and decoded on a thread pool, without a coroutine per block: see ``benchmarks/README.md``),
+    unless the user configured a pipeline of their own. zarr takes an array's pipeline from its
+    config as the array is built and has no per-array setting, so the setting is scoped to
+    building this one array; the lock keeps two threads opening arrays from restoring each
+    other's value. Elsewhere (zip, URLs) zarr's configured pipeline, as ``zarr.open_array``.
+    """
+    from zarr.storage import StorePath
+
+    from napari_n5zarr.zarr_internals import fused_pipeline
+
+    def build() -> zarr.Array:
+        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store)))  # type: ignore[call-overload]
+
+    if not reads_synchronously(store):
+        return build()
+    with _PIPELINE_CHOICE:
+        fused = fused_pipeline()
+        if fused is None:
+            return build()
+        with zarr.config.set({"codec_pipeline.path": fused}):
+            return build()
 
 
 def create_dataset(

@@ -58,6 +58,7 @@ __all__ = [
     "TBaseScalar",
     "async_group",
     "codec_registry",
+    "fused_pipeline",
     "parse_codecs",
     "parse_data_type",
     "parse_named_configuration",
@@ -67,6 +68,32 @@ __all__ = [
 
 OVERRIDDEN: tuple[tuple[str, str], ...] = (("zarr.storage.ZipStore", "_get"),)
 """(class, private method) our subclasses override: checked 3.3.0, 3.4.1, 3.4.2."""
+
+
+DEFAULT_PIPELINE = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+"""zarr's default ``codec_pipeline.path`` (3.3.0, 3.4.1, 3.4.2)."""
+
+FUSED_PIPELINE = "zarr.core.codec_pipeline.FusedCodecPipeline"
+"""zarr's opt-in synchronous pipeline: decodes a read's blocks on a thread pool, reading them
+with ``get_sync`` (3.3.0, 3.4.1, 3.4.2; absent before 3.3.0)."""
+
+
+def fused_pipeline() -> str | None:
+    """:data:`FUSED_PIPELINE` while zarr's config names its default pipeline, else None
+    (the user chose a pipeline: theirs is kept; or this zarr has no fused pipeline).
+
+    zarr picks an array's pipeline when the array is built, from ``codec_pipeline.path``;
+    it has no per-array setting (checked 3.3.0, 3.4.1, 3.4.2).
+    """
+    import zarr
+
+    if zarr.config.get("codec_pipeline.path") != DEFAULT_PIPELINE:
+        return None
+    try:
+        from zarr.core.codec_pipeline import FusedCodecPipeline  # noqa: F401
+    except ImportError:
+        return None
+    return FUSED_PIPELINE
 
 
 def codec_registry(name: str) -> Registry[Any]:

@@ -59,6 +59,7 @@ def test_open_reads_equal_tensorstore_exactly(tmp_path, name: str) -> None:
     t[:16, :16, 8:16] = 0  # tensorstore deletes a block equal to the fill value: a missing block
     expected = ts.open(spec).result().read().result()
     arr = napari_n5zarr.open(path)
+    assert type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"  # the fast path is tested
     assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
     whole = arr[...]
     assert whole.dtype == np.dtype("uint16")
@@ -98,8 +99,9 @@ def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, 
     del arr
     fast = napari_n5zarr.open(path / "d")
     reference = zarr_open_read(path / "d")
-    # the pipeline zarr's config names, as zarr built it (no per-array replacement)
-    assert type(fast._async_array.codec_pipeline) is zarr.registry.get_pipeline_class()
+    assert (path / "d" / "zarr.json").is_file()  # a dual dataset: both documents
+    assert type(fast._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+    assert type(reference._async_array.codec_pipeline).__name__ == "BatchedCodecPipeline"
     for sel in SELECTIONS:
         np.testing.assert_array_equal(fast[sel], expected[sel])
         np.testing.assert_array_equal(fast[sel], reference[sel])
@@ -131,3 +133,66 @@ def test_zip_archives_read_like_folders(tmp_path) -> None:
     zipped = zarr.open_array(store=wrap(base_store(tmp_path / "z.zip")), path="d", mode="r")
     np.testing.assert_array_equal(zipped[...], data)
     np.testing.assert_array_equal(zipped[SELECTIONS[3]], data[SELECTIONS[3]])
+
+
+def test_zip_archives_open_like_folders(tmp_path) -> None:
+    """Arrays in a zip archive read like the same arrays in a folder (missing blocks too)."""
+    import shutil
+
+    data = sample()
+    src = tmp_path / "z.n5"
+    root = napari_n5zarr.open(src, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"})
+    napari_n5zarr.open(src / "d", mode="r+")[3:40, :, 2:] = data[3:40, :, 2:]  # some blocks missing
+    data[:3], data[:, :, :2], data[40:] = 0, 0, 0
+    shutil.make_archive(str(tmp_path / "z"), "zip", src)
+    for arr in (napari_n5zarr.open(tmp_path / "z.zip")["d"], napari_n5zarr.open(src / "d")):
+        np.testing.assert_array_equal(arr[...], data)
+        np.testing.assert_array_equal(arr[SELECTIONS[3]], data[SELECTIONS[3]])
+
+
+@pytest.mark.parametrize("compressor", [None, "GzipCodec", "ZstdCodec", "BloscCodec"])
+def test_plain_zarr_arrays_read_like_zarr(tmp_path, compressor) -> None:
+    """A Zarr v3 array (not N5): fill value 7, edge chunks, missing chunks, every read equal to zarr's own."""
+    data = sample(shape=(30, 17, 9), dtype="int32")
+    path = tmp_path / "plain.zarr"
+    arr = zarr.create_array(path, shape=data.shape, chunks=(8, 8, 4), dtype="int32", fill_value=7,
+                            compressors=compressor and getattr(zarr.codecs, compressor)())
+    arr[4:29, :, 1:] = data[4:29, :, 1:]
+    expected = zarr.open_array(path, mode="r")[...]
+    assert (expected[:4] == 7).all()
+    fast = napari_n5zarr.open(path)
+    assert type(fast._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+    np.testing.assert_array_equal(fast[...], expected)
+    for sel in [(slice(2, 30), 3, slice(None)), (slice(None, None, 4),) * 3, (29, 16, 8)]:
+        np.testing.assert_array_equal(fast[sel], expected[sel])
+
+
+def test_a_pipeline_the_user_configured_is_kept(tmp_path) -> None:
+    from zarr.core.codec_pipeline import BatchedCodecPipeline
+    from zarr.registry import register_pipeline
+
+    class UsersPipeline(BatchedCodecPipeline):
+        pass
+
+    register_pipeline(UsersPipeline)
+    path = tmp_path / "u.n5"
+    root = napari_n5zarr.open(path, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK)
+    with zarr.config.set({"codec_pipeline.path": f"{UsersPipeline.__module__}.{UsersPipeline.__qualname__}"}):
+        arr = napari_n5zarr.open(path / "d")
+    assert type(arr._async_array.codec_pipeline) is UsersPipeline
+    np.testing.assert_array_equal(arr[...], np.zeros(SHAPE, "uint16"))
+
+
+def test_opening_from_many_threads_leaves_zarrs_config_alone(tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "t.n5"
+    root = napari_n5zarr.open(path, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK)
+    before = zarr.config.get("codec_pipeline.path")
+    with ThreadPoolExecutor(8) as pool:
+        arrays = list(pool.map(lambda _: napari_n5zarr.open(path / "d"), range(64)))
+    assert zarr.config.get("codec_pipeline.path") == before
+    assert {type(a._async_array.codec_pipeline).__name__ for a in arrays} == {"FusedCodecPipeline"}
