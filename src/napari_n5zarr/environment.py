@@ -88,22 +88,22 @@ def number(name: str, default: float) -> float:
     ------
     EnvironmentVariableError
         When it is set to something it does not take (the message names it)."""
-    text = _raw(name)
-    spec = VARIABLES[name]
-    if not text:
-        return default
-    assert isinstance(spec, Number)
-    return spec.parse(name, text)
+    value = _value(name, Number)
+    return default if value is None else float(value)
 
 
 def flag(name: str, default: bool) -> bool:
     """The value of the on/off variable ``name``, or ``default`` when it is unset or empty."""
+    value = _value(name, Flag)
+    return default if value is None else bool(value)
+
+
+def _value(name: str, kind: type[Number | Flag]) -> float | bool | None:
+    """The parsed value of ``name`` (a variable of ``kind``), None when unset or empty."""
     text = _raw(name)
     spec = VARIABLES[name]
-    if not text:
-        return default
-    assert isinstance(spec, Flag)
-    return spec.parse(name, text)
+    assert isinstance(spec, kind)
+    return spec.parse(name, text) if text else None
 
 
 def check_environment() -> None:

@@ -510,26 +510,17 @@ class RemoteStore(FsspecStore):
         def check(size: int) -> None:
             check_stored_size(size, self.url(key), metadata=metadata, limit=limit)
 
-        if self.is_http:
+        get_capped = http_get_capped if self.is_http else s3_get_capped if hasattr(self.fs, "_call_s3") else None
+        if get_capped is not None:  # HTTP and s3fs: the body streamed and capped
             path = f"{self.path.rstrip('/')}/{key}" if self.path else key
 
             async def fetch() -> Buffer | None:
                 try:
-                    return prototype.buffer.from_bytes(await http_get_capped(self.fs, path, byte_range, cap, check))
+                    return prototype.buffer.from_bytes(await get_capped(self.fs, path, byte_range, cap, check))
                 except self.allowed_exceptions:
                     return None
 
             value = await self._retrying(lambda: self.url(key), fetch)
-        elif hasattr(self.fs, "_call_s3"):  # s3fs: streamed and capped as over HTTP
-            path = f"{self.path.rstrip('/')}/{key}" if self.path else key
-
-            async def fetch_s3() -> Buffer | None:
-                try:
-                    return prototype.buffer.from_bytes(await s3_get_capped(self.fs, path, byte_range, cap, check))
-                except self.allowed_exceptions:
-                    return None
-
-            value = await self._retrying(lambda: self.url(key), fetch_s3)
         else:
             if byte_range is None:  # a bounded read: the other object stores honour ranges
                 byte_range = RangeByteRequest(0, cap + 1)
