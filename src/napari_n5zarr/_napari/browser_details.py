@@ -146,7 +146,7 @@ def details_html(node: Node, extra: dict[str, Any]) -> list[str]:
     table.append(("stored as", " + ".join(x for x, on in (("N5", node.n5), ("Zarr v3", node.zarr)) if on) or "implicit group"))
     table.extend(node.facts)
     table.extend(_blocks_row(node, extra))
-    parts.append("<table>" + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in table) + "</table>")
+    parts.append("<table>" + "".join(f"<tr><td style='padding-right:8px'>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in table) + "</table>")
     ms = extra.get("multiscale")
     if ms is not None:
         order = slice(None, None, -1)

@@ -63,9 +63,8 @@ def _save_all(viewer: napari.Viewer) -> tuple[str, bool]:
             continue
         kb = result.bytes_written / 1024
         text = f"{name}: {result.total_blocks} blocks ({kb:.1f} KiB; per level {result.blocks})"
-        overwritten = getattr(result, "overwritten", 0)
-        if overwritten:
-            text += f", overwriting {overwritten:,} voxels another writer had changed since this layer read them"
+        if result.overwritten:
+            text += f", overwriting {result.overwritten:,} voxels another writer had changed since this layer read them"
         done.append(text)
     parts = (["saved " + "; ".join(done)] if done else []) + failed
     return "; ".join(parts) or NO_CHANGES, not failed
