@@ -232,13 +232,19 @@ class ReadOnlyLevel(_ArrayLike):
 def editable_reason(root: str | os.PathLike[str]) -> str | None:
     """Why the labels at ``root`` cannot be edited in place (None: they can). A save
     journal there that cannot be used makes them read-only too (never waited on)."""
+    found = _editable_levels(root)
+    return found if isinstance(found, str) else None
+
+
+def _editable_levels(root: str | os.PathLike[str]) -> tuple[Path, list[label_pyramid.Level]] | str:
+    """The pyramid at ``root`` and its levels (read once), or why it cannot be edited in place."""
     try:
-        label_pyramid.pyramid_levels(root)
+        folder, levels = label_pyramid.pyramid_levels(root)
     except NotEditableError as e:
         return str(e)
     except Exception as e:  # anything unusual: read-only, saying why
         return f"{e}"
-    return save_journal.journal_problem(root)
+    return save_journal.levels_journal_problem(folder, levels) or (folder, levels)
 
 
 def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:
@@ -261,10 +267,10 @@ def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = 
         return None, f"{source or 'this layer'} is not a local folder; make an editable copy with `n5zarr convert`"
     parts = [p.strip("/") for p in paths]
     root = base / parts[0] if len(parts) == 1 else base / str(Path(parts[0]).parent)
-    reason = editable_reason(root)
-    if reason is not None:
-        return None, reason
-    root, levels = label_pyramid.pyramid_levels(root)
+    found = _editable_levels(root)
+    if isinstance(found, str):
+        return None, found
+    root, levels = found
     got = [level.folder for level in levels]
     expected = [(base / p).resolve() for p in parts]
     if got[: len(expected)] != expected:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.errors import NotEditableError, PlantedFileError
+from napari_n5zarr.errors import PlantedFileError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.write.dataset_files import DatasetFolder, kind
 from napari_n5zarr.write.label_pyramid import Level, pyramid_levels
@@ -223,14 +223,20 @@ def journal_problem(root: str | os.PathLike[str]) -> str | None:
     Never blocks and never raises: for readers, which then open the labels read-only."""
     try:
         folder, levels = pyramid_levels(root)
+    except (OSError, ValueError):
+        return None  # not editable anyway: the reader says so itself
+    return levels_journal_problem(folder, levels)
+
+
+def levels_journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
+    """:func:`journal_problem` of the pyramid ``folder`` whose ``levels`` are known."""
+    try:
         with DatasetFolder(folder) as df:
             read_journal(df, levels)
     except PlantedFileError as e:
         return str(e)
     except (OSError, ValueError) as e:
-        if isinstance(e, NotEditableError):
-            return None  # not editable anyway: the reader says so itself
-        return f"{Path(root) / JOURNAL}: {e}"
+        return f"{folder / JOURNAL}: {e}"
     return None
 
 
