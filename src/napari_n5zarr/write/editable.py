@@ -244,7 +244,7 @@ def _editable_levels(root: str | os.PathLike[str]) -> tuple[Path, list[label_pyr
         return str(e)
     except Exception as e:  # anything unusual: read-only, saying why
         return f"{e}"
-    return save_journal.levels_journal_problem(folder, levels) or (folder, levels)
+    return save_journal.journal_problem(folder, levels) or (folder, levels)
 
 
 def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:

@@ -218,18 +218,10 @@ def commit(folder: DatasetFolder, blocks: Mapping[str, NewBlock]) -> int:
         folder.sync()
     return written
 
-def journal_problem(root: str | os.PathLike[str]) -> str | None:
-    """Why the save journal at ``root`` cannot be used (None: there is none, or it is fine).
-    Never blocks and never raises: for readers, which then open the labels read-only."""
-    try:
-        folder, levels = pyramid_levels(root)
-    except (OSError, ValueError):
-        return None  # not editable anyway: the reader says so itself
-    return levels_journal_problem(folder, levels)
-
-
-def levels_journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
-    """:func:`journal_problem` of the pyramid ``folder`` whose ``levels`` are known."""
+def journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
+    """Why the save journal in the pyramid ``folder`` (its ``levels`` known) cannot be used
+    (None: there is none, or it is fine). Never blocks and never raises: for readers, which
+    then open the labels read-only."""
     try:
         with DatasetFolder(folder) as df:
             read_journal(df, levels)
