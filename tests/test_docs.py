@@ -29,7 +29,9 @@ def relative_links(text: str) -> list[str]:
 
 def test_readme_is_at_most_250_lines():
     lines = len(README.read_text(encoding="utf-8").splitlines())
-    assert lines <= MOST_LINES, f"README.md has {lines} lines: move details to docs/ (at most {MOST_LINES})"
+    assert lines <= MOST_LINES, (
+        f"README.md has {lines} lines: move details to docs/ (at most {MOST_LINES})"
+    )
 
 
 def test_every_relative_link_points_at_a_file():
@@ -43,9 +45,15 @@ def test_every_docs_page_and_screenshot_is_reachable_from_the_readme():
     readme = README.read_text(encoding="utf-8")
     linked = {(ROOT / t).resolve() for t in relative_links(readme)}
     for page in pages()[2:]:  # a page linked from another docs page counts too
-        linked |= {(page.parent / t).resolve() for t in relative_links(page.read_text(encoding="utf-8"))}
+        linked |= {
+            (page.parent / t).resolve() for t in relative_links(page.read_text(encoding="utf-8"))
+        }
     docs = ROOT / "docs"
-    orphans = [p.name for p in sorted([*docs.glob("*.md"), *docs.glob("*.png")]) if p.resolve() not in linked]
+    orphans = [
+        p.name
+        for p in sorted([*docs.glob("*.md"), *docs.glob("*.png")])
+        if p.resolve() not in linked
+    ]
     assert not orphans, f"docs/ files no page links to: {orphans}"
 
 
@@ -55,7 +63,8 @@ def test_the_readme_shows_the_two_commands_ci_runs():
     assert "bash .ci/setup-venv qt && .venv/bin/n5zarr view" in readme  # the main job
     assert "bash .ci/run" in readme  # the tests
     test_command = ".venv/bin/python -m pytest -q -p no:cacheprovider"
-    assert test_command in ci and test_command in readme
+    assert test_command in ci
+    assert test_command in readme
 
 
 def test_the_link_finder_finds_links_and_skips_urls():
