@@ -20,11 +20,22 @@ def pages() -> list[Path]:
     return [README, ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def relative_links(text: str) -> list[str]:
-    """Targets of the links in ``text`` that point into the repository (no URL, no anchor)."""
+def relative_links(text: str, anchors: bool = False) -> list[str]:
+    """Targets of the links in ``text`` that point into the repository (no URL, no link to
+    the page's own headings); with ``anchors``, ``file#heading`` as written."""
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks hold no links
     targets = [a or b for a, b in LINK.findall(text)]
-    return [t.split("#")[0] for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+    kept = [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+    return kept if anchors else [t.split("#")[0] for t in kept]
+
+
+def headings(page: Path) -> set[str]:
+    """GitHub's anchors of the headings of ``page`` (lower case, punctuation dropped, - for spaces)."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {
+        re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        for h in re.findall(r"^#+ (.*)$", text, flags=re.M)
+    }
 
 
 def test_readme_is_at_most_250_lines():
@@ -39,6 +50,14 @@ def test_every_relative_link_points_at_a_file():
               for target in relative_links(page.read_text(encoding="utf-8"))
               if not (page.parent / target).exists()]  # fmt: skip
     assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
+def test_every_link_to_a_heading_finds_it():
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in pages()
+              for target in relative_links(page.read_text(encoding="utf-8"), anchors=True)
+              if "#" in target and (page.parent / target.split("#")[0]).suffix == ".md"
+              and target.split("#")[1] not in headings(page.parent / target.split("#")[0])]  # fmt: skip
+    assert not broken, "links to no heading:\n" + "\n".join(broken)
 
 
 def test_every_docs_page_and_screenshot_is_reachable_from_the_readme():
@@ -70,3 +89,12 @@ def test_the_readme_shows_the_two_commands_ci_runs():
 def test_the_link_finder_finds_links_and_skips_urls():
     text = '[a](docs/x.md) ![b](docs/y.png "t") <img src="docs/z.png"> [c](https://e.org) [d](#top) [e](f.md#s)\n```\n[g](no.md)\n```'
     assert sorted(relative_links(text)) == ["docs/x.md", "docs/y.png", "docs/z.png", "f.md"]
+    assert "f.md#s" in relative_links(text, anchors=True)
+
+
+def test_headings_become_github_anchors(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "# The `n5zarr` command\n## Remote reads: timeouts, retries\n```\n# not a heading\n```\n"
+    )
+    assert headings(page) == {"the-n5zarr-command", "remote-reads-timeouts-retries"}
