@@ -1,10 +1,23 @@
 """A region of an array on its block grid, the one definition read and write share: the
-blocks a region reaches (:func:`block_ranges`) and where a block and a region meet
-(:func:`overlap`). Pure: standard library only."""
+grid's size (:func:`grid`), a block's pixels (:func:`bounds`), the blocks a region reaches
+(:func:`block_ranges`) and where a block and a region meet (:func:`overlap`). Pure:
+standard library only."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+
+def grid(shape: Sequence[int], block: Sequence[int]) -> tuple[int, ...]:
+    """Blocks per axis of an array of ``shape`` cut into blocks of ``block``."""
+    return tuple(-(-n // b) for n, b in zip(shape, block, strict=True))
+
+
+def bounds(index: Sequence[int], block: Sequence[int], shape: Sequence[int], held: Sequence[int] | None = None) -> tuple[slice, ...]:
+    """The pixels of the block at grid ``index`` inside the array (``held``: the extent the
+    stored block holds, its header's, when it may be shorter than its grid cell)."""
+    held = block if held is None else held
+    return tuple(slice(i * b, min(i * b + h, n)) for i, b, h, n in zip(index, block, held, shape, strict=True))
 
 
 def block_ranges(lo: Sequence[int], hi: Sequence[int], block: Sequence[int]) -> list[range]:

@@ -127,7 +127,7 @@ class EditableLevel(_ArrayLike):
         if self.base is not None:
             out = np.array(self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype)
         else:
-            out = label_pyramid.read_region(self.level, {}, lo, hi)
+            out = label_pyramid.shown_region(self.level, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
             src, dst = overlap(self.level.bounds(index), lo, hi)
             out[dst] = values[src]
