@@ -108,7 +108,8 @@ class Level:
 # -- the pyramid ------------------------------------------------------------------------
 
 
-def _local_folder(root: str | os.PathLike[str]) -> Path:
+def local_folder(root: str | os.PathLike[str]) -> Path:
+    """``root`` resolved, or NotEditableError when it is no local folder (a URL, a zip)."""
     text = os.fspath(root)
     if "://" in text or text.lower().endswith(".zip") or ".zip/" in text.lower():
         raise NotEditableError(f"{text} is not a local folder; make an editable copy with `n5zarr convert`")
@@ -145,7 +146,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
     the read wing finds them; :class:`NotEditableError` (with the reason) when it cannot be
     edited in place. Level 0 of a pyramid (``C.n5/s0``) is its pyramid; a coarser level
     alone is refused."""
-    folder = _local_folder(root)
+    folder = local_folder(root)
     found = _pyramid_at(folder)
     if found is None:
         raise NotEditableError(f"{folder} holds no N5 dataset nor s0..sN pyramid")
@@ -159,21 +160,22 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
                 f"level 0 ({folder.parent / parent[1].paths[0]} or {folder.parent}) and the coarser levels follow"
             )
         folder, (node, ms) = folder.parent, parent
-    return folder, levels_of(folder, node, ms)
-
-
-def levels_of(folder: Path, node: zarr.Array | zarr.Group, ms: Multiscale) -> list[Level]:
-    """The editable levels of the pyramid ``ms`` found at ``node`` (the local ``folder``)."""
-    if ms.label_multiset or ms.attrs.get("isLabelMultiset"):
+    if ms.label_multiset:
         raise NotEditableError(f"{folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
     if ms.time_paths:
         raise NotEditableError(f"{folder} is a time series; time series are not edited in place")
-    for key in ms.paths:
+    return folder, levels_of(folder, ms.paths, children(node, list(ms.paths)))
+
+
+def levels_of(folder: Path, keys: Sequence[str], arrays: Sequence[zarr.Array]) -> list[Level]:
+    """The editable levels ``keys`` (relative to the local ``folder``) over their ``arrays`` as
+    the read wing opened them (no metadata read again), finest first."""
+    for key in keys:
         for n in range(1, key.count("/") + 2 if key else 0):
             part = folder.joinpath(*key.split("/")[:n])
             if part.is_symlink():
                 raise NotEditableError(f"{part} is a symbolic link: edits would be written outside {folder}; refused")
-    levels = [Level.of(folder, key, array) for key, array in zip(ms.paths, children(node, list(ms.paths)), strict=True)]
+    levels = [Level.of(folder, key, array) for key, array in zip(keys, arrays, strict=True)]
     for level in levels:
         check_editable(level)
     steps(levels)
