@@ -283,7 +283,7 @@ class _Renamer:
         return key
 
 
-def stored_limit(doc: Mapping[str, Any]) -> ReadLimit:
+def stored_limit(doc: Mapping[str, Any]) -> ReadLimit | None:
     """The cap on one stored block of the ``n5_default`` array whose zarr.json document is
     ``doc`` (:func:`stored_block_limit`: block size, element size, the compression's worst
     case). KeyError, TypeError, ...: not such a document."""

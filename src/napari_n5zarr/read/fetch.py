@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges
+from napari_n5zarr.block_grid import block_ranges, bounds, grid, overlap
 from napari_n5zarr.errors import N5BlockError, N5StoreError, located
 from napari_n5zarr.n5.block_format import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
@@ -390,16 +390,16 @@ class BlockSource:
         cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
         exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
         lead = sorted({c[:-2] for c in cells})
-        grid = [-(-n // b) for n, b in zip(self.shape[-2:], self.blocks[-2:], strict=True)]
-        plane = math.prod(grid)
+        yx = grid(self.shape[-2:], self.blocks[-2:])
+        plane = math.prod(yx)
         total = plane * len(lead)
         if total > PLANE_MAX_BLOCKS or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
             return []
         asked = set(cells)
         extra = []
         for head in lead:
-            for yx in itertools.product(*(range(g) for g in grid)):
-                cell = head + yx
+            for rest in itertools.product(*(range(g) for g in yx)):
+                cell = head + rest
                 key = (token, self.prefix, cell)
                 if cell not in asked and key not in _inflight and key not in cache:
                     extra.append(cell)
@@ -510,21 +510,16 @@ class BlockSource:
         blocks = self.blocks_for(cells, on_error) if cells else {}
         copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
+        lo, hi = [s.start for s in selection], [s.stop for s in selection]
         for cell in cells:
             block = blocks[cell]
-            src: list[slice] = []
-            dst: list[slice] = []
-            for s, b, c, h in zip(selection, self.blocks, cell, block.shape if block is not None else self.blocks, strict=True):
-                lo, hi = max(s.start, c * b), min(s.stop, (c + 1) * b)
-                top = min(hi, c * b + h)  # the block's data ends at its header extent
-                if top < hi:
-                    complete = False
-                src.append(slice(lo - c * b, max(lo, top) - c * b))
-                dst.append(slice(lo - s.start, max(lo, top) - s.start))
             if block is None:
                 complete = False
-            else:
-                copies.append((block, tuple(src), tuple(dst)))
+                continue
+            held = bounds(cell, self.blocks, self.shape, block.shape)  # the data ends at the header's extent
+            if any(h.stop < min(e, (c + 1) * b) for h, e, c, b in zip(held, hi, cell, self.blocks, strict=True)):
+                complete = False
+            copies.append((block, *overlap(held, lo, hi)))
         out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
         for block, source, target in copies:
             out[target] = block[source]

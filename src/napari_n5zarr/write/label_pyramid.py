@@ -62,7 +62,8 @@ class Level:
         source = BlockSource.for_array(array)
         if source is None:
             raise NotEditableError(f"{root / key} does not hold N5 blocks; make an editable copy with `n5zarr convert`")
-        return cls(root, key, source, array.metadata.codecs[0], dict(array.attrs), max_stored_bytes(False, stored_limit(array.metadata.to_dict())))
+        codec: Any = array.metadata.codecs[0]  # type: ignore[union-attr]  # n5_default, v3 (BlockSource.for_array checked it)
+        return cls(root, key, source, codec, dict(array.attrs), max_stored_bytes(False, stored_limit(array.metadata.to_dict())))
 
     @property
     def folder(self) -> Path:
