@@ -287,7 +287,8 @@ def test_a_pyramid_the_reader_knows_by_its_multiscales_metadata_is_edited_whole(
 
 def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, monkeypatch):
     """Opening labels editable builds the save path's levels over the arrays the reader opened
-    (their blocks in the reader's cache): the pyramid's metadata is not walked again."""
+    (their blocks in the reader's cache): the pyramid's metadata is not walked again, neither
+    for them nor for the open's journal check (a save walks it afresh)."""
     from napari_n5zarr.read.block_cache import store_token
     from napari_n5zarr.read.multiscale import children, find_multiscales
     from napari_n5zarr.write import editable, label_pyramid
@@ -296,8 +297,12 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
     node = napari_n5zarr.open(dest)
     (ms,) = find_multiscales(node).multiscales
     arrays = children(node, list(ms.paths))
-    monkeypatch.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
-    found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
-    assert reason is None and found is not None
+    with monkeypatch.context() as patched:
+        patched.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
+        found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
+        assert reason is None and found is not None
+        layer = editable.open_editable(found[0], levels=found[1])  # its journal check: no walk either
     assert found[0] == dest.resolve() and [level.key for level in found[1]] == list(ms.paths)
     assert {level.source.token for level in found[1]} == {store_token(node.store)}
+    layer[0, 0, 0] = 99
+    assert layer.save().blocks[0] == 1

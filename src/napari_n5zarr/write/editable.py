@@ -259,9 +259,9 @@ def open_editable(
     """An :class:`EditableLevel` of ``root`` (``levels``: its levels, found already); an
     interrupted save there is finished first (under the export locks)."""
     folder = Path(os.fspath(root)).resolve()
-    state = save_journal.unfinished_save(folder)
+    state = save_journal.unfinished_save(folder, levels)
     if state in ("staging", "committing"):
-        save_journal.recover_at(folder)
+        save_journal.recover_at(folder, levels)
     return EditableLevel(folder, base, levels)
 
 
