@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges, bounds, grid, overlap
+from napari_n5zarr.block_grid import block_ranges, grid, overlap
 from napari_n5zarr.errors import N5BlockError, N5StoreError, located
 from napari_n5zarr.n5.block_format import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
@@ -141,6 +141,11 @@ def _is_local(store: Any) -> bool:
     from zarr.storage import LocalStore, MemoryStore
 
     return isinstance(store, LocalStore | MemoryStore)
+
+
+def _short(cell: Sequence[int], blocks: Sequence[int], held: Sequence[int], hi: Sequence[int]) -> bool:
+    """The stored block at ``cell`` holds less than its grid cell's part below ``hi``."""
+    return any(c * b + h < min(e, (c + 1) * b) for c, b, h, e in zip(cell, blocks, held, hi, strict=True))
 
 
 @dataclass(frozen=True)
@@ -516,10 +521,9 @@ class BlockSource:
             if block is None:
                 complete = False
                 continue
-            held = bounds(cell, self.blocks, self.shape, block.shape)  # the data ends at the header's extent
-            if any(h.stop < min(e, (c + 1) * b) for h, e, c, b in zip(held, hi, cell, self.blocks, strict=True)):
-                complete = False
-            copies.append((block, *overlap(held, lo, hi)))
+            if block.shape != self.blocks and _short(cell, self.blocks, block.shape, hi):
+                complete = False  # a truncated edge block: the data ends at its header's extent
+            copies.append((block, *overlap(cell, self.blocks, lo, hi, block.shape)))
         out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
         for block, source, target in copies:
             out[target] = block[source]

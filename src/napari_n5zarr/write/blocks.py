@@ -22,7 +22,7 @@ from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
-from napari_n5zarr.block_grid import block_ranges, bounds, grid, overlap
+from napari_n5zarr.block_grid import block_ranges, grid, overlap
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
 from napari_n5zarr.n5.stores import describe_store
@@ -264,7 +264,7 @@ class N5Blocks:
                 continue
             where = f"N5 block {block_key} in {describe_store(self.store)}"
             data = self.codec.decode_block(raw, self.dtype, self.ndim, where=where).T
-            src, dst = overlap(bounds(index, self.block, self.shape, data.shape), lo, hi)  # a truncated block holds less than its grid cell
+            src, dst = overlap(index, self.block, lo, hi, data.shape)  # a truncated block holds less than its grid cell
             if any(s.stop <= s.start for s in src):
                 continue
             out[dst] = data[src]

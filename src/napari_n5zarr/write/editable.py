@@ -132,7 +132,7 @@ class EditableLevel(_ArrayLike):
         else:
             out = label_pyramid.shown_region(self.level, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
-            src, dst = overlap(self.level.bounds(index), lo, hi)
+            src, dst = overlap(index, self.level.block, lo, hi)
             out[dst] = values[src]
         return out
 
@@ -170,7 +170,7 @@ class EditableLevel(_ArrayLike):
             region = self._read(lo, hi)
             region[rel] = value
             for index, old in self._touching(lo, hi, only_held=False):
-                src, dst = overlap(self.level.bounds(index), lo, hi)
+                src, dst = overlap(index, self.level.block, lo, hi)
                 if np.array_equal(old[src], region[dst]):
                     continue
                 if index not in self._blocks:
@@ -295,7 +295,7 @@ def pyramid_root(
     expected = [(base / p).resolve() for p in parts]
     if got[: len(expected)] != expected:
         names = [os.path.relpath(f, found[0]) for f in got]
-        return None, f"{found[0]}: its levels {parts} are not the s0..sN datasets {names} this editor writes"
+        return None, f"{found[0]}: its levels {parts} are not the datasets {names} of the pyramid this editor writes"
     return found, None
 
 

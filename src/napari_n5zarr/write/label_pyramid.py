@@ -150,7 +150,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
     folder = local_folder(root)
     found = _pyramid_at(folder)
     if found is None:
-        raise NotEditableError(f"{folder} holds no N5 dataset nor s0..sN pyramid")
+        raise NotEditableError(f"{folder} holds no N5 dataset nor one pyramid of N5 datasets")
     node, ms = found
     parent = _enclosing_pyramid(folder) if ms.paths == ("",) else None
     if parent is not None:
@@ -251,6 +251,6 @@ def read_region(level: Level, pending: Mapping[Index, Any], lo: Sequence[int], h
     out = np.zeros([b - a for a, b in zip(lo, hi, strict=True)], dtype=level.dtype)
     for index in itertools.product(*block_grid.block_ranges(lo, hi, level.block)):
         values = pending[index].values if index in pending else block_values(level, index, folder)
-        src, dst = block_grid.overlap(level.bounds(index), lo, hi)
+        src, dst = block_grid.overlap(index, level.block, lo, hi)
         out[dst] = values[src]
     return out
