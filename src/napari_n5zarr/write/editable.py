@@ -302,7 +302,7 @@ def pyramid_root(
 def save_edits(layer: Any) -> edits.SaveResult:
     """Write the edited blocks of ``layer`` (a napari Labels layer opened editable by
     napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
-    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_blocks`).
+    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_changes`).
 
     Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get
     an editable copy) for a layer that is not editable."""

@@ -285,14 +285,6 @@ def _sig(signature: Signature) -> str:
     return f"{tuple(shape)}, {tuple(block)}, {np.dtype(dtype)}"
 
 
-def save_blocks(
-    path: str | os.PathLike[str], edits: Mapping[Index, np.ndarray], method: pyramid.Method = "mode"
-) -> SaveResult:
-    """Write level-0 blocks ``edits`` (grid index -> values inside the array, napari order)
-    of the dataset or pyramid at ``path``, and the coarser levels' covering blocks."""
-    return save_changes(path, edits, method=method)
-
-
 def region_blocks(
     folder: DatasetFolder, level: Level, array: np.ndarray, offset: Sequence[int]
 ) -> Iterator[tuple[Index, np.ndarray]]:
