@@ -279,7 +279,8 @@ def test_a_pyramid_the_reader_knows_by_its_multiscales_metadata_is_edited_whole(
     (dest / "zarr.json").unlink()
     patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
     result = write_region(dest, patch, (3, 30, 40))
-    assert len(result.blocks) == len(names) and all(result.blocks)
+    assert len(result.blocks) == len(names)
+    assert all(result.blocks)
     for name in names:
         (dest / f"level{name[1:]}").rename(dest / name)
     check_against_export(tmp_path, dest, edited)
@@ -300,9 +301,11 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
     with monkeypatch.context() as patched:
         patched.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
         found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
-        assert reason is None and found is not None
+        assert reason is None
+        assert found is not None
         layer = editable.open_editable(found[0], levels=found[1])  # its journal check: no walk either
-    assert found[0] == dest.resolve() and [level.key for level in found[1]] == list(ms.paths)
+    assert found[0] == dest.resolve()
+    assert [level.key for level in found[1]] == list(ms.paths)
     assert {level.source.token for level in found[1]} == {store_token(node.store)}
     layer[0, 0, 0] = 99
     assert layer.save().blocks[0] == 1
