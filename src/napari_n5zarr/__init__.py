@@ -22,6 +22,7 @@ _LAZY = {
     "export": "napari_n5zarr.write.exporter",
     "write_region": "napari_n5zarr.write.edits",
     "save_edits": "napari_n5zarr.write.editable",
+    "create_labels": "napari_n5zarr.write.new_labels",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from napari_n5zarr.write.editable import save_edits
     from napari_n5zarr.write.edits import write_region
     from napari_n5zarr.write.exporter import export
+    from napari_n5zarr.write.new_labels import create_labels
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from magicgui.widgets import Container, Label, PushButton
 
 from napari_n5zarr._napari import notices
+from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
 from napari_n5zarr._napari.notices import UNSAVED_MARKER as MARKER
 from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.write.editable import EditableLevel, save_edits
@@ -122,6 +123,7 @@ def watch(viewer: napari.Viewer | None) -> None:
     if viewer is None or viewer in _watched:
         return
     _watched.add(viewer)
+    add_to_layer_context_menu()
     for layer in viewer.layers:
         _on_layer(layer)
     viewer.layers.events.inserted.connect(lambda event: _on_layer(event.value))
@@ -266,12 +268,15 @@ class SaveLabelsWidget(Container):
         self.viewer = napari_viewer
         self._viewer = weakref.ref(getattr(napari_viewer, "__wrapped__", napari_viewer))
         self.save_button = PushButton(text="Save labels (Ctrl+Alt+S)")
+        self.new_button = PushButton(text="New labels for this image")
+        self.new_button.tooltip = "Empty labels (0) overlaying the selected image layer, editable at once; no block written"
         self.status = Label(value="")
         label = self.status.native
         label.setWordWrap(True)
         label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        super().__init__(widgets=[self.save_button, self.status])
+        super().__init__(widgets=[self.save_button, self.new_button, self.status])
         self.save_button.changed.connect(self.save)
+        self.new_button.changed.connect(self.new_labels)
         SaveLabelsWidget.instances.add(self)
         watch(self._viewer())
         self.show_unsaved()
@@ -291,3 +296,9 @@ class SaveLabelsWidget(Container):
     def save(self) -> str:
         self.status.value = save_all(self.viewer)
         return str(self.status.value)
+
+    def new_labels(self, destination: str | None = None) -> Any:
+        """Empty labels for the selected image layer (asked where), opened editable and selected."""
+        from napari_n5zarr._napari.new_labels import new_labels_for
+
+        return new_labels_for(self.viewer, self.viewer.layers.selection.active, destination or None)

@@ -85,7 +85,18 @@ def read(path: PathOrPaths) -> list[LayerData]:
         layers.extend(read_path(p))
     if any(isinstance(layer, tuple) and len(layer) == 3 and layer[2] == "labels" for layer in layers):
         _watch_labels()
+    _offer_new_labels()
     return layers or [CLAIMED_NOTHING]  # claimed: problems were already reported
+
+
+def _offer_new_labels() -> None:
+    """Images opened: the layer list's context menu offers new labels for them."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
+
+        add_to_layer_context_menu()
 
 
 def _watch_labels() -> None:

@@ -175,3 +175,25 @@ def export(
         )
         destination.publish(plan)
     return os.fspath(dest)
+
+
+def export_metadata(
+    data: ArrayLike,
+    dest: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    **plan_options: Any,
+) -> str:
+    """As :func:`export` for ``data``'s shape and dtype, but without a single block: every
+    block is absent and reads as the fill value 0 (new labels, :mod:`~napari_n5zarr.write.new_labels`).
+    ``plan_options`` are :func:`export`'s metadata keywords (scale, translate, units,
+    axis_labels, chunks, levels, labels, path, attributes, zarr_json, ...)."""
+    from napari_n5zarr.access import ensure_codecs_registered
+
+    ensure_codecs_registered()
+    plan = make_plan([data], given_levels=False, **plan_options)
+    with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
+        destination.open()
+        destination.publish(plan)
+    return os.fspath(dest)
