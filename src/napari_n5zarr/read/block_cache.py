@@ -105,6 +105,13 @@ class BlockCache:
             self._nbytes += cost
             self._evict()
 
+    def discard(self, key: Hashable) -> None:
+        """Forget ``key`` (a block rewritten on disk: the next read decodes it afresh)."""
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._nbytes -= old[1]
+
     def _evict(self) -> None:
         while self._nbytes > self._max and self._entries:
             _, (_, cost) = self._entries.popitem(last=False)

@@ -33,7 +33,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -342,6 +342,12 @@ class BlockSource:
         raise N5StoreError(
             f"{self.container}/{self.prefix.rstrip('/')}: replaced again and again while being read; nothing returned (read again)"
         )
+
+    def forget(self, cells: Iterable[Sequence[int]]) -> None:
+        """Drop ``cells`` from the block cache (they were rewritten: read them afresh)."""
+        cache, token = self.cache, self.cache_token()
+        for cell in cells:
+            cache.discard((token, self.prefix, tuple(int(c) for c in cell)))
 
     def cache_token(self) -> Any:
         """The cache key part for blocks read now (see :meth:`blocks_for`)."""

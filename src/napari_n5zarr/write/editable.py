@@ -4,8 +4,8 @@
 Reads go through the read-only lazy level (its cache and prefetching) with the edited
 blocks laid over it; writes touch only the blocks they reach, held in memory (only
 touched blocks are held) and marked dirty until :meth:`EditableLevel.save` writes them
-back through :func:`napari_n5zarr.write.edits.save_changes`. Saved blocks stay laid over
-the level (the read cache may still hold their old values).
+back through :func:`napari_n5zarr.write.edits.save_changes`. Saved blocks leave memory
+(their old decodings leave the shared block cache), so the held blocks are the unsaved ones.
 
 :class:`ReadOnlyLevel` is the same surface over data that cannot be edited in place: the
 first write calls ``on_refused(reason)`` once and every write is dropped.
@@ -202,13 +202,22 @@ class EditableLevel(_ArrayLike):
             if not todo:
                 return edits.SaveResult([], 0)
             result = edits.save_changes(self.root, todo, expect=self.signature)
-            for index, values in result.merged.items():
-                self._blocks[index] = values
-                self._read_as[index] = values.copy()
+            self._let_go(list(result.merged))
             self.dirty.clear()
             self.last_save = result
         self._changed()
         return result
+
+
+    def _let_go(self, saved: list[Index]) -> None:
+        """Saved blocks leave memory: the cached decodings of their old values are dropped
+        (the level's and the base's), so reads see the blocks as saved, from disk; a long
+        session holds only its unsaved blocks (memory bounded by the edits, not the data)."""
+        for source in {id(s): s for s in (self.level.source, getattr(self.base, "source", None)) if s is not None}.values():
+            source.forget(saved)
+        for index in saved:
+            self._blocks.pop(index, None)
+            self._read_as.pop(index, None)
 
 
 class ReadOnlyLevel(_ArrayLike):
