@@ -1,7 +1,7 @@
 """Issue 28's read-speed rows in one run: ours against tensorstore and napari alone.
 
     PYTHONPATH=src python benchmarks/issue28.py [--repeat 5] [--rows read,multiset,scroll]
-                                               [--size 512 --depth 256] [--workdir DIR]
+                                               [--size 512 --depth 256] [--plane 512] [--workdir DIR]
 
 Rows (each figure the MEDIAN of ``--repeat`` runs; within a repeat the contenders run in
 turn, so drift on a shared machine hits both alike):
@@ -99,9 +99,9 @@ def rows_read(workdir: Path, size: int, depth: int, repeat: int) -> list[tuple[s
     return rows
 
 
-def row_multiset(workdir: Path, repeat: int) -> tuple[str, float, float, str]:
-    root = workdir / "paintera-512-64.n5"
-    ids = paintera.labels(512, 64)
+def row_multiset(workdir: Path, edge: int, repeat: int) -> tuple[str, float, float, str]:
+    root = workdir / f"paintera-{edge}-64.n5"
+    ids = paintera.labels(edge, 64)
     if not (root / "multiset" / "attributes.json").is_file():
         paintera.write(root, ids)
     z = 32
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     ap.add_argument("--size", type=int, default=512, help="x and y of the whole-array reads")
     ap.add_argument("--depth", type=int, default=256, help="z of the whole-array reads")
+    ap.add_argument("--plane", type=int, default=512, help="x and y of the multiset plane")
     ap.add_argument("--workdir", type=Path, help="keep the data here (default: a temporary folder)")
     args = ap.parse_args(argv)
     import tempfile
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
         if "read" in chosen:
             rows += rows_read(workdir, args.size, args.depth, args.repeat)
         if "multiset" in chosen:
-            rows.append(row_multiset(workdir, args.repeat))
+            rows.append(row_multiset(workdir, args.plane, args.repeat))
         if "scroll" in chosen:
             rows.append(row_scroll(workdir, args.repeat))
     print(f"napari_n5zarr from {Path(napari_n5zarr.__file__).parent}; medians of {args.repeat} interleaved runs")
