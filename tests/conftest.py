@@ -10,9 +10,12 @@ import http.server
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +221,83 @@ def _n5_pattern_offer_forgotten():
         prefs._offered_here.clear()
         state = Path(os.environ["NAPARI_CONFIG"]).parent / prefs.STATE_FILE
         state.unlink(missing_ok=True)
+
+
+# -- public cloud without credentials: moto's S3 server in its own process ----------
+
+
+_JAVA = DATA / "corpus/zarr_implementations/data/n5-java.n5"
+_ADMIN = {"aws_access_key_id": "admin", "aws_secret_access_key": "admin", "region_name": "us-east-1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _moto(env_extra: dict[str, str]) -> Iterator[str]:
+    """moto's S3 server in its own process, with ``java.n5`` in bucket ``pub`` (readable by
+    anyone, as public datasets are) and in bucket ``private``."""
+    pytest.importorskip("moto.server")
+    port = _free_port()
+    env = {**os.environ, **env_extra, "AWS_ACCESS_KEY_ID": "admin", "AWS_SECRET_ACCESS_KEY": "admin"}
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        s3 = pytest.importorskip("boto3").client("s3", endpoint_url=endpoint, **_ADMIN)
+        for bucket, acl in (("pub", "public-read"), ("private", "private")):
+            s3.create_bucket(Bucket=bucket, ACL=acl)
+            for f in _JAVA.rglob("*"):
+                if f.is_file():
+                    key = "java.n5/" + f.relative_to(_JAVA).as_posix()
+                    s3.put_object(Bucket=bucket, Key=key, Body=f.read_bytes(), ACL=acl)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def public_s3() -> Iterator[str]:
+    yield from _moto({})
+
+
+@pytest.fixture(scope="session")
+def guarded_s3() -> Iterator[str]:
+    # every request after the first ones (bucket, objects) must be signed by a key moto knows
+    setup = 2 * (1 + sum(f.is_file() for f in _JAVA.rglob("*")))  # two buckets and their objects
+    yield from _moto({"INITIAL_NO_AUTH_ACTION_COUNT": str(setup)})
+
+
+@pytest.fixture
+def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """An environment without any cloud credentials (as on a fresh laptop); returns it."""
+    for key in list(os.environ):
+        if key.startswith(("AWS_", "FSSPEC_", "GOOGLE_", "CLOUDSDK_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws, no ~/.config/gcloud
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance-metadata probe here
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    import fsspec.config
+
+    from napari_n5zarr.storage import cloud_credentials as _cloud_credentials
+
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    for cached in (_cloud_credentials._aws_credentials_found, _cloud_credentials._gcs_credentials_found,
+                   _cloud_credentials._say_anonymous):  # fmt: skip
+        cached.cache_clear()
+    yield dict(os.environ)
+    for cached in (_cloud_credentials._aws_credentials_found, _cloud_credentials._gcs_credentials_found,
+                   _cloud_credentials._say_anonymous):  # fmt: skip
+        cached.cache_clear()

@@ -27,6 +27,8 @@ COMPRESSIONS = {
     "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
     "zstd": {"type": "zstd", "level": 3},
 }
+TENSORSTORE_COMPRESSIONS = {name: c for name, c in COMPRESSIONS.items() if c["type"] != "lz4"}
+"""What tensorstore's n5 driver reads (it has no lz4)."""
 COMPRESSION_TYPES = list(dict.fromkeys(c["type"] for c in COMPRESSIONS.values()))
 """Each N5 compression type once (``raw``, ``gzip``, ``bzip2``, ``xz``, ``lz4``, ``blosc``,
 ``zstd``): what the writers are asked for by name."""

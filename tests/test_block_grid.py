@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges, overlap
+from napari_n5zarr.block_grid import block_ranges, bounds, grid, overlap
 
 
 def test_block_ranges_reach_exactly_the_blocks_a_region_touches():
@@ -21,10 +21,17 @@ def test_overlap_copies_a_region_together_from_blocks():
     block, lo, hi = (8, 5), (3, 4), (19, 13)
     out = np.full([e - a for a, e in zip(lo, hi, strict=True)], -1)
     for index in itertools.product(*block_ranges(lo, hi, block)):
-        bounds = [slice(i * b, min((i + 1) * b, n)) for i, b, n in zip(index, block, data.shape, strict=True)]
-        values = data[tuple(bounds)]
-        src, dst = overlap(bounds, lo, hi)
+        values = data[bounds(index, block, data.shape)]
+        src, dst = overlap(index, block, lo, hi)
         out[dst] = values[src]
     np.testing.assert_array_equal(out, data[3:19, 4:13])
-    src, dst = overlap([slice(16, 24)], [3], [10])  # a block the region does not reach: empty
+    src, dst = overlap([2], [8], [3], [10])  # a block the region does not reach: empty
     assert src[0].stop <= src[0].start
+
+
+def test_grid_bounds_and_a_truncated_block_held_short():
+    assert grid((21, 13), (8, 5)) == (3, 3)
+    assert bounds((2, 2), (8, 5), (21, 13)) == (slice(16, 21), slice(10, 13))  # the edge cell, clipped
+    assert bounds((2, 0), (8, 5), (21, 13), held=(3, 5)) == (slice(16, 19), slice(0, 5))  # a header of 3
+    src, dst = overlap((2, 0), (8, 5), (17, 1), (21, 4), held=(3, 5))  # the region reaches past the data
+    assert (src, dst) == ((slice(1, 3), slice(1, 4)), (slice(0, 2), slice(0, 3)))

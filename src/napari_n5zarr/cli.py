@@ -277,6 +277,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             progress=progress_bar(),
             worker_timeout=args.worker_timeout or None,
+            region=args.region,
+            level=args.level,
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
@@ -448,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
     p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
+    p.add_argument("--region", default=None, metavar="Z0:Z1,Y0:Y1,X0:X1",
+                   help="check out just this region (level-0 voxels, napari order): a pyramid that overlays the source")
+    p.add_argument("--level", type=int, default=0, metavar="N", help="with --region: crop level N of the source (default 0)")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")

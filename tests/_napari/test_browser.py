@@ -538,3 +538,19 @@ def test_process_exits_when_closed_mid_walk(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "closed" in done.stdout, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_public_s3_location_lists_and_opens_without_credentials(browser, qtbot, public_s3, no_credentials, monkeypatch,
+                                                                 corpus_dir: Path) -> None:  # fmt: skip
+    from qtpy.QtCore import Qt
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", public_s3)
+    browser.location.setText("s3://pub/java.n5")
+    qtbot.keyClick(browser.location, Qt.Key.Key_Return)
+    wait_listed(qtbot, browser)
+    assert child_names(browser.tree.topLevelItem(0)) == ["bzip2", "gzip", "lz4", "raw", "xz"]
+    browser.tree.setCurrentItem(item(browser, "xz"))
+    browser.open_selected()
+    qtbot.waitUntil(lambda: len(browser.viewer.layers) == 1, timeout=30_000)
+    expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+    np.testing.assert_array_equal(np.asarray(browser.viewer.layers[0].data), expected)

@@ -680,3 +680,16 @@ def test_s3_url_opens_in_a_viewer(make_napari_viewer, s3_bucket, monkeypatch, co
     expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
     assert len(layers) == 1
     np.testing.assert_array_equal(np.asarray(layers[0].data), expected)
+
+
+def test_public_s3_url_opens_without_credentials(make_napari_viewer, public_s3, no_credentials, monkeypatch, corpus_dir):
+    """A public bucket dropped as a URL on a machine without AWS credentials (the endpoint
+    from the standard ``AWS_ENDPOINT_URL``): read anonymously, no NoCredentialsError."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", public_s3)
+    url = "s3://pub/java.n5/gzip"
+    assert get_reader(url) is not None
+    viewer = make_napari_viewer()
+    layers = viewer.open(url, plugin="napari-n5zarr")
+    expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
+    assert len(layers) == 1
+    np.testing.assert_array_equal(np.asarray(layers[0].data), expected)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from format_cases import COMPRESSIONS
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5BlockError
@@ -26,16 +27,6 @@ from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 
 SRC = str(Path(__file__).parents[2] / "src")
 
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": 6},
-    "zlib": {"type": "gzip", "level": 6, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
 
 
 def codec_for(attrs: dict) -> N5DefaultCodec:

@@ -23,11 +23,15 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from format_cases import COMPRESSIONS as NAMED_COMPRESSIONS
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, MemoryStore
 
 from napari_n5zarr import N5DefaultStore, N5FormatError, create_dataset, export
+
+# Every N5 compression the library writes (both gzip rows: plain and useZlib).
+COMPRESSIONS = list(NAMED_COMPRESSIONS.values())
 
 jsonschema = pytest.importorskip("jsonschema")
 referencing = pytest.importorskip("referencing")
@@ -65,19 +69,6 @@ _REFERENCED = {
         "additionalProperties": False,
     },
 }
-
-# Every N5 compression the library writes (both gzip rows: plain and useZlib).
-COMPRESSIONS = [
-    {"type": "raw"},
-    {"type": "gzip", "level": -1},
-    {"type": "gzip", "level": 4, "useZlib": True},
-    {"type": "bzip2", "blockSize": 9},
-    {"type": "xz", "preset": 6},
-    {"type": "lz4", "blockSize": 65536},
-    {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    {"type": "zstd", "level": 3},
-]
-
 
 def _spec_schema() -> dict[str, Any]:
     schema = json.loads(SCHEMA.read_text())

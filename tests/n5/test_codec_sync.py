@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import zarr
+from format_cases import COMPRESSIONS
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, SupportsSyncCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
@@ -21,16 +22,6 @@ from zarr.core.dtype import parse_data_type
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 
-COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": 6},
-    "zlib": {"type": "gzip", "level": 6, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "lz4": {"type": "lz4", "blockSize": 65536},
-    "blosc": {"type": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 2, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
 CHUNK = (8, 6, 5)  # N5 order
 
 

@@ -10,6 +10,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 import zarr
+from format_cases import TENSORSTORE_COMPRESSIONS as TS_COMPRESSIONS
 
 import napari_n5zarr
 
@@ -27,15 +28,6 @@ z5py = _optional("z5py")
 needs_tensorstore = pytest.mark.skipif(ts is None, reason="tensorstore is not installed")
 needs_z5py = pytest.mark.skipif(z5py is None, reason="z5py is not installed")
 
-TS_COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": 5},
-    "gzip-zlib": {"type": "gzip", "level": 5, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1},
-    "zstd": {"type": "zstd", "level": 3},
-}
 Z5_COMPRESSIONS = ["raw", "gzip", "bzip2", "xz", "blosc", "zstd"]
 DTYPES = ["uint8", "int16", "uint32", "int64", "float32", "float64"]
 

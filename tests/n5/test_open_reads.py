@@ -11,22 +11,14 @@ import re
 import numpy as np
 import pytest
 import zarr
+from format_cases import COMPRESSIONS as ALL_COMPRESSIONS
+from format_cases import TENSORSTORE_COMPRESSIONS as TS_COMPRESSIONS
 
 import napari_n5zarr
 from napari_n5zarr.access import base_store, wrap
 from napari_n5zarr.n5.codec import N5DefaultCodec
 from napari_n5zarr.n5.metadata import attributes_to_zarr
 
-TS_COMPRESSIONS = {
-    "raw": {"type": "raw"},
-    "gzip": {"type": "gzip", "level": 6},
-    "zlib": {"type": "gzip", "level": 6, "useZlib": True},
-    "bzip2": {"type": "bzip2", "blockSize": 9},
-    "xz": {"type": "xz", "preset": 6},
-    "blosc": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 2, "blocksize": 0},
-    "zstd": {"type": "zstd", "level": 3},
-}
-ALL_COMPRESSIONS = {**TS_COMPRESSIONS, "lz4": {"type": "lz4", "blockSize": 65536}}
 SHAPE = (45, 38, 21)  # N5 order; not a multiple of the block on any axis
 BLOCK = [16, 16, 8]
 SELECTIONS = [

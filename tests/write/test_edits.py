@@ -262,3 +262,50 @@ def test_a_tensorstore_reader_looping_during_saves_sees_old_or_new_blocks(tmp_pa
         thread.join()
     assert reads[0] > 0
     assert bad == []
+
+
+def test_a_pyramid_the_reader_knows_by_its_multiscales_metadata_is_edited_whole(tmp_path):
+    """The save path finds its pyramid as the read wing does: a COSEM ``multiscales`` group
+    whose levels are not named ``s0..sN`` (the old finder knew those names only) is edited,
+    every level recomputed, the metadata left alone."""
+    data = labels()
+    dest = make(tmp_path, data)
+    names = sorted((p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:]))
+    for name in names:
+        (dest / name).rename(dest / f"level{name[1:]}")
+    attrs = json.loads((dest / "attributes.json").read_text())
+    attrs["multiscales"] = [{"datasets": [{"path": f"level{n[1:]}"} for n in names]}]
+    (dest / "attributes.json").write_text(json.dumps(attrs))
+    (dest / "zarr.json").unlink()
+    patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
+    result = write_region(dest, patch, (3, 30, 40))
+    assert len(result.blocks) == len(names)
+    assert all(result.blocks)
+    for name in names:
+        (dest / f"level{name[1:]}").rename(dest / name)
+    check_against_export(tmp_path, dest, edited)
+
+
+def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, monkeypatch):
+    """Opening labels editable builds the save path's levels over the arrays the reader opened
+    (their blocks in the reader's cache): the pyramid's metadata is not walked again, neither
+    for them nor for the open's journal check (a save walks it afresh)."""
+    from napari_n5zarr.read.block_cache import store_token
+    from napari_n5zarr.read.multiscale import children, find_multiscales
+    from napari_n5zarr.write import editable, label_pyramid
+
+    dest = make(tmp_path, labels())
+    node = napari_n5zarr.open(dest)
+    (ms,) = find_multiscales(node).multiscales
+    arrays = children(node, list(ms.paths))
+    with monkeypatch.context() as patched:
+        patched.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
+        found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
+        assert reason is None
+        assert found is not None
+        layer = editable.open_editable(found[0], levels=found[1])  # its journal check: no walk either
+    assert found[0] == dest.resolve()
+    assert [level.key for level in found[1]] == list(ms.paths)
+    assert {level.source.token for level in found[1]} == {store_token(node.store)}
+    layer[0, 0, 0] = 99
+    assert layer.save().blocks[0] == 1

@@ -204,14 +204,15 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
     from napari_n5zarr.write.editable import ReadOnlyLevel, open_editable, pyramid_root
 
     meta = kwargs["metadata"]["napari_n5zarr"]
-    root, reason = (None, ms.unreadable or "label multisets") if ms.label_multiset else pyramid_root(source, list(ms.paths))
-    if root is not None and not ms.time_paths:
+    arrays = [getattr(level, "array", None) for level in levels[: len(ms.paths)]]
+    found, reason = (None, ms.unreadable or "label multisets") if ms.label_multiset else pyramid_root(source, ms.paths, arrays)
+    if found is not None and not ms.time_paths:
         try:
-            data = open_editable(root, base=levels[0])
+            data = open_editable(found[0], base=levels[0], levels=found[1])
         except Exception as exc:
             reason = f"{exc}"
         else:
-            meta["editable"] = str(root)
+            meta["editable"] = str(found[0])
             kwargs["multiscale"] = False
             _report_changes(data)
             return (data, kwargs, "labels")

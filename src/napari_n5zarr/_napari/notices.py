@@ -28,12 +28,20 @@ READ_ONLY_CAUSES = (
 NOT_IN_PLACE = "not editable in place"
 
 
-def refused_message(name: str, reason: str) -> str:
+CHECK_OUT_CAUSES = ("not a local folder", "a read-only folder")
+"""Causes a region check-out (``n5zarr convert --region``) cures: the data are fine, only not here."""
+
+
+def refused_message(name: str, reason: str, *, location: str | None = None, region: str | None = None) -> str:
     """The one notice of a first paint on read-only labels: a short sentence (napari's
-    notification shows one line of about 300 px until expanded), then how to edit a copy."""
+    notification shows one line of about 300 px until expanded), then how to edit a copy:
+    with the pyramid's ``location`` and the ``region`` in view, the check-out command."""
     short = next((cause for words, cause in READ_ONLY_CAUSES if words in reason), NOT_IN_PLACE)
     first = f"{name.rsplit('/', 1)[-1] or 'This layer'} is read-only ({short})."
     detail = f"{reason.rstrip('. ')}. " if short == NOT_IN_PLACE and reason else ""
+    if location and region and short in CHECK_OUT_CAUSES:
+        copy = f"{plain_name(name).rsplit('/', 1)[-1] or 'labels'}-region.n5"
+        return f"{first}\nTo edit this view, check it out: `n5zarr convert {location} {copy} --region {region}`, then open {copy}."
     return f"{first}\n{detail}To edit it, open a copy made with `n5zarr convert`."
 
 

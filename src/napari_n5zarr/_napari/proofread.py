@@ -70,6 +70,18 @@ def _save_all(viewer: napari.Viewer) -> tuple[str, bool]:
     return "; ".join(parts) or NO_CHANGES, not failed
 
 
+def _tell_read_only(layer: Any, reason: str) -> None:
+    """The read-only notice, naming the check-out command for the region in view."""
+    import napari
+
+    from napari_n5zarr._napari.view_region import pyramid_location, view_region
+
+    viewer = napari.current_viewer()
+    region = view_region(layer, viewer) if viewer is not None else None
+    location = pyramid_location(layer.metadata.get("napari_n5zarr") or {})
+    notices.notify_napari("warning", notices.refused_message(layer.name, reason, location=location, region=region))
+
+
 def _refuse_paint(layer: Any) -> None:
     """The first switch of a read-only labels layer to a painting tool: one notice, back to pan/zoom."""
     reason = str((layer.metadata.get("napari_n5zarr") or {}).get("read_only"))
@@ -80,14 +92,14 @@ def _refuse_paint(layer: Any) -> None:
         if str(layer.mode) in PAINT_MODES:
             if not told:
                 told = True
-                notices.notify_napari("warning", notices.refused_message(layer.name, reason))
+                _tell_read_only(layer, reason)
             layer.mode = "pan_zoom"
 
     def on_key(layer_: Any) -> None:
         nonlocal told
         if not told:
             told = True
-            notices.notify_napari("warning", notices.refused_message(layer.name, reason))
+            _tell_read_only(layer, reason)
 
     layer.events.mode.connect(on_mode)
     for key in PAINT_KEYS:  # a multiscale layer's paint tools are disabled: the keys still tell

@@ -84,6 +84,28 @@ def compress(data: BufferLike, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     return bytes(out)
 
 
+
+def _piece(payload: memoryview, method: int, dlen: int, check: int) -> memoryview | bytes:
+    """One piece of an LZ4Block stream, decoded (stored or LZ4) and its checksum verified."""
+    import lz4.block
+
+    if method == METHOD_RAW:
+        if len(payload) != dlen:
+            raise N5BlockError("corrupt LZ4Block stream (stored piece with two lengths)")
+        piece: memoryview | bytes = payload
+    elif method == METHOD_LZ4:
+        try:  # uncompressed_size bounds lz4's output buffer
+            piece = lz4.block.decompress(payload, uncompressed_size=dlen)
+        except lz4.block.LZ4BlockError as e:
+            raise N5BlockError(f"corrupt LZ4Block stream: {e}") from None
+    else:
+        raise N5BlockError(f"unknown LZ4Block compression method 0x{method:02x}")
+    if len(piece) != dlen:
+        raise N5BlockError("corrupt LZ4Block stream (wrong decompressed length)")
+    if _checksum(piece) != check:
+        raise N5BlockError("LZ4Block checksum mismatch (corrupt block)")
+    return piece
+
 def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
     """Decode an lz4-java LZ4Block stream, verifying every piece's checksum.
 
@@ -92,8 +114,6 @@ def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = F
     that declares more is refused, so a forged stream cannot make the reader allocate more).
     ``exact`` also refuses a stream that holds less than ``max_size``.
     """
-    import lz4.block
-
     view = memoryview(data).cast("B")
     out = bytearray() if max_size is None else bytearray(max_size)
     total = 0
@@ -116,23 +136,8 @@ def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = F
             break  # end of stream
         if max_size is not None and total + dlen > max_size:
             raise N5BlockError(f"LZ4Block stream declares more than the {max_size} bytes its header shape needs")
-        payload = view[pos : pos + clen]
+        piece = _piece(view[pos : pos + clen], method, dlen, check)
         pos += clen
-        if method == METHOD_RAW:
-            if clen != dlen:
-                raise N5BlockError("corrupt LZ4Block stream (stored piece with two lengths)")
-            piece = payload
-        elif method == METHOD_LZ4:
-            try:  # uncompressed_size bounds lz4's output buffer
-                piece = lz4.block.decompress(payload, uncompressed_size=dlen)
-            except lz4.block.LZ4BlockError as e:
-                raise N5BlockError(f"corrupt LZ4Block stream: {e}") from None
-        else:
-            raise N5BlockError(f"unknown LZ4Block compression method 0x{method:02x}")
-        if len(piece) != dlen:
-            raise N5BlockError("corrupt LZ4Block stream (wrong decompressed length)")
-        if _checksum(piece) != check:
-            raise N5BlockError("LZ4Block checksum mismatch (corrupt block)")
         if max_size is None:
             out += piece
         else:

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarr.abc.buffer import Buffer
@@ -283,6 +283,17 @@ class _Renamer:
         return key
 
 
+def stored_limit(doc: Mapping[str, Any]) -> ReadLimit | None:
+    """The cap on one stored block of the ``n5_default`` array whose zarr.json document is
+    ``doc`` (:func:`stored_block_limit`: block size, element size, the compression's worst
+    case). KeyError, TypeError, ...: not such a document."""
+    block = tuple(int(b) for b in doc["chunk_grid"]["configuration"]["chunk_shape"])
+    payload, varlength, what = stored_payload(str(doc["data_type"]), doc.get("attributes"), block)
+    inner = doc["codecs"][0]["configuration"]["codecs"]
+    compressor = inner[-1] if inner and inner[-1].get("name") not in ("bytes", "transpose") else None
+    return stored_block_limit(block, payload, compressor, varlength=varlength, what=what)
+
+
 class N5DefaultStore(_ReadsThroughGet):
     """Wrap a zarr store holding N5 so that zarr-python 3 reads and writes it as Zarr v3.
 
@@ -381,11 +392,7 @@ class N5DefaultStore(_ReadsThroughGet):
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
             block = tuple(int(b) for b in doc["chunk_grid"]["configuration"]["chunk_shape"])
-            payload, varlength, what = stored_payload(str(doc["data_type"]), doc.get("attributes"), block)
-            inner = doc["codecs"][0]["configuration"]["codecs"]
-            compressor = inner[-1] if inner and inner[-1].get("name") not in ("bytes", "transpose") else None
-            limit = stored_block_limit(block, payload, compressor, varlength=varlength, what=what)
-            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), block, limit)
+            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), block, stored_limit(doc))
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # the codec's position-free checks remain
             logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)
             self._array_grid.pop(prefix, None)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges
+from napari_n5zarr.block_grid import block_ranges, grid, overlap
 from napari_n5zarr.errors import N5BlockError, N5StoreError, located
 from napari_n5zarr.n5.block_format import block_name
 from napari_n5zarr.read.block_cache import BlockCache, block_cache, store_token
@@ -141,6 +141,11 @@ def _is_local(store: Any) -> bool:
     from zarr.storage import LocalStore, MemoryStore
 
     return isinstance(store, LocalStore | MemoryStore)
+
+
+def _short(cell: Sequence[int], blocks: Sequence[int], held: Sequence[int], hi: Sequence[int]) -> bool:
+    """The stored block at ``cell`` holds less than its grid cell's part below ``hi``."""
+    return any(c * b + h < min(e, (c + 1) * b) for c, b, h, e in zip(cell, blocks, held, hi, strict=True))
 
 
 @dataclass(frozen=True)
@@ -390,16 +395,16 @@ class BlockSource:
         cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
         exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
         lead = sorted({c[:-2] for c in cells})
-        grid = [-(-n // b) for n, b in zip(self.shape[-2:], self.blocks[-2:], strict=True)]
-        plane = math.prod(grid)
+        yx = grid(self.shape[-2:], self.blocks[-2:])
+        plane = math.prod(yx)
         total = plane * len(lead)
         if total > PLANE_MAX_BLOCKS or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
             return []
         asked = set(cells)
         extra = []
         for head in lead:
-            for yx in itertools.product(*(range(g) for g in grid)):
-                cell = head + yx
+            for rest in itertools.product(*(range(g) for g in yx)):
+                cell = head + rest
                 key = (token, self.prefix, cell)
                 if cell not in asked and key not in _inflight and key not in cache:
                     extra.append(cell)
@@ -510,21 +515,15 @@ class BlockSource:
         blocks = self.blocks_for(cells, on_error) if cells else {}
         copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
+        lo, hi = [s.start for s in selection], [s.stop for s in selection]
         for cell in cells:
             block = blocks[cell]
-            src: list[slice] = []
-            dst: list[slice] = []
-            for s, b, c, h in zip(selection, self.blocks, cell, block.shape if block is not None else self.blocks, strict=True):
-                lo, hi = max(s.start, c * b), min(s.stop, (c + 1) * b)
-                top = min(hi, c * b + h)  # the block's data ends at its header extent
-                if top < hi:
-                    complete = False
-                src.append(slice(lo - c * b, max(lo, top) - c * b))
-                dst.append(slice(lo - s.start, max(lo, top) - s.start))
             if block is None:
                 complete = False
-            else:
-                copies.append((block, tuple(src), tuple(dst)))
+                continue
+            if block.shape != self.blocks and _short(cell, self.blocks, block.shape, hi):
+                complete = False  # a truncated edge block: the data ends at its header's extent
+            copies.append((block, *overlap(cell, self.blocks, lo, hi, block.shape)))
         out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
         for block, source, target in copies:
             out[target] = block[source]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from napari_n5zarr.block_grid import block_ranges
 from napari_n5zarr.errors import N5BlockError
 from napari_n5zarr.read.fetch import MAX_REGION_BLOCKS, BlockSource
 
@@ -282,7 +283,7 @@ class RegionView(_Level):
 
 def _block_count(basic: Sequence[slice], blocks: Sequence[int]) -> int:
     """Storage blocks touched by unit-step slices ``basic``."""
-    return math.prod((s.stop - 1) // b - s.start // b + 1 if s.stop > s.start else 0 for s, b in zip(basic, blocks, strict=True))
+    return math.prod(len(r) for r in block_ranges([s.start for s in basic], [s.stop for s in basic], blocks))
 
 
 def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int], tuple | None]:

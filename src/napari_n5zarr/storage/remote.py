@@ -61,6 +61,7 @@ from napari_n5zarr.n5.constants import (
     max_listing_entries,
     max_stored_bytes,
 )
+from napari_n5zarr.storage.cloud_credentials import refused_hint, with_anonymous_fallback
 from napari_n5zarr.storage.local import is_metadata_key
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | No
         # s3fs sends a HEAD before every whole-object read when max_concurrency > 1 (to split
         # big objects into parallel ranges): one wasted round trip per N5 block.
         opts.setdefault("max_concurrency", 1)
-    return opts
+    return with_anonymous_fallback(url, opts)
 
 
 def user_deadline(url: str, storage_options: dict[str, Any] | None) -> float | None:
@@ -210,7 +211,8 @@ def describe(error: BaseException, settings: RemoteSettings) -> str:
             response = getattr(e, "response", None)  # botocore: the S3 error document
             if isinstance(response, dict) and isinstance(response.get("Error"), dict):
                 err = response["Error"]
-                return f"HTTP {status} {err.get('Code', '')}: {err.get('Message', '')}".rstrip(": ")
+                code = "" if str(err.get("Code", "")) == str(status) else err.get("Code", "")  # HEAD: no document
+                return f"HTTP {status} {code}: {err.get('Message', '')}".replace(" : ", " ").rstrip(": ")
         return f"HTTP {status} ({type(error).__name__}: {error})"
     refused = _connection_fault(error)
     if refused is not None:
@@ -497,7 +499,8 @@ class RemoteStore(FsspecStore):
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
                 logger.debug("giving up on %s%s", what, tries, exc_info=True)
-                raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}") from e
+                hint = refused_hint(self.url(), self.fs) if http_status(e) in (401, 403) else ""
+                raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}{hint}") from e
         raise AssertionError("unreachable")
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
@@ -529,6 +532,10 @@ class RemoteStore(FsspecStore):
         if value is not None:
             check(len(value))
         return value
+
+    async def exists(self, key: str) -> bool:
+        parent_exists = super().exists
+        return await self._retrying(lambda: self.url(key), lambda: parent_exists(key))
 
     async def get_partial_values(
         self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]

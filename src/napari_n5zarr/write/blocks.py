@@ -22,7 +22,7 @@ from zarr.abc.store import Store
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import LocalStore
 
-from napari_n5zarr.block_grid import block_ranges, overlap
+from napari_n5zarr.block_grid import block_ranges, grid, overlap
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import N5DefaultCodec, stored_values
 from napari_n5zarr.n5.stores import describe_store
@@ -186,7 +186,7 @@ class N5Blocks:
 
     @property
     def grid(self) -> tuple[int, ...]:
-        return tuple(math.ceil(s / b) for s, b in zip(self.shape, self.block, strict=True))
+        return grid(self.shape, self.block)
 
     @property
     def nblocks(self) -> int:
@@ -264,8 +264,7 @@ class N5Blocks:
                 continue
             where = f"N5 block {block_key} in {describe_store(self.store)}"
             data = self.codec.decode_block(raw, self.dtype, self.ndim, where=where).T
-            held = [slice(i * b, min(i * b + d, n)) for i, b, d, n in zip(index, self.block, data.shape, self.shape, strict=True)]
-            src, dst = overlap(held, lo, hi)  # a truncated block holds less than its grid cell
+            src, dst = overlap(index, self.block, lo, hi, data.shape)  # a truncated block holds less than its grid cell
             if any(s.stop <= s.start for s in src):
                 continue
             out[dst] = data[src]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges
+from napari_n5zarr.block_grid import block_ranges, bounds
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.blocks import N5Blocks
 
@@ -101,7 +101,7 @@ class CoarseLevels:
         the next level's block, once complete, is written by another thread meanwhile (the
         last blocks of the pyramid are not written one after another)."""
         target = self.targets[k]
-        region = tuple(slice(i * b, min((i + 1) * b, n)) for i, b, n in zip(index, target.block, target.shape, strict=True))
+        region = bounds(index, target.block, target.shape)
         value = self.arrays[k][region]
         if k + 1 < len(self.targets):
             self._feed(k, region, value)

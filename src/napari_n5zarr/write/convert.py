@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from napari_n5zarr.errors import NothingToConvertError
+from napari_n5zarr.errors import InvalidArgumentError, NothingToConvertError
+from napari_n5zarr.write.region import REGION_ATTRIBUTE, Region, crop_translate
 
 if TYPE_CHECKING:
 
@@ -62,6 +63,8 @@ def convert(
     scheduler: Any = None,
     progress: Callable[[str, int, int], Any] | None = None,
     worker_timeout: float | None = None,
+    region: str | Sequence[Any] | None = None,
+    level: int = 0,
 ) -> ConvertReport:
     """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
 
@@ -96,6 +99,15 @@ def convert(
     worker_timeout : float, optional
         On a dask.distributed cluster: fail once it has had no worker for this many
         seconds (None: wait, as dask does).
+    region : str or sequence of (start, stop), optional
+        Check a region out: ``"Z0:Z1,Y0:Y1,X0:X1"`` (or pairs / slices), level-0 voxel
+        coordinates in napari order, for the last axes (leading ones are kept whole). The
+        result is a pyramid of just that region that overlays the source exactly (the
+        level's scale, the translate moved to the region's start), with the source, level
+        and region recorded in its root attribute ``"n5zarr:checked-out"``.
+    level : int, optional
+        With ``region``: crop this level of the source (the region's bounds divided by its
+        downsampling, rounded outwards) instead of level 0.
 
     Returns
     -------
@@ -118,11 +130,11 @@ def convert(
         left behind: a re-run starts afresh).
     """
     from napari_n5zarr.access import open as open_node
-    from napari_n5zarr.errors import InvalidArgumentError
     from napari_n5zarr.read.locate import require
     from napari_n5zarr.read.multiscale import find_multiscales
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
+    checkout = _checkout(src_text, region, level)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
     if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
@@ -135,6 +147,9 @@ def convert(
     skipped = found.problems + found.hidden
     if not named:
         raise NothingToConvertError(f"{src_text}: no image or labels arrays to convert", skipped)
+    if checkout is not None and len({tuple(ms.scale) for ms, _ in named}) > 1:
+        raise InvalidArgumentError(f"--region: {src_text} holds pyramids of different voxel sizes "
+                                   f"({', '.join(ms.name or '/' for ms, _ in named)}); convert one of them")  # fmt: skip
     report = ConvertReport(dest=dest_text, skipped=skipped)
     dask_scheduler, client = _scheduler(scheduler)
     try:
@@ -143,7 +158,7 @@ def convert(
                 _convert_image(
                     node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
                     compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
-                    scheduler=dask_scheduler, worker_timeout=worker_timeout,
+                    scheduler=dask_scheduler, worker_timeout=worker_timeout, checkout=checkout,
                 )
             )  # fmt: skip
     finally:
@@ -161,6 +176,7 @@ def _convert_image(
     levels: Any,
     chunks: Any,
     progress: Callable[[str, int, int], Any] | None,
+    checkout: Checkout | None = None,
     **options: Any,
 ) -> ConvertedImage:
     """One pyramid of the source exported to ``dest`` (to its own group when ``name``): its
@@ -170,26 +186,66 @@ def _convert_image(
     from napari_n5zarr.write.exporter import export
 
     data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
-    keep = levels is None and len(data) > 1
+    keep = levels is None and len(data) > 1 and checkout is None
     order = slice(None, None, -1)  # N5 order -> napari order
+    scale, translate = list(ms.scale[order]), list(ms.translate[order])
+    source: Any = data if keep else data[0]
+    attributes = None
+    if checkout is not None:
+        source, scale, translate, attributes = checkout.apply(data, ms)
     group = name.replace("/", "_")
     _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest)
+    blocks = tuple(min(int(c), int(s)) for c, s in zip(data[0].chunksize, source.shape if checkout else data[0].shape,
+                                                      strict=True))  # fmt: skip
     export(
-        data if keep else data[0],
+        source,
         dest,
         path=group,
-        scale=list(ms.scale[order]),
-        translate=list(ms.translate[order]),
+        scale=scale,
+        translate=translate,
         units=[u or "pixel" for u in ms.units[order]],
         axis_labels=list(ms.axes[order]),
-        chunks=chunks if chunks is not None else tuple(int(c) for c in data[0].chunksize),  # the source's blocks
+        chunks=chunks if chunks is not None else blocks,  # the source's blocks
         levels="auto" if levels is None else levels,
         labels=ms.is_labels,
         progress=None if progress is None else _per_image(progress, name or "export"),
+        attributes=attributes,
         **options,
     )
     target = f"{dest.rstrip('/')}/{group}" if group else dest
     return ConvertedImage(name, target, ms.is_labels, ms.convention)
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A region of level ``level`` of the source at ``source`` (``convert --region``)."""
+
+    source: str
+    region: Region
+    level: int
+
+    def apply(self, data: Sequence[Any], ms: Multiscale) -> tuple[Any, list[float], list[float], dict[str, Any]]:
+        """(the crop, its scale, its translate, its root attributes) of one pyramid."""
+        if self.level >= len(data):
+            raise InvalidArgumentError(f"--level {self.level}: {ms.name or self.source} has levels 0 to {len(data) - 1}")
+        factors = list(ms.downsampling[self.level])[::-1]  # napari order
+        crop = self.region.crop(data[0].shape, data[self.level].shape, factors)
+        scale = list(ms.level_scale(self.level))[::-1]
+        translate = crop_translate(list(ms.level_translate(self.level))[::-1], scale, crop)
+        record = {"source": self.source, "level": self.level, "region": [list(b) for b in self.region.bounds],
+                  "level_region": [[c.start, c.stop] for c in crop[len(crop) - len(self.region.bounds):]]}  # fmt: skip
+        return data[self.level][crop], scale, translate, {REGION_ATTRIBUTE: record}
+
+
+def _checkout(src: str, region: str | Sequence[Any] | None, level: int) -> Checkout | None:
+    """``region`` and ``level`` checked before anything is read."""
+    if region is None:
+        if level:
+            raise InvalidArgumentError("--level goes with --region (the level to crop)")
+        return None
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        raise InvalidArgumentError(f"--level {level!r}: a level number (0 = full resolution)")
+    return Checkout(src, region if isinstance(region, Region) else Region.parse(region), level)
 
 
 def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:

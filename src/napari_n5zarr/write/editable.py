@@ -17,7 +17,7 @@ import itertools
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +96,11 @@ class EditableLevel(_ArrayLike):
     (:func:`~napari_n5zarr.write.edits.save_changes`), and the layer then shows the merged
     block. Values the dtype cannot hold are refused, never wrapped."""
 
-    def __init__(self, root: str | os.PathLike[str], base: Any | None = None) -> None:
-        self.root, levels = label_pyramid.pyramid_levels(root)
+    def __init__(self, root: str | os.PathLike[str], base: Any | None = None, levels: list[label_pyramid.Level] | None = None) -> None:
+        if levels is None:
+            self.root, levels = label_pyramid.pyramid_levels(root)
+        else:
+            self.root = Path(os.fspath(root)).resolve()
         self.level = levels[0]
         self.shape: tuple[int, ...] = self.level.shape
         self.dtype: np.dtype = self.level.dtype
@@ -127,9 +130,9 @@ class EditableLevel(_ArrayLike):
         if self.base is not None:
             out = np.array(self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype)
         else:
-            out = label_pyramid.read_region(self.level, {}, lo, hi)
+            out = label_pyramid.shown_region(self.level, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
-            src, dst = overlap(self.level.bounds(index), lo, hi)
+            src, dst = overlap(index, self.level.block, lo, hi)
             out[dst] = values[src]
         return out
 
@@ -167,7 +170,7 @@ class EditableLevel(_ArrayLike):
             region = self._read(lo, hi)
             region[rel] = value
             for index, old in self._touching(lo, hi, only_held=False):
-                src, dst = overlap(self.level.bounds(index), lo, hi)
+                src, dst = overlap(index, self.level.block, lo, hi)
                 if np.array_equal(old[src], region[dst]):
                     continue
                 if index not in self._blocks:
@@ -236,10 +239,13 @@ def editable_reason(root: str | os.PathLike[str]) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _editable_levels(root: str | os.PathLike[str]) -> tuple[Path, list[label_pyramid.Level]] | str:
-    """The pyramid at ``root`` and its levels (read once), or why it cannot be edited in place."""
+def _editable_levels(
+    root: str | os.PathLike[str], find: Callable[[], tuple[Path, list[label_pyramid.Level]]] | None = None
+) -> tuple[Path, list[label_pyramid.Level]] | str:
+    """The pyramid at ``root`` and its levels (read once, or by ``find``), or why it cannot be
+    edited in place."""
     try:
-        folder, levels = label_pyramid.pyramid_levels(root)
+        folder, levels = find() if find is not None else label_pyramid.pyramid_levels(root)
     except NotEditableError as e:
         return str(e)
     except Exception as e:  # anything unusual: read-only, saying why
@@ -247,19 +253,30 @@ def _editable_levels(root: str | os.PathLike[str]) -> tuple[Path, list[label_pyr
     return save_journal.journal_problem(folder, levels) or (folder, levels)
 
 
-def open_editable(root: str | os.PathLike[str], base: Any | None = None) -> EditableLevel:
-    """An :class:`EditableLevel` of ``root``; an interrupted save there is finished first
-    (under the export locks)."""
+def open_editable(
+    root: str | os.PathLike[str], base: Any | None = None, levels: list[label_pyramid.Level] | None = None
+) -> EditableLevel:
+    """An :class:`EditableLevel` of ``root`` (``levels``: its levels, found already); an
+    interrupted save there is finished first (under the export locks)."""
     folder = Path(os.fspath(root)).resolve()
-    state = save_journal.unfinished_save(folder)
+    state = save_journal.unfinished_save(folder, levels)
     if state in ("staging", "committing"):
-        save_journal.recover_at(folder)
-    return EditableLevel(folder, base)
+        save_journal.recover_at(folder, levels)
+    return EditableLevel(folder, base, levels)
 
 
-def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = None) -> tuple[Path | None, str | None]:
-    """The local folder whose ``s0..sN`` (or single dataset) are the level ``paths`` under
-    ``source``, and None; or None and why those labels cannot be edited in place."""
+def _reader_levels(root: Path, keys: Sequence[str], arrays: Sequence[Any]) -> tuple[Path, list[label_pyramid.Level]]:
+    folder = label_pyramid.local_folder(root)
+    return folder, label_pyramid.levels_of(folder, keys, arrays)
+
+
+def pyramid_root(
+    source: str, paths: Sequence[str], arrays: Sequence[Any] = ()
+) -> tuple[tuple[Path, list[label_pyramid.Level]] | None, str | None]:
+    """The local pyramid (its folder and levels) whose levels are the level ``paths`` under
+    ``source``, and None; or None and why those labels cannot be edited in place.
+    ``arrays``: the levels' zarr arrays as the reader opened them; a pyramid whose levels
+    are the datasets of one folder is then not read again."""
     from napari_n5zarr.storage.location import local_path
 
     base = local_path(source) if source else None
@@ -267,22 +284,25 @@ def pyramid_root(source: str, paths: tuple[str, ...] | list[str], shapes: Any = 
         return None, f"{source or 'this layer'} is not a local folder; make an editable copy with `n5zarr convert`"
     parts = [p.strip("/") for p in paths]
     root = base / parts[0] if len(parts) == 1 else base / str(Path(parts[0]).parent)
-    found = _editable_levels(root)
+    keys = [os.path.relpath(base / p, root).replace(os.sep, "/") for p in parts]
+    if len(parts) > 1 and len(arrays) == len(parts) and all(a is not None and "/" not in k for a, k in zip(arrays, keys, strict=True)):
+        found = _editable_levels(root, lambda: _reader_levels(root, keys, arrays))
+    else:
+        found = _editable_levels(root)
     if isinstance(found, str):
         return None, found
-    root, levels = found
-    got = [level.folder for level in levels]
+    got = [level.folder for level in found[1]]
     expected = [(base / p).resolve() for p in parts]
     if got[: len(expected)] != expected:
-        names = [os.path.relpath(f, root) for f in got]
-        return None, f"{root}: its levels {parts} are not the s0..sN datasets {names} this editor writes"
-    return root, None
+        names = [os.path.relpath(f, found[0]) for f in got]
+        return None, f"{found[0]}: its levels {parts} are not the datasets {names} of the pyramid this editor writes"
+    return found, None
 
 
 def save_edits(layer: Any) -> edits.SaveResult:
     """Write the edited blocks of ``layer`` (a napari Labels layer opened editable by
     napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
-    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_blocks`).
+    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_changes`).
 
     Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get
     an editable copy) for a layer that is not editable."""

@@ -1,5 +1,7 @@
 """Edits written back into a local N5 (or dual N5 + Zarr v3) integer dataset or pyramid,
-block by block: the proofreading save path (no napari here).
+block by block: the proofreading save path (no napari here). The pyramid, its levels and
+their block structure are the read wing's (:mod:`napari_n5zarr.write.label_pyramid`); the
+bytes read and written under the lock go through the dataset folder alone.
 
 * Level 0: read-modify-write of the touched blocks only, **under the lock, from the block
   as it is on disk at save time**: a layer's edit (:class:`Change`) writes only the voxels
@@ -283,14 +285,6 @@ def _sig(signature: Signature) -> str:
     return f"{tuple(shape)}, {tuple(block)}, {np.dtype(dtype)}"
 
 
-def save_blocks(
-    path: str | os.PathLike[str], edits: Mapping[Index, np.ndarray], method: pyramid.Method = "mode"
-) -> SaveResult:
-    """Write level-0 blocks ``edits`` (grid index -> values inside the array, napari order)
-    of the dataset or pyramid at ``path``, and the coarser levels' covering blocks."""
-    return save_changes(path, edits, method=method)
-
-
 def region_blocks(
     folder: DatasetFolder, level: Level, array: np.ndarray, offset: Sequence[int]
 ) -> Iterator[tuple[Index, np.ndarray]]:
@@ -301,7 +295,7 @@ def region_blocks(
         raise ValueError(f"region {lo}..{hi} is outside the dataset's shape {level.shape}")
     for index in itertools.product(*block_ranges(lo, hi, level.block)):
         values = block_values(level, index, folder)
-        dst, src = overlap(level.bounds(index), lo, hi)
+        dst, src = overlap(index, level.block, lo, hi)
         values[dst] = array[src]
         yield index, values
 
@@ -311,8 +305,8 @@ def write_region(
 ) -> SaveResult:
     """Write ``array`` (napari order; any integer input whose values fit the dataset's dtype:
     arrays, lists) at ``offset`` (level-0 pixels) into the local N5 (or dual N5 + Zarr v3)
-    integer dataset or ``s0..sN`` pyramid at ``path`` (a level path ``C.n5/s0`` writes its
-    pyramid), and recompute the covering blocks of every coarser level (``method``: export's
+    integer dataset or pyramid at ``path`` (the pyramid the reader finds there; a level path
+    ``C.n5/s0`` writes its pyramid), and recompute the covering blocks of every coarser level (``method``: export's
     label downsampling).
 
     Only blocks whose values change are written, each atomically, under a journal that the

@@ -1,151 +1,191 @@
-"""A local labels dataset or ``s0..sN`` pyramid as the proofreading save path sees it:
-its levels (napari order) and their blocks, read through
-:class:`~napari_n5zarr.write.dataset_files.DatasetFolder` (never through a link)."""
+"""A local labels dataset or pyramid as the proofreading save path sees it, described by the
+read wing: its pyramid (:func:`~napari_n5zarr.read.multiscale.find_multiscales`, any
+convention the reader knows), and each level's shape, blocks, block keys and decoder
+(:class:`~napari_n5zarr.read.fetch.BlockSource`, with its shared cache for display).
+
+The bytes of the blocks a save reads and rewrites under its lock come from
+:class:`~napari_n5zarr.write.dataset_files.DatasetFolder` alone (never through a link,
+never outside the dataset folder): the read wing supplies the structure, the folder the
+bytes."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from napari_n5zarr.block_grid import block_ranges, overlap
-from napari_n5zarr.errors import NotEditableError
-from napari_n5zarr.n5.block_format import stored_block_limit
-from napari_n5zarr.n5.compression import n5_to_zarr
-from napari_n5zarr.n5.constants import N5_JSON, max_stored_bytes
-from napari_n5zarr.n5.label_multiset import stored_payload
-from napari_n5zarr.n5.metadata import N5DatasetMetadata
-from napari_n5zarr.spatial.model import level_name, level_names, level_number
-from napari_n5zarr.storage import files
+from napari_n5zarr import block_grid
+from napari_n5zarr.access import open as open_node
+from napari_n5zarr.errors import N5BlockError, NotEditableError
+from napari_n5zarr.n5.constants import max_stored_bytes
+from napari_n5zarr.n5.stores import stored_limit
+from napari_n5zarr.read.fetch import BlockSource
+from napari_n5zarr.read.multiscale import children, find_multiscales
+from napari_n5zarr.spatial.model import level_number
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
+
+if TYPE_CHECKING:
+    import zarr
+
+    from napari_n5zarr.n5.codec import N5DefaultCodec
+    from napari_n5zarr.spatial import Multiscale
 
 Index = tuple[int, ...]
 Signature = tuple[tuple[int, ...], tuple[int, ...], str]
 """(shape, block shape, dtype) of a level, napari order: what a layer's edits assume."""
 
+
 @dataclass
 class Level:
-    """One dataset of the pyramid, napari order (N5 order reversed); ``key`` is its folder
-    relative to the pyramid root (``""``: the root is the dataset)."""
+    """One dataset of the pyramid at ``root``, napari order (N5 order reversed); ``key`` is its
+    folder relative to ``root`` (``""``: the root is the dataset). Built by :meth:`of` from
+    the read wing's array."""
 
-    folder: Path
-    meta: N5DatasetMetadata
-    key: str = ""
-    shape: tuple[int, ...] = field(init=False)
-    block: tuple[int, ...] = field(init=False)
-    dtype: np.dtype = field(init=False)
-    codec: Any = field(init=False, repr=False)
-    stored_cap: int = field(init=False, repr=False)
+    root: Path
+    key: str
+    source: BlockSource
+    codec: N5DefaultCodec = field(repr=False)
+    attrs: Mapping[str, Any] = field(repr=False)
+    stored_cap: int = field(repr=False)
     """The most bytes a stored block of this level may take (its own bound)."""
 
-    def __post_init__(self) -> None:
-        self.shape = tuple(self.meta.dimensions)[::-1]
-        self.block = tuple(self.meta.block_size)[::-1]
-        self.dtype = np.dtype(self.meta.data_type)
-        self.codec = self.meta.codec()
-        self.stored_cap = stored_cap(self.meta)
+    @classmethod
+    def of(cls, root: Path, key: str, array: zarr.Array) -> Level:
+        """The level ``key`` of ``root`` over ``array`` (opened by the read wing)."""
+        source = BlockSource.for_array(array)
+        if source is None:
+            raise NotEditableError(f"{root / key} does not hold N5 blocks; make an editable copy with `n5zarr convert`")
+        codec: Any = array.metadata.codecs[0]  # type: ignore[union-attr]  # n5_default, v3 (BlockSource.for_array checked it)
+        return cls(root, key, source, codec, dict(array.attrs), max_stored_bytes(False, stored_limit(array.metadata.to_dict())))
+
+    @property
+    def folder(self) -> Path:
+        return self.root / self.key if self.key else self.root
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.source.shape
+
+    @property
+    def block(self) -> tuple[int, ...]:
+        return self.source.blocks
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.source.dtype
 
     @property
     def grid(self) -> tuple[int, ...]:
-        return tuple(math.ceil(n / b) for n, b in zip(self.shape, self.block, strict=True))
+        return block_grid.grid(self.shape, self.block)
 
     @property
     def signature(self) -> Signature:
         return self.shape, self.block, self.dtype.str
 
-    def path(self, index: Index) -> Path:
-        """The block file at grid ``index`` (napari order)."""
-        return self.folder.joinpath(*(str(i) for i in reversed(index)))
-
     def block_key(self, index: Index) -> str:
         """The block's key relative to the pyramid root (``s0/3/2/1``)."""
-        return "/".join([*([self.key] if self.key else []), *(str(i) for i in reversed(index))])
+        name = self.source.layout.encode_key(tuple(int(i) for i in reversed(index)))
+        return f"{self.key}/{name}" if self.key else name
+
+    def path(self, index: Index) -> Path:
+        """The block file at grid ``index`` (napari order)."""
+        return self.root.joinpath(*self.block_key(index).split("/"))
 
     def bounds(self, index: Index) -> tuple[slice, ...]:
         """The block's pixels inside the array."""
-        return tuple(slice(i * b, min((i + 1) * b, n)) for i, b, n in zip(index, self.block, self.shape, strict=True))
+        return block_grid.bounds(index, self.block, self.shape)
 
     def inside(self, index: Index) -> tuple[int, ...]:
         return tuple(s.stop - s.start for s in self.bounds(index))
-
-def stored_cap(meta: N5DatasetMetadata) -> int:
-    """The most bytes one stored block of ``meta``'s dataset may take (its own bound: block
-    size, element size, the compression's worst case; else the global cap)."""
-    block = tuple(meta.block_size)
-    payload, varlength, what = stored_payload(meta.data_type, meta.attributes, block)
-    limit = stored_block_limit(block, payload, n5_to_zarr(dict(meta.compression)), varlength=varlength, what=what)
-    return max_stored_bytes(False, limit)
 
 
 # -- the pyramid ------------------------------------------------------------------------
 
 
-def _attributes(folder: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(files.read_regular_file(folder / N5_JSON, metadata=True))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _pyramid_of(folder: Path) -> list[Level]:
-    """The ``s0..sN`` datasets directly in ``folder`` (none: [])."""
-    names = level_names(p.name for p in folder.iterdir())
-    levels: list[Level] = []
-    for n, name in enumerate(names):
-        child = _attributes(folder / name)
-        if name != level_name(n) or child is None or "dimensions" not in child:
-            break
-        if (folder / name).is_symlink():
-            raise NotEditableError(f"{folder / name} is a symbolic link: edits would be written outside {folder}; refused")
-        levels.append(Level(folder / name, N5DatasetMetadata.from_json(child, str(folder / name / N5_JSON)), name))
-    return levels
-
-
-def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
-    """The local dataset or ``s0..sN`` pyramid at ``root`` (resolved) and its levels, finest
-    first; :class:`NotEditableError` (with the reason) when it cannot be edited in place.
-    Level 0 of a pyramid (``C.n5/s0``) is its pyramid; a coarser level alone is refused."""
+def local_folder(root: str | os.PathLike[str]) -> Path:
+    """``root`` resolved, or NotEditableError when it is no local folder (a URL, a zip)."""
     text = os.fspath(root)
     if "://" in text or text.lower().endswith(".zip") or ".zip/" in text.lower():
         raise NotEditableError(f"{text} is not a local folder; make an editable copy with `n5zarr convert`")
     folder = Path(text).resolve()
     if not folder.is_dir():
         raise NotEditableError(f"{folder} is not a local folder")
-    doc = _attributes(folder)
-    if doc is not None and "dimensions" in doc:
-        number = level_number(folder.name)
-        siblings = _pyramid_of(folder.parent) if number is not None else []
-        if number is not None and len(siblings) > 1 and any(s.folder == folder for s in siblings):
-            if number != 0:
-                raise NotEditableError(
-                    f"{folder} is level {number} of the pyramid {folder.parent}, computed from level 0: write "
-                    f"level 0 ({folder.parent / level_name(0)} or {folder.parent}) and the coarser levels follow"
-                )
-            folder, levels = folder.parent, siblings
-        else:
-            levels = [Level(folder, N5DatasetMetadata.from_json(doc, str(folder / N5_JSON)))]
-    else:
-        levels = _pyramid_of(folder)
-        if not levels:
-            raise NotEditableError(f"{folder} holds no N5 dataset nor s0..sN pyramid")
+    return folder
+
+
+def _pyramid_at(folder: Path) -> tuple[zarr.Array | zarr.Group, Multiscale] | None:
+    """The node at ``folder`` and the pyramid (or single dataset) it is, as the reader finds
+    it; None when it is neither (nothing there, a group of several, or one further down)."""
+    try:
+        node = open_node(folder)
+    except FileNotFoundError:
+        return None
+    here = [ms for ms in find_multiscales(node).multiscales if ms.name.strip("/") == ""]
+    return (node, here[0]) if len(here) == 1 else None
+
+
+def _enclosing_pyramid(folder: Path) -> tuple[zarr.Array | zarr.Group, Multiscale] | None:
+    """The pyramid of more than one level at ``folder``'s parent whose level ``folder`` (a
+    dataset named as a level, ``sN``) is, else None."""
+    if level_number(folder.name) is None:
+        return None
+    parent = _pyramid_at(folder.parent)
+    if parent is None or len(parent[1].paths) < 2 or folder.name not in parent[1].paths:
+        return None
+    return parent
+
+
+def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
+    """The local dataset or pyramid at ``root`` (resolved) and its levels, finest first, as
+    the read wing finds them; :class:`NotEditableError` (with the reason) when it cannot be
+    edited in place. Level 0 of a pyramid (``C.n5/s0``) is its pyramid; a coarser level
+    alone is refused."""
+    folder = local_folder(root)
+    found = _pyramid_at(folder)
+    if found is None:
+        raise NotEditableError(f"{folder} holds no N5 dataset nor one pyramid of N5 datasets")
+    node, ms = found
+    parent = _enclosing_pyramid(folder) if ms.paths == ("",) else None
+    if parent is not None:
+        number = parent[1].paths.index(folder.name)
+        if number != 0:
+            raise NotEditableError(
+                f"{folder} is level {number} of the pyramid {folder.parent}, computed from level 0: write "
+                f"level 0 ({folder.parent / parent[1].paths[0]} or {folder.parent}) and the coarser levels follow"
+            )
+        folder, (node, ms) = folder.parent, parent
+    if ms.label_multiset:
+        raise NotEditableError(f"{folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
+    if ms.time_paths:
+        raise NotEditableError(f"{folder} is a time series; time series are not edited in place")
+    return folder, levels_of(folder, ms.paths, children(node, list(ms.paths)))
+
+
+def levels_of(folder: Path, keys: Sequence[str], arrays: Sequence[zarr.Array]) -> list[Level]:
+    """The editable levels ``keys`` (relative to the local ``folder``) over their ``arrays`` as
+    the read wing opened them (no metadata read again), finest first."""
+    for key in keys:
+        for n in range(1, key.count("/") + 2 if key else 0):
+            part = folder.joinpath(*key.split("/")[:n])
+            if part.is_symlink():
+                raise NotEditableError(f"{part} is a symbolic link: edits would be written outside {folder}; refused")
+    levels = [Level.of(folder, key, array) for key, array in zip(keys, arrays, strict=True)]
     for level in levels:
         check_editable(level)
     steps(levels)
-    return folder, levels
+    return levels
 
 
 def check_editable(level: Level) -> None:
     """Refuse datasets whose blocks this module cannot rewrite."""
-    if level.meta.attributes.get("isLabelMultiset"):
+    if level.attrs.get("isLabelMultiset"):
         raise NotEditableError(f"{level.folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
     if level.dtype.kind not in "iu":
         raise NotEditableError(f"{level.folder} is {level.dtype}, not integer labels")
@@ -165,7 +205,18 @@ def steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
         steps.append(step)
     return steps
 
-# -- reading blocks (with the save's pending blocks over them) --------------------------
+
+# -- reading blocks -----------------------------------------------------------------------
+
+
+def shown_region(level: Level, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+    """Pixels ``[lo, hi)`` of ``level`` for display, through the read wing (its shared cache,
+    concurrent decoding); an unreadable block raises (N5BlockError), naming it."""
+    errors: list[str] = []
+    out = level.source.read(tuple(slice(a, b) for a, b in zip(lo, hi, strict=True)), errors.append)
+    if errors:
+        raise N5BlockError(errors[0])
+    return out
 
 
 def read_raw(folder: DatasetFolder, level: Level, index: Index) -> bytes | None:
@@ -177,16 +228,7 @@ def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:
     """A stored block at its header shape, napari order (a writable copy), or None."""
     if raw is None:
         return None
-    return np.array(level.codec.decode_block(raw, level.dtype, len(level.shape), where=f"N5 block {level.path(index)}").T)
-
-
-def read_block(level: Level, index: Index, folder: DatasetFolder | None = None) -> np.ndarray | None:
-    """The stored block at its header shape, napari order (a writable copy), or None."""
-    if folder is None:
-        root = level.folder.parents[level.key.count("/")] if level.key else level.folder
-        with DatasetFolder(root) as own:
-            return decode(level, index, read_raw(own, level, index))
-    return decode(level, index, read_raw(folder, level, index))
+    return np.array(level.source.decode(raw, level.source.key(index)), dtype=level.dtype)
 
 
 def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.ndarray:
@@ -199,18 +241,16 @@ def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.n
     return out
 
 
-def block_values(level: Level, index: Index, folder: DatasetFolder | None = None) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order."""
-    return inside_values(level, index, read_block(level, index, folder))
+def block_values(level: Level, index: Index, folder: DatasetFolder) -> np.ndarray:
+    """The block's values inside the array (missing: zeros), napari order, read through ``folder``."""
+    return inside_values(level, index, decode(level, index, read_raw(folder, level, index)))
 
 
-def read_region(
-    level: Level, pending: Mapping[Index, Any], lo: Sequence[int], hi: Sequence[int], folder: DatasetFolder | None = None
-) -> np.ndarray:
-    """Pixels ``[lo, hi)`` of ``level``, ``pending[index].values`` over the stored blocks."""
+def read_region(level: Level, pending: Mapping[Index, Any], lo: Sequence[int], hi: Sequence[int], folder: DatasetFolder) -> np.ndarray:
+    """Pixels ``[lo, hi)`` of ``level``, ``pending[index].values`` over the blocks read through ``folder``."""
     out = np.zeros([b - a for a, b in zip(lo, hi, strict=True)], dtype=level.dtype)
-    for index in itertools.product(*block_ranges(lo, hi, level.block)):
+    for index in itertools.product(*block_grid.block_ranges(lo, hi, level.block)):
         values = pending[index].values if index in pending else block_values(level, index, folder)
-        src, dst = overlap(level.bounds(index), lo, hi)
+        src, dst = block_grid.overlap(index, level.block, lo, hi)
         out[dst] = values[src]
     return out

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from napari_n5zarr.block_grid import grid
 from napari_n5zarr.errors import N5FormatError
 from napari_n5zarr.n5.compression import N5_TYPES, n5_to_zarr, normalize_n5, zarr_to_n5
 from napari_n5zarr.n5.constants import N5_DTYPES
@@ -73,7 +74,7 @@ class LevelPlan:
 
     @property
     def nblocks(self) -> int:
-        return math.prod(math.ceil(n / b) for n, b in zip(self.shape, self.block, strict=True))
+        return math.prod(grid(self.shape, self.block))
 
 
 @dataclass(frozen=True)

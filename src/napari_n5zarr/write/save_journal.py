@@ -232,13 +232,16 @@ def journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
     return None
 
 
-def unfinished_save(root: str | os.PathLike[str]) -> str | None:
-    """``"staging"`` or ``"committing"`` when a save of ``root`` was interrupted, ``"unusable:
-    <why>"`` when a file there is not a usable journal, else None. Never blocks."""
-    try:
-        folder, levels = pyramid_levels(root)
-    except (OSError, ValueError):
-        folder, levels = Path(os.fspath(root)).resolve(), []
+def unfinished_save(root: str | os.PathLike[str], levels: Sequence[Level] | None = None) -> str | None:
+    """``"staging"`` or ``"committing"`` when a save of ``root`` (whose ``levels`` are known,
+    else found here) was interrupted, ``"unusable: <why>"`` when a file there is not a usable
+    journal, else None. Never blocks."""
+    folder = Path(os.fspath(root)).resolve()
+    if levels is None:
+        try:
+            folder, levels = pyramid_levels(root)
+        except (OSError, ValueError):
+            levels = []
     try:
         with DatasetFolder(folder) as df:
             if not levels:
@@ -286,8 +289,9 @@ def lock(root: Path) -> Iterator[None]:
         yield
 
 
-def recover_at(root: str | os.PathLike[str]) -> str | None:
-    """Finish an interrupted save of the dataset or pyramid at ``root`` under its locks."""
-    folder, levels = pyramid_levels(root)
+def recover_at(root: str | os.PathLike[str], levels: Sequence[Level] | None = None) -> str | None:
+    """Finish an interrupted save of the dataset or pyramid at ``root`` (whose ``levels`` are
+    known, else found here) under its locks."""
+    folder, levels = pyramid_levels(root) if levels is None else (Path(os.fspath(root)).resolve(), levels)
     with lock(folder), DatasetFolder(folder) as df:
         return recover(df, levels)
