@@ -72,12 +72,21 @@ def write_reads(workdir: Path, size: int, depth: int) -> dict[str, Path]:
     data = read_throughput.sample(size, depth)
     for name, path in paths.items():
         comp = read_throughput.COMPRESSIONS[name]
-        meta = {"dimensions": list(data.shape), "blockSize": [64] * 3, "dataType": "uint16", "compression": comp}
-        ts.open({**ts_spec(path), "create": True, "delete_existing": True, "metadata": meta}).result()[...] = data
+        meta = {
+            "dimensions": list(data.shape),
+            "blockSize": [64] * 3,
+            "dataType": "uint16",
+            "compression": comp,
+        }
+        ts.open(
+            {**ts_spec(path), "create": True, "delete_existing": True, "metadata": meta}
+        ).result()[...] = data
     return paths
 
 
-def rows_read(workdir: Path, size: int, depth: int, repeat: int) -> list[tuple[str, float, float, str]]:
+def rows_read(
+    workdir: Path, size: int, depth: int, repeat: int
+) -> list[tuple[str, float, float, str]]:
     import tensorstore as ts
 
     import napari_n5zarr
@@ -112,11 +121,20 @@ def row_multiset(workdir: Path, edge: int, repeat: int) -> tuple[str, float, flo
             assert (got == ids[:, :, z].T).all(), name
             times[name].append(seconds)
     ms, plain = statistics.median(times["multiset"]), statistics.median(times["plain"])
-    return ("multiset plane | uint64 plane", ms, plain, f"{ms / plain:.2f}x the uint64 plane (goal <= 3x)")
+    return (
+        "multiset plane | uint64 plane",
+        ms,
+        plain,
+        f"{ms / plain:.2f}x the uint64 plane (goal <= 3x)",
+    )
 
 
 def window(impl: str, pyramid: Path, levels: int, workdir: Path) -> dict[str, Any]:
-    env = {**os.environ, "QT_QPA_PLATFORM": "xcb", "NAPARI_CONFIG": str(workdir / "napari-settings.yaml")}
+    env = {
+        **os.environ,
+        "QT_QPA_PLATFORM": "xcb",
+        "NAPARI_CONFIG": str(workdir / "napari-settings.yaml"),
+    }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
     cmd = ["xvfb-run", "-a", "-s", "-screen 0 1280x1024x24", sys.executable, str(HERE / "napari_window.py"),
@@ -124,7 +142,9 @@ def window(impl: str, pyramid: Path, levels: int, workdir: Path) -> dict[str, An
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"napari window ({impl}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"napari window ({impl}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        )
     return json.loads(lines[-1])
 
 
@@ -147,7 +167,9 @@ def row_scroll(workdir: Path, repeat: int) -> tuple[str, float, float, str]:
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     ap.add_argument("--size", type=int, default=512, help="x and y of the whole-array reads")
@@ -170,7 +192,9 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             rows.append(row_multiset(workdir, args.plane, args.repeat))
         if "scroll" in chosen:
             rows.append(row_scroll(workdir, args.repeat))
-    print(f"napari_n5zarr from {Path(napari_n5zarr.__file__).parent}; medians of {args.repeat} interleaved runs")
+    print(
+        f"napari_n5zarr from {Path(napari_n5zarr.__file__).parent}; medians of {args.repeat} interleaved runs"
+    )
     print(f"{'row: ours | other':36s} {'ours':>10s} {'other':>10s}  result")
     for what, ours, other, note in rows:
         print(f"{what:36s} {ours * 1000:8.1f}ms {other * 1000:8.1f}ms  {note}")
