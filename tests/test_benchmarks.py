@@ -104,3 +104,18 @@ def test_read_throughput_runs_every_compression(tmp_path: Path) -> None:
                          capture_output=True, text=True, env=env, timeout=300, check=True).stdout
     rows = [line.split()[0] for line in out.splitlines()[2:]]
     assert rows == ["raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz", "lz4"]
+
+
+def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> None:
+    """benchmarks/issue28.py on tiny data: a row per tensorstore compression and the multiset
+    row (each row checks ours against tensorstore / the uint64 labels before printing)."""
+    import os
+    import subprocess
+
+    script = SPEED.parent / "issue28.py"
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = ["--rows", "read,multiset", "--size", "24", "--depth", "10", "--plane", "80", "--repeat", "1", "--workdir", str(tmp_path)]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    rows = [line.split("|")[0].strip() for line in out.splitlines()[2:]]
+    assert rows == [f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")] + ["multiset plane"]

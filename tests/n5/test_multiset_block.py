@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from paintera_multiset import (
     BLOCK,
     MISSING,
+    argmax,
     expected_s0,
     expected_s1,
     multiset_payload,
@@ -68,6 +69,25 @@ def test_ties_go_to_the_smaller_signed_id_and_empty_lists_are_invalid():
     lists = [Counter({3: 2, -5: 2}), Counter({7: 1, 4: 1}), Counter(), Counter({9: 1, 2: 5, 11: 5}), Counter({3: 2, -5: 2})]
     got = decode_multiset_block(_block(lists, (5,)), (5,), WHERE, raw_payload)
     assert got.tolist() == [2**64 - 5, 4, INVALID, 2, 2**64 - 5]
+
+
+def test_runs_of_voxels_on_one_list_decode_as_voxel_by_voxel():
+    # voxels pointing at the same list one after another are looked up once per run
+    kinds = [Counter({3: 2, -5: 2}), Counter(), Counter({7: 1, 4: 1}), Counter({9: 4}), Counter({2: 1, 11: 3})]
+    lengths = np.random.default_rng(3).integers(1, 40, size=60)
+    lists = [kinds[(i * 7) % len(kinds)] for i, n in enumerate(lengths) for _ in range(n)]
+    got = decode_multiset_block(_block(lists, (len(lists),)), (len(lists),), WHERE, raw_payload)
+    assert got.tolist() == [argmax(c) % 2**64 for c in lists]
+
+
+def test_a_run_pointing_outside_the_lists_is_a_clean_error():
+    lists = [Counter({1: 1})] * 30 + [Counter({2: 1})] * 30
+    payload = bytearray(multiset_payload(lists))
+    struct.pack_into(">30i", payload, 4 + 4 * 30, *[10_000] * 30)
+    block = varlength_block((60,), bytes(payload), len(payload), "raw")
+    with pytest.raises(N5BlockError, match="list offset 10000 is outside") as info:
+        decode_multiset_block(block, (60,), WHERE, raw_payload)
+    assert str(info.value).startswith(WHERE + ": ")
 
 
 def test_stored_argmax_is_what_paintera_shows():

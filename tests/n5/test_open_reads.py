@@ -6,6 +6,7 @@ zarr's objects and its global config as zarr made them."""
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -188,3 +189,20 @@ def test_opening_from_many_threads_leaves_zarrs_config_alone(tmp_path) -> None:
         arrays = list(pool.map(lambda _: napari_n5zarr.open(path / "d"), range(64)))
     assert zarr.config.get("codec_pipeline.path") == before
     assert {type(a._async_array.codec_pipeline).__name__ for a in arrays} == {"FusedCodecPipeline"}
+
+
+@pytest.mark.parametrize("name", ["bzip2", "xz"])
+def test_blocks_decoded_on_the_pool_name_the_one_corrupt_block(tmp_path, name: str) -> None:
+    """``open()[...]`` decodes a read's blocks concurrently (zarr's fused pipeline, one thread
+    per core): a cut block among 27 good ones fails the read naming that block."""
+    from napari_n5zarr.errors import N5BlockError
+
+    path = tmp_path / "c.n5"
+    root = napari_n5zarr.open(path, mode="w")
+    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression=ALL_COMPRESSIONS[name])
+    napari_n5zarr.open(path / "d", mode="r+")[...] = sample()
+    np.testing.assert_array_equal(napari_n5zarr.open(path)["d"][...], sample())
+    block = path / "d" / "1" / "2" / "1"
+    block.write_bytes(block.read_bytes()[:-5])
+    with pytest.raises(N5BlockError, match=rf"^N5 block d/1/2/1 in {re.escape(str(path))}: (corrupt|truncated) {name}"):
+        napari_n5zarr.open(path)["d"][...]

@@ -115,20 +115,32 @@ def argmax_per_voxel(payload: np.ndarray, voxels: int) -> np.ndarray:
     lists_at = start + 4 * voxels
     if lists_at > size:
         raise N5BlockError(f"payload of {size} bytes is too short for {arg_size} argMax values and {voxels} list offsets")
-    offsets = payload[start:lists_at].view(">i4")
+    offsets = payload[start:lists_at].view(">i4").astype(np.int32)  # native: compared below
     lists = payload[lists_at:]
-    firsts, inverse = _distinct(offsets, len(lists))
+    starts, lengths = _runs(offsets)
+    firsts, inverse = _distinct(offsets if starts is None else offsets[starts], len(lists))
     table = _list_argmax(lists, firsts)
     if arg_size:
         return payload[4:start].view(">u8").astype(np.uint64)
-    return table[inverse]
+    return table[inverse] if lengths is None else np.repeat(table[inverse], lengths)
+
+
+def _runs(offsets: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(where each run of voxels pointing at the same list starts, the runs' lengths), or
+    (None, None) when runs are short. A fragment covers many voxels along x, so the lists
+    are looked up once per run and repeated: ~4x faster per block than once per voxel."""
+    change = np.flatnonzero(offsets[1:] != offsets[:-1]) + 1
+    if len(offsets) < 2 or 4 * len(change) > len(offsets):
+        return None, None
+    starts = np.concatenate((np.zeros(1, change.dtype), change))
+    return starts, np.diff(np.append(starts, len(offsets)))
 
 
 def _distinct(offsets: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct offsets as int64, each voxel's index into them). Lists written one
     after another start at multiples of 4 (4 + 12 n bytes each): then a mark per 4-byte slot
     finds them in linear time (a sort, ``np.unique``, costs ~10x more per block)."""
-    at = offsets.astype(np.int32)  # native order: the arithmetic below runs on it
+    at = offsets.astype(np.int32, copy=False)  # native order: the arithmetic below runs on it
     if len(at) and at.min() >= 0 and at.max() < size and not np.bitwise_or.reduce(at) & 3:
         slots = at >> 2
         mark = np.zeros(size // 4 + 1, dtype=bool)
