@@ -71,6 +71,7 @@ VARIABLES: dict[str, Number | Flag] = {
     "N5ZARR_PROGRESS": Flag(),
     "N5ZARR_PREFETCH": Flag(),
     "N5ZARR_PAINTERA_FRAGMENTS": Flag(),
+    "N5ZARR_3D_MAX_BYTES": _BYTES,
 }
 """Every setting variable and the values it takes (``N5ZARR_DEBUG`` is on when set at all)."""
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from magicgui.widgets import Container, Label, PushButton
 
-from napari_n5zarr._napari import notices
+from napari_n5zarr._napari import notices, view_3d
 from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
 from napari_n5zarr._napari.notices import UNSAVED_MARKER as MARKER
 from napari_n5zarr._napari.notices import plain_name
+from napari_n5zarr._napari.view_3d import editable_of
 from napari_n5zarr.write.editable import EditableLevel, save_edits
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
 def edited_layers(viewer: napari.Viewer) -> list[Any]:
     """Labels layers of ``viewer`` opened editable that hold unsaved edits."""
-    return [layer for layer in viewer.layers if isinstance(layer.data, EditableLevel) and layer.data.modified]
+    return [layer for layer in viewer.layers if (level := editable_of(layer)) is not None and level.modified]
 
 
 def save_all(viewer: napari.Viewer) -> str:
@@ -114,6 +115,9 @@ def _on_layer(layer: Any) -> None:
         _refuse_paint(layer)
     if isinstance(getattr(layer, "data", None), EditableLevel):
         _mark(layer)
+        for viewer in _viewers():
+            if layer in viewer.layers:
+                view_3d.on_layer(viewer, layer)
 
 
 def watch(viewer: napari.Viewer | None) -> None:
@@ -124,6 +128,7 @@ def watch(viewer: napari.Viewer | None) -> None:
         return
     _watched.add(viewer)
     add_to_layer_context_menu()
+    view_3d.follow(viewer)
     for layer in viewer.layers:
         _on_layer(layer)
     viewer.layers.events.inserted.connect(lambda event: _on_layer(event.value))
@@ -168,7 +173,7 @@ def level_changed(level: EditableLevel | None) -> None:
     if level is None:
         return
     for viewer in _viewers():
-        layers = [layer for layer in viewer.layers if layer.data is level]
+        layers = [layer for layer in viewer.layers if editable_of(layer) is level]
         if layers:
             watch(viewer)
             for layer in layers:
@@ -179,7 +184,8 @@ def level_changed(level: EditableLevel | None) -> None:
 
 def _mark(layer: Any) -> None:
     """``layer``'s name ends with :data:`MARKER` exactly while its data hold unsaved edits."""
-    want = plain_name(layer.name) + (MARKER if layer.data.modified else "")
+    level = editable_of(layer)
+    want = plain_name(layer.name) + (MARKER if level is not None and level.modified else "")
     if layer.name != want:
         layer.name = want
 
@@ -189,7 +195,7 @@ def unsaved_text(viewer: napari.Viewer) -> str:
     layers = edited_layers(viewer)
     if not layers:
         return NO_CHANGES
-    parts = [f"{plain_name(layer.name)}: {_blocks(layer.data.unsaved_blocks)}" for layer in layers]
+    parts = [f"{plain_name(layer.name)}: {_blocks(level.unsaved_blocks)}" for layer in layers if (level := editable_of(layer))]
     return "unsaved: " + "; ".join(parts)
 
 

@@ -223,8 +223,11 @@ class EditableLevel(_ArrayLike):
 class ReadOnlyLevel(_ArrayLike):
     """``base`` (a lazy level) whose writes are refused: ``on_refused(reason)`` once."""
 
-    def __init__(self, base: Any, reason: str, on_refused: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, base: Any, reason: str, on_refused: Callable[[str], Any] | None = None,
+                 stands_for: EditableLevel | None = None) -> None:  # fmt: skip
         self.base, self.reason, self.on_refused = base, reason, on_refused
+        self.stands_for = stands_for
+        """The editable level 0 this (coarser) view stands in for, if any: saves go to it."""
         self.shape, self.dtype = tuple(base.shape), np.dtype(base.dtype)
         self._told = False
 
@@ -316,6 +319,7 @@ def save_edits(layer: Any) -> edits.SaveResult:
     Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get
     an editable copy) for a layer that is not editable."""
     data = getattr(layer, "data", layer)
+    data = getattr(data, "stands_for", None) or data  # a 3D view of a level too big for 3D
     if isinstance(data, EditableLevel):
         return data.save()
     reason = getattr(data, "reason", None)
