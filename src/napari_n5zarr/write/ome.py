@@ -47,14 +47,26 @@ def _axis_type(name: str, all_space: bool) -> str | None:
     return None  # a custom axis
 
 
-def _axes(ms: Multiscale) -> list[Any]:
-    """The typed axes (Zarr = N5 order); units only where OME-NGFF knows them."""
+def _valid_units() -> dict[str, set[str]]:
+    """The unit names OME-NGFF lists for space and time axes (others are left out: yaozarrs
+    only warns about them, and readers would not know them)."""
     from typing import get_args
 
-    from yaozarrs import v05
-    from yaozarrs._axis import ValidSpaceUnit, ValidTimeUnit
+    try:
+        from yaozarrs._axis import ValidSpaceUnit, ValidTimeUnit
+    except ImportError:  # moved in a later yaozarrs: this package's own unit names
+        from napari_n5zarr.spatial.units import UNITS
 
-    valid = {"space": set(get_args(ValidSpaceUnit)), "time": set(get_args(ValidTimeUnit))}
+        space = {u.name for u in UNITS if u.meters_exponent is not None} | {"angstrom"}
+        return {"space": space, "time": {u.name for u in UNITS if u.name.endswith(("second", "minute", "hour"))}}
+    return {"space": set(get_args(ValidSpaceUnit)), "time": set(get_args(ValidTimeUnit))}
+
+
+def _axes(ms: Multiscale) -> list[Any]:
+    """The typed axes (Zarr = N5 order); units only where OME-NGFF knows them."""
+    from yaozarrs import v05
+
+    valid = _valid_units()
     all_space = ms.ndim <= 3 and not any(a.strip().lower() in SPACE_NAMES for a in ms.axes)
     axes: list[Any] = []
     for name, unit in zip(ms.axes, ms.units, strict=True):
