@@ -193,3 +193,17 @@ def test_napari_ome_zarr_opens_the_export_as_a_multiscale(tmp_path):
     assert len(found["shapes"]) == 3
     assert found["shapes"][0] == list(volume().shape[::-1])
     np.testing.assert_array_equal(np.array(found["s0"]), volume().T)
+
+
+def test_convert_keeps_the_ome_calibration(calibrated_pyramid, tmp_path):
+    import yaozarrs
+
+    from napari_n5zarr.write.convert import convert
+
+    src, _ = calibrated_pyramid
+    dest = tmp_path / "out.n5"
+    convert(src, dest, compression="zstd:3")
+    [ms] = doc(dest, "zarr.json")["attributes"]["ome"]["multiscales"]
+    assert ms == doc(src, "zarr.json")["attributes"]["ome"]["multiscales"][0]
+    assert ms["datasets"][0]["coordinateTransformations"][1]["translation"] == [3.0, 2.0, 1.0]
+    yaozarrs.validate_zarr_store(str(dest))
