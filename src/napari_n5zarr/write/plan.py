@@ -207,10 +207,10 @@ def _group_document(group_attrs: dict[str, Any], levels: Sequence[LevelPlan], la
     from napari_n5zarr.write.ome import OME_KEY, pyramid_ome
 
     infos = {lv.name: ArrayInfo(dict(lv.metadata.attributes), lv.metadata.dimensions, lv.metadata.data_type) for lv in levels}
-    attrs = {k: v for k, v in group_attrs.items() if k != OME_KEY}  # ours replaces a given one
-    ome = pyramid_ome(attrs, infos, labels=labels, where=path or "/")
+    attrs = dict(group_attrs)
+    ome = pyramid_ome({k: v for k, v in attrs.items() if k != OME_KEY}, infos, labels=labels, where=path or "/")
     if ome is not None:
-        attrs[OME_KEY] = ome
+        attrs[OME_KEY] = ome  # ours replaces one given in ``attributes`` (which is kept otherwise)
     return {"zarr_format": 3, "node_type": "group", "attributes": attrs}
 
 
