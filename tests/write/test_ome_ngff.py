@@ -207,3 +207,30 @@ def test_convert_keeps_the_ome_calibration(calibrated_pyramid, tmp_path):
     assert ms == doc(src, "zarr.json")["attributes"]["ome"]["multiscales"][0]
     assert ms["datasets"][0]["coordinateTransformations"][1]["translation"] == [3.0, 2.0, 1.0]
     yaozarrs.validate_zarr_store(str(dest))
+
+
+def test_rgb_export_has_a_channel_axis_first(tmp_path):
+    import yaozarrs
+
+    dest = tmp_path / "rgb.n5"
+    export(np.ones((64, 64, 3), "uint8"), dest, chunks=16, levels=2, axis_labels=("y", "x", "rgb"))
+    [ms] = doc(dest, "zarr.json")["attributes"]["ome"]["multiscales"]
+    assert [(a["name"], a["type"]) for a in ms["axes"]] == [("rgb", "channel"), ("x", "space"), ("y", "space")]
+    yaozarrs.validate_zarr_store(str(dest))
+
+
+def test_save_layers_writes_ome_for_each_layer(tmp_path):
+    import yaozarrs
+
+    from napari_n5zarr._napari.writer import write_layers
+
+    dest = tmp_path / "layers.n5"
+    meta = {"scale": (2.0, 1.0, 1.0), "translate": (0.0, 5.0, 0.0), "units": ("nanometer",) * 3}
+    write_layers(str(dest), [(volume(), {**meta, "name": "em"}, "image"), ((volume() % 3).astype("uint8"), {**meta, "name": "cells"}, "labels")])
+    em, cells = doc(dest / "em", "zarr.json")["attributes"]["ome"], doc(dest / "cells", "zarr.json")["attributes"]["ome"]
+    assert em["multiscales"][0]["name"] == "em"
+    assert em["multiscales"][0]["datasets"][0]["coordinateTransformations"][1]["translation"] == [0.0, 5.0, 0.0]
+    assert "image-label" in cells
+    assert "image-label" not in em
+    for group in ("em", "cells"):
+        yaozarrs.validate_zarr_store(str(dest / group))
