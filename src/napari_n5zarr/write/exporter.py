@@ -116,7 +116,9 @@ def export(
     attributes : dict, optional
         Extra attributes of the pyramid group.
     zarr_json : bool
-        False writes N5 only (z5py 3 refuses folders holding both).
+        False writes N5 only (z5py 3 refuses folders holding both). The ``zarr.json`` of the
+        pyramid group carries OME-NGFF 0.5 (``ome``) where OME-NGFF can describe its axes in
+        the Zarr (= N5) order; ``attributes.json`` never does (see docs/formats.md).
     write_empty_blocks : bool
         Also write blocks that are all zero (skipped by default: they read as 0).
     storage_options : dict, optional

@@ -69,8 +69,10 @@ class LevelPlan:
 
     @property
     def document(self) -> dict[str, Any]:
-        """Its ``zarr.json`` (``n5_default`` codec)."""
-        return self.metadata.to_zarr_json()
+        """Its ``zarr.json`` (``n5_default`` codec), with ``dimension_names`` (Zarr side only)."""
+        from napari_n5zarr.write.ome import with_dimension_names
+
+        return with_dimension_names(self.metadata.to_zarr_json())
 
     @property
     def nblocks(self) -> int:
@@ -163,11 +165,7 @@ def make_plan(
     method: pyramid.Method = downsample or ("mode" if labels else "mean")
     steps, shapes, factors = _levels(list(sources) if given_levels else None, first.shape, block, spatial, scale_l, levels)
     group_attrs, level_attrs = _metadata(ndim, scale_l, translate_l, units_l, axes, factors, labels, attributes)
-    level_plans = []
-    for k, (shape, f, attrs) in enumerate(zip(shapes, factors, level_attrs, strict=True)):
-        bl = tuple(min(b, n) for b, n in zip(block, shape, strict=True))
-        meta = N5DatasetMetadata(shape[::-1], bl[::-1], dtype.name, comp, attrs)
-        level_plans.append(LevelPlan(level_name(k), shape, bl, tuple(f), meta))
+    level_plans = _level_plans(shapes, factors, level_attrs, block, dtype, comp)
     return ExportPlan(
         levels=tuple(level_plans),
         steps=tuple(tuple(s) for s in steps),
@@ -180,9 +178,40 @@ def make_plan(
         boundary=boundary,
         write_empty_blocks=bool(write_empty_blocks),
         zarr_json=bool(zarr_json),
-        group_document={"zarr_format": 3, "node_type": "group", "attributes": group_attrs},
+        group_document=_group_document(group_attrs, level_plans, labels, path),
         prefix=group_prefix(path),
     )
+
+
+def _level_plans(
+    shapes: Sequence[tuple[int, ...]],
+    factors: Sequence[Sequence[int]],
+    level_attrs: Sequence[dict[str, Any]],
+    block: Sequence[int],
+    dtype: np.dtype,
+    comp: dict[str, Any],
+) -> list[LevelPlan]:
+    """The level datasets ``s0 .. sN`` (napari order in, N5 metadata out)."""
+    level_plans = []
+    for k, (shape, f, attrs) in enumerate(zip(shapes, factors, level_attrs, strict=True)):
+        bl = tuple(min(b, n) for b, n in zip(block, shape, strict=True))
+        meta = N5DatasetMetadata(shape[::-1], bl[::-1], dtype.name, comp, attrs)
+        level_plans.append(LevelPlan(level_name(k), shape, bl, tuple(f), meta))
+    return level_plans
+
+
+def _group_document(group_attrs: dict[str, Any], levels: Sequence[LevelPlan], labels: bool, path: str) -> dict[str, Any]:
+    """The pyramid group's ``zarr.json``: the N5 attributes, plus OME-NGFF 0.5 (``ome``, Zarr
+    side only) computed from them as this package's reader calibrates them."""
+    from napari_n5zarr.spatial.model import ArrayInfo
+    from napari_n5zarr.write.ome import OME_KEY, pyramid_ome
+
+    infos = {lv.name: ArrayInfo(dict(lv.metadata.attributes), lv.metadata.dimensions, lv.metadata.data_type) for lv in levels}
+    attrs = dict(group_attrs)
+    ome = pyramid_ome({k: v for k, v in attrs.items() if k != OME_KEY}, infos, labels=labels, where=path or "/")
+    if ome is not None:
+        attrs[OME_KEY] = ome  # ours replaces one given in ``attributes`` (which is kept otherwise)
+    return {"zarr_format": 3, "node_type": "group", "attributes": attrs}
 
 
 def parse_compression(compression: str | dict[str, Any] | None) -> dict[str, Any]:

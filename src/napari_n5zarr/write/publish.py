@@ -44,12 +44,23 @@ def _node_buffer(doc: dict[str, Any]) -> Any:
     return default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
 
 
+async def _set_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
+    """``attributes.json`` through :class:`N5DefaultStore` from ``doc`` without its Zarr-only
+    parts (OME-NGFF ``ome``, ``dimension_names``), then ``doc`` itself as ``zarr.json``."""
+    from napari_n5zarr.write.ome import without_zarr_only
+
+    key = f"{prefix}{ZARR_JSON}"
+    await N5DefaultStore(store, write_zarr_json=False).set(key, _node_buffer(without_zarr_only(doc)))
+    if zarr_json:
+        await store.set(key, _node_buffer(doc))
+
+
 def publish_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: bool) -> None:
-    """Write the node ``doc`` (a ``zarr.json`` document) at ``prefix`` through
-    :class:`N5DefaultStore`, which writes attributes.json too (and zarr.json if ``zarr_json``)."""
+    """Write the node ``doc`` (a ``zarr.json`` document) at ``prefix``: its ``attributes.json``
+    (N5 keys only) and, if ``zarr_json``, the ``zarr.json`` itself."""
     from napari_n5zarr.zarr_internals import sync
 
-    sync(N5DefaultStore(store, write_zarr_json=zarr_json).set(f"{prefix}{ZARR_JSON}", _node_buffer(doc)))
+    sync(_set_node(store, prefix, doc, zarr_json))
 
 
 def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
@@ -58,10 +69,8 @@ def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
 
     from napari_n5zarr.zarr_internals import sync
 
-    n5 = N5DefaultStore(store, write_zarr_json=plan.zarr_json)
-
     async def datasets() -> None:
-        await asyncio.gather(*(n5.set(f"{prefix}{lv.name}/{ZARR_JSON}", _node_buffer(lv.document)) for lv in plan.levels))
+        await asyncio.gather(*(_set_node(store, f"{prefix}{lv.name}/", lv.document, plan.zarr_json) for lv in plan.levels))
 
     sync(datasets())
     publish_node(store, prefix, plan.group_document, plan.zarr_json)

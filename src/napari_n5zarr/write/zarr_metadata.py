@@ -190,6 +190,7 @@ def _add_dataset(store: Store, prefix: str, attrs: dict[str, Any], report: ZarrM
     from napari_n5zarr.n5.block_format import MODE_NAMES, first_block_mode
     from napari_n5zarr.n5.metadata import attributes_to_zarr
     from napari_n5zarr.n5.stores import store_location
+    from napari_n5zarr.write.ome import with_dimension_names
 
     where = prefix.rstrip("/")
     try:
@@ -205,7 +206,7 @@ def _add_dataset(store: Store, prefix: str, attrs: dict[str, Any], report: ZarrM
     if mode not in (None, 0):
         _skip(report, where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
         return
-    _write(store, prefix, doc, report)
+    _write(store, prefix, with_dimension_names(doc), report)
 
 
 def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: int = 0) -> bool:
@@ -242,11 +243,9 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         _add_dataset(store, prefix, attrs, report)
         return True
     holds_n5 = raw is not None
-    if depth < MAX_DEPTH:
-        for name in _list_dir(store, where):
-            if name in METADATA_FILES or name.startswith("."):
-                continue
-            holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
+    children = [n for n in _list_dir(store, where) if n not in METADATA_FILES and not n.startswith(".")] if depth < MAX_DEPTH else []
+    for name in children:
+        holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
     if holds_n5:
         if attrs is not None and not isinstance(attrs, dict):
             _skip(report, where, "attributes.json does not hold a JSON object")
@@ -256,5 +255,30 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
             except N5FormatError as e:
                 _skip(report, where, str(e))
                 return True
-            _write(store, prefix, doc, report)
+            _write(store, prefix, _with_ome(store, prefix, doc, children, report.location), report)
     return holds_n5
+
+
+def _with_ome(store: Store, prefix: str, doc: dict[str, Any], children: list[str], location: str) -> dict[str, Any]:
+    """The group document ``doc`` with OME-NGFF 0.5 metadata if the group is an N5 Viewer
+    pyramid (its datasets ``sN``, read again here) that OME-NGFF can describe."""
+    from napari_n5zarr.errors import N5FormatError
+    from napari_n5zarr.n5.constants import parse_document
+    from napari_n5zarr.n5.metadata import N5DatasetMetadata, parse_attributes
+    from napari_n5zarr.spatial.model import level_names
+    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.ome import OME_KEY, group_ome
+
+    levels: dict[str, N5DatasetMetadata] = {}
+    for name in level_names(children):
+        try:
+            raw = store_get(store, f"{prefix}{name}/{N5_JSON}")
+            meta = parse_attributes(parse_document(raw, None), name, check_zarr=False) if raw is not None else None
+        except (N5FormatError, OSError):
+            meta = None
+        if isinstance(meta, N5DatasetMetadata):
+            levels[name] = meta
+    where = prefix.rstrip("/")
+    group_name = where.rsplit("/", 1)[-1] if where else location.rstrip("/").rsplit("/", 1)[-1]
+    ome = group_ome(doc.get("attributes") or {}, levels, name=group_name, where=where or "/")
+    return doc if ome is None else {**doc, "attributes": {**doc["attributes"], OME_KEY: ome}}
