@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,9 @@ def test_like_a_path_overlays_the_image_and_writes_no_block(image: Path, tmp_pat
     assert list(seg.units) == list(em.units)
     assert editable_reason(tmp_path / "seg.n5") is None
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "seg.n5/s0")[...], 0)
+    ome = json.loads((tmp_path / "seg.n5/zarr.json").read_text())["attributes"]["ome"]  # OME-NGFF labels, as export
+    assert ome["version"] == "0.5"
+    assert "image-label" in ome
 
 
 def test_painted_blocks_are_the_only_blocks(image: Path, tmp_path: Path) -> None:
