@@ -59,3 +59,33 @@ def test_notice_names_the_region_in_view_and_the_command_checks_it_out(make_napa
     convert(args[2], tmp_path / "copy.n5", region=region)
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "copy.n5/s0")[...].T, labels[z0:z1, y0:y1, x0:x1])
     assert editable_reason(tmp_path / "copy.n5") is None
+
+
+def test_copy_view_from_the_layer_context_menu(make_napari_viewer, qtbot, served_labels, monkeypatch, tmp_path: Path) -> None:
+    from napari._app_model import get_app_model
+
+    from napari_n5zarr._napari import check_out
+
+    url, labels = served_labels
+    viewer = make_napari_viewer(show=True)
+    viewer.window._qt_window.resize(900, 700)
+    (layer,) = viewer.open(url, plugin="napari-n5zarr")
+    viewer.dims.set_point(0, 2.0 * 10)
+    viewer.camera.center = (20.0, 30.0, 80.0)
+    viewer.camera.zoom = 12
+    qtbot.wait(300)
+    app = get_app_model()
+    entries = [getattr(getattr(item, "command", None), "id", None) for item in app.menus.get_menu("napari/layers/context")]
+    assert check_out.CONTEXT_ACTION in entries
+    monkeypatch.setattr(check_out, "ask_destination", lambda layer: tmp_path / "view.n5")
+    viewer.layers.selection.active = layer
+    app.commands.execute_command(check_out.CONTEXT_ACTION).result()
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2, timeout=60_000)
+    copy = viewer.layers[1]
+    record = napari_n5zarr.open(tmp_path / "view.n5").attrs["n5zarr:checked-out"]
+    (z0, z1), (y0, y1), (x0, x1) = record["region"]
+    assert (z0, z1) == (0, 40)
+    assert 0 < x0 < 80 < x1 < 128
+    np.testing.assert_array_equal(np.asarray(copy.data), labels[z0:z1, y0:y1, x0:x1])
+    np.testing.assert_allclose(copy.data_to_world((0, 0, 0)), layer.data_to_world((z0, y0, x0)))  # over the source
+    assert editable_reason(tmp_path / "view.n5") is None

@@ -60,3 +60,17 @@ def notify_napari(level: str, message: str) -> None:
         return
     show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
     show(message)
+
+
+def in_gui_thread(call: Callable[[], None]) -> None:
+    """``call()`` now on napari's thread, queued to it from another (dropped without Qt)."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        call()
+        return
+    from qtpy.QtCore import QCoreApplication
+    from superqt.utils import ensure_main_thread
+
+    if QCoreApplication.instance() is not None:
+        ensure_main_thread(call)()

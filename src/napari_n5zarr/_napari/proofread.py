@@ -12,14 +12,12 @@ napari reports its writes to :func:`level_changed`, which watches whichever view
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from magicgui.widgets import Container, Label, PushButton
 
-from napari_n5zarr._napari import notices, view_3d
+from napari_n5zarr._napari import check_out, notices, view_3d
 from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
 from napari_n5zarr._napari.notices import UNSAVED_MARKER as MARKER
 from napari_n5zarr._napari.notices import plain_name
@@ -128,6 +126,7 @@ def watch(viewer: napari.Viewer | None) -> None:
         return
     _watched.add(viewer)
     add_to_layer_context_menu()
+    check_out.add_to_layer_context_menu()
     view_3d.follow(viewer)
     for layer in viewer.layers:
         _on_layer(layer)
@@ -152,19 +151,7 @@ def _viewers() -> list[Any]:
 def changed(ref: weakref.ref[EditableLevel]) -> None:
     """An editable level made for napari was written or saved (from any thread):
     :func:`level_changed` on napari's thread."""
-    _in_gui_thread(lambda: level_changed(ref()))
-
-
-def _in_gui_thread(call: Callable[[], None]) -> None:
-    """``call()`` now on napari's thread, queued to it from another (dropped without Qt)."""
-    if threading.current_thread() is threading.main_thread():
-        call()
-        return
-    from qtpy.QtCore import QCoreApplication
-    from superqt.utils import ensure_main_thread
-
-    if QCoreApplication.instance() is not None:
-        ensure_main_thread(call)()
+    notices.in_gui_thread(lambda: level_changed(ref()))
 
 
 def level_changed(level: EditableLevel | None) -> None:

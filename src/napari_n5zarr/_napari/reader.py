@@ -90,13 +90,15 @@ def read(path: PathOrPaths) -> list[LayerData]:
 
 
 def _offer_new_labels() -> None:
-    """Images opened: the layer list's context menu offers new labels for them."""
+    """Layers opened: the layer list's context menu offers new labels for an image and a
+    local copy of the view."""
     import threading
 
     if threading.current_thread() is threading.main_thread():
-        from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
+        from napari_n5zarr._napari import check_out, new_labels
 
-        add_to_layer_context_menu()
+        new_labels.add_to_layer_context_menu()
+        check_out.add_to_layer_context_menu()
 
 
 def _watch_labels() -> None:
