@@ -300,7 +300,7 @@ def open(
     from zarr.storage import StorePath
 
     if doc.get("node_type") == "array":
-        return _array(store, doc)
+        return array_from_document(store, doc)
     if doc.get("node_type") == "group":
         return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(store), dict(doc)))
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
@@ -309,8 +309,9 @@ def open(
 _PIPELINE_CHOICE = threading.Lock()
 
 
-def _array(store: Store, doc: dict[str, Any]) -> zarr.Array:
-    """The array at the root of ``store``, built from its document ``doc``.
+def array_from_document(store: Store, doc: dict[str, Any], path: str = "") -> zarr.Array:
+    """The array at ``path`` of ``store`` (the root by default), built from its document
+    ``doc`` as already read (zarr's ``open_array`` would read it again).
 
     On a local folder it reads through zarr's fused codec pipeline (each read's blocks fetched
     and decoded on a thread pool, without a coroutine per block: see ``benchmarks/README.md``),
@@ -324,7 +325,7 @@ def _array(store: Store, doc: dict[str, Any]) -> zarr.Array:
     from napari_n5zarr.zarr_internals import fused_pipeline
 
     def build() -> zarr.Array:
-        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store)))  # type: ignore[call-overload]
+        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store, path)))  # type: ignore[call-overload]
 
     if not reads_synchronously(store):
         return build()

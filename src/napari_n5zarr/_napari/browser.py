@@ -99,13 +99,7 @@ def read_node_layers(tree: Tree, node: Node, notify: Callable[[str, str], None])
 
     if tree.bdv_setups is None and not tree.location.lower().endswith(".zip"):
         return location_layers(join(tree.n5_location, node.path), notify, max_layers=MAX_LAYERS)
-    return layers_from_node(
-        tree.zarr_node(node),
-        name=node.name or display_name(tree.location),
-        source=join(tree.location, node.path),
-        bdv_setups=tree.bdv_setups,
-        notify=notify,
-    )
+    return layers_from_node((tree, node), name=node.name or display_name(tree.location), source=join(tree.location, node.path), notify=notify)
 
 
 def dock_browser(viewer: napari.Viewer) -> BrowserWidget:

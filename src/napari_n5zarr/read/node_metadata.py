@@ -65,10 +65,12 @@ def fill_from_zarr(node: Node, doc: Any) -> None:
         return
     check_zarr_accepts(doc)  # the error zarr would raise on opening it (e.g. zstd level 1e9)
     node.kind = "array"
-    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())
+    codecs = doc.get("codecs") or []
+    order = slice(None) if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME else slice(None, None, -1)
+    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())[order]  # N5 order: a plain (C-order) array reversed
     node.dtype = str(doc.get("data_type"))
     chunks = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or []
-    node.blocks = tuple(int(c) for c in chunks)[::-1]
+    node.blocks = tuple(int(c) for c in chunks)[order][::-1]
     node.compression = zarr_compression(doc)
 
 def _chunks(doc: Mapping[str, Any]) -> Any:
