@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
 from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
-from napari_n5zarr.n5.stores import count_keys, get_many, list_names
 from napari_n5zarr.read.group_pyramids import GroupPyramids, group_pyramids
 from napari_n5zarr.read.locate import Source, require
 from napari_n5zarr.read.node import Node
@@ -227,6 +226,8 @@ class Tree:
         with self._lock:
             if path in self._names:
                 return self._names[path]
+        from napari_n5zarr.n5.stores import list_names
+
         with self._waiting(lambda: f"the listing of {self._where(path)}/"):
             found = list_names(self.store, path)
         names = sorted((n for n in found if n not in (N5_JSON, ZARR_JSON) and not n.startswith(".")), key=natural_key)
@@ -323,6 +324,8 @@ class Tree:
         there, or the exception in place), and the Zarr v3 document the chain makes of the node:
         attributes.json translated by the N5 store (read once: the store is handed the bytes),
         else, where neither document is there, the chain's answer (an implicit group, or None)."""
+        from napari_n5zarr.n5.stores import get_many
+
         n5 = get_many(self._base, [_join(p, N5_JSON) for p in paths])
         stored = get_many(self._base, [_join(p, ZARR_JSON) for p in paths])
         docs: list[Any] = [None] * len(paths)
@@ -543,6 +546,8 @@ class Tree:
             base = key.rsplit("/", 1)[-1]
             return base not in (N5_JSON, ZARR_JSON) and not base.startswith(".")
 
+        from napari_n5zarr.n5.stores import count_keys
+
         count, stopped = count_keys(self._base, target.path, is_block, limit)
         return count, expected, stopped
 
@@ -577,9 +582,9 @@ def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | Non
 
 def tree_at(node: zarr.Array | zarr.Group) -> tuple[Tree, Node]:
     """The tree of an open zarr node's store (read through the N5 wrappers) and the node in it."""
-    from napari_n5zarr.n5.stores import innermost, store_location
+    from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore, store_chain, store_location
 
-    base = innermost(node.store)
+    base = next(s for s in store_chain(node.store) if not isinstance(s, ImplicitGroupStore | N5DefaultStore))
     tree = Tree(store_location(base, "").rstrip("/") or "/", base)
     tree.raise_for_root()
     return tree, tree.node_at(node.path)
