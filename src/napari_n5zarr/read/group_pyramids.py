@@ -27,7 +27,7 @@ from napari_n5zarr.spatial.conventions import (
 from napari_n5zarr.spatial.model import Listing, level_name, level_number
 
 PROBED_LEVELS = 32
-"""A group that cannot be listed (plain HTTP) is probed for ``s0, s1, ...`` up to this many."""
+"""A group that lists nothing (plain HTTP) is probed for ``s0, s1, ...`` up to this many."""
 
 
 class Nodes(Protocol):
@@ -92,12 +92,14 @@ class _Reader:
     def _list(self, path: str, group: Node) -> None:
         """Record ``group`` (at ``path``): its attributes, its children's names and the facts
         of its level-named children; a group that cannot be listed is probed for levels."""
+        fault: BaseException | None = None
         try:
             names = self.nodes.names(group.path)
         except Exception as exc:  # boundary: any store's listing fault (plain HTTP cannot list)
+            names, fault = [], exc
+        if not names:  # nothing listed (plain HTTP lists nothing, or fails): levels by name
             names = self._probe(group)
-            if not names and not path:
-                self.fault = exc
+            self.fault = fault if not names and not path else self.fault
         levels = [n for n in names if level_number(n) is not None]
         found = self.nodes.nodes_in(group, levels)
         arrays = {n: array_info(c) for n, c in zip(levels, found, strict=True) if c is not None and c.kind == "array"}

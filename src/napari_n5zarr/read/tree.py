@@ -582,7 +582,12 @@ def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | Non
 
 def tree_at(node: zarr.Array | zarr.Group) -> tuple[Tree, Node]:
     """The tree of an open zarr node's store (read through the N5 wrappers) and the node in it."""
-    from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore, store_chain, store_location
+    from napari_n5zarr.n5.stores import (
+        ImplicitGroupStore,
+        N5DefaultStore,
+        store_chain,
+        store_location,
+    )
 
     base = next(s for s in store_chain(node.store) if not isinstance(s, ImplicitGroupStore | N5DefaultStore))
     tree = Tree(store_location(base, "").rstrip("/") or "/", base)
