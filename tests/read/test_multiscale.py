@@ -69,25 +69,32 @@ def test_levels_for_napari_order_exact_values(tmp_path, write_n5, strict):
         assert levels[0].chunksize == (2, 4, 4)
 
 
-def test_opening_reads_each_metadata_document_once_and_opens_only_the_levels_shown(tmp_path, write_n5, monkeypatch):
+def test_opening_reads_each_metadata_document_once(tmp_path, write_n5, monkeypatch):
+    """Without the store's reuse of a just-read attributes.json: the reader's tree reads each
+    document once, and no zarr.json where an attributes.json is (it would not be used)."""
     from napari_n5zarr.read.images import open_images
     from napari_n5zarr.storage.local import SafeLocalStore
 
     _pyramid(tmp_path, write_n5)
     reads: list[str] = []
-    get_sync = SafeLocalStore.get_sync
+    get_sync, get = SafeLocalStore.get_sync, SafeLocalStore.get
 
-    def counting(self, key, *args, **kwargs):
-        if key.endswith(".json"):
-            reads.append(f"{self.root}/{key}")
+    def counting_sync(self, key, *args, **kwargs):
+        reads.append(f"{self.root}/{key}")
         return get_sync(self, key, *args, **kwargs)
 
-    monkeypatch.setattr(SafeLocalStore, "get_sync", counting)
+    async def counting(self, key, *args, **kwargs):
+        reads.append(f"{self.root}/{key}")
+        return await get(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(SafeLocalStore, "get_sync", counting_sync)
+    monkeypatch.setattr(SafeLocalStore, "get", counting)
     found = open_images(tmp_path / "c.n5")
     assert [image.multiscale.name for image in found.images] == ["raw"]  # (line: 1-D, broken: a problem)
-    repeated = sorted({r for r in reads if reads.count(r) > 1})
-    assert repeated == []  # attributes.json and zarr.json: each read once
-    assert f"{tmp_path / 'c.n5'}/raw/s0/attributes.json" in reads
+    documents = [r for r in reads if r.endswith(".json")]
+    assert sorted({r for r in documents if documents.count(r) > 1}) == []
+    assert f"{tmp_path / 'c.n5'}/raw/s0/attributes.json" in documents
+    assert not [r for r in documents if r.endswith("zarr.json") and r.startswith(str(tmp_path / "c.n5" / "raw"))]
 
 
 def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(tmp_path, write_n5):

@@ -1,8 +1,10 @@
-"""THE hierarchy walker: a container's nodes, listed lazily, with errors reported in place.
+"""THE hierarchy model: a container's nodes, read lazily, each metadata document once, errors in place.
 
-Pure Python (no Qt, no napari). One model behind three faces: the browser widget,
-``n5zarr tree`` and ``n5zarr info``. Metadata only, never blocks (except on request:
-:meth:`Tree.block_count`, :meth:`Tree.thumbnail`).
+Pure Python (no Qt, no napari). One model behind every face: the napari reader
+(:mod:`napari_n5zarr.read.images`, through :func:`napari_n5zarr.read.pyramid_walk.detect`), the
+browser's rows and its "the reader will use" panel, ``n5zarr tree``, ``info`` and ``convert``.
+Metadata only, never blocks (except on request: :meth:`Tree.block_count`, :meth:`Tree.thumbnail`,
+and the arrays of the levels chosen, :meth:`Tree.arrays`, built from the documents read).
 
 * Lazy: :meth:`Tree.iter_children` lists one group, page by page, as it reads; nothing
   is read before it is asked for and there is no node cap.
@@ -10,8 +12,10 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
   range, a FIFO instead of a file, ...) becomes a ``kind == "error"`` node naming the file;
   its siblings are listed as usual.
 * Pyramids: a group that the reader opens as one multiscale image (N5 Viewer, COSEM,
-  OME-NGFF, BigDataViewer setup, neuroglancer/tensorstore) is one ``kind == "pyramid"``
-  node, found with the pyramid functions of :mod:`napari_n5zarr.spatial`.
+  OME-NGFF, Paintera, BigDataViewer setup, neuroglancer/tensorstore) is one ``kind ==
+  "pyramid"`` node: :meth:`Tree.pyramids_at` drives the convention table once per group
+  (:mod:`napari_n5zarr.read.group_pyramids`), for the row and the reader alike, so the row
+  shows what the reader opens by construction.
 * Says what it waits for: with an :class:`Activity`, each listing and metadata read is
   named while it runs, and :func:`report_waits` reports one that takes longer than a second
   or two (``n5zarr tree`` of a slow server prints ``waiting for the listing of URL ...`` on
@@ -19,15 +23,16 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
 * Row fields are in napari order (z, y, x): shape with axis names, dtype, voxel size and
   units, uncompressed size, block size, N5 compression name and level.
 
-* One reader: names and metadata come through the library's store chain
-  (:func:`napari_n5zarr.access.wrap` over :func:`~napari_n5zarr.access.base_store`), which
-  decides implicit groups, translates attributes.json and refuses FIFOs and oversized
-  documents, for local folders, zips and URLs alike. A local folder answers synchronously
-  (:func:`napari_n5zarr.n5.stores.get_many`); other stores get one page's reads at once.
+* One reader: names and documents come through the library's store chain (the N5 Default
+  Store and the implicit-group store over :func:`~napari_n5zarr.access.base_store`), which
+  decides implicit groups, translates attributes.json (handed the bytes the tree read: not
+  read again) and refuses FIFOs and oversized documents, for local folders, zips and URLs
+  alike. A local folder answers synchronously (:func:`napari_n5zarr.n5.stores.get_many`);
+  other stores get one page's reads at once.
 
 The parts live beside it in :mod:`napari_n5zarr.read`: ``node`` (the node model and its
-display text), ``node_metadata`` (metadata documents -> node fields), ``thumbnail``; this
-module pages, groups pyramids and opens a location.
+display text), ``node_metadata`` (metadata documents -> node fields), ``group_pyramids``,
+``outer_folders`` (what the folders above a container pass on), ``thumbnail``.
 """
 
 from __future__ import annotations
@@ -141,9 +146,12 @@ class Tree:
 
     def __init__(self, location: str, store: Store, *, n5_location: str | None = None,
                  bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 activity: Activity | None = None) -> None:  # fmt: skip
+                 activity: Activity | None = None, compare_documents: bool = True) -> None:  # fmt: skip
         """``store``: the container's plain store (:func:`~napari_n5zarr.access.base_store`);
-        the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`)."""
+        the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`).
+        ``compare_documents``: also read the zarr.json beside an attributes.json, to flag a
+        contradiction (:attr:`Node.warning`); the reader, which uses attributes.json either
+        way, does not ask (one request less per node over a network)."""
         from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
         from napari_n5zarr.storage.local import SafeLocalStore
 
@@ -155,6 +163,7 @@ class Tree:
         """The container the nodes live in (a BigDataViewer XML's N5 folder)."""
         self.bdv_setups = bdv_setups
         self.storage_options = storage_options
+        self.compare_documents = compare_documents
         self._base = store
         self._n5 = N5DefaultStore(store)
         self.store = ImplicitGroupStore(self._n5)
@@ -327,7 +336,10 @@ class Tree:
         from napari_n5zarr.n5.stores import get_many
 
         n5 = get_many(self._base, [_join(p, N5_JSON) for p in paths])
-        stored = get_many(self._base, [_join(p, ZARR_JSON) for p in paths])
+        ask = [i for i, a in enumerate(n5) if self.compare_documents or not isinstance(a, bytes)]
+        stored: list[Any] = [None] * len(paths)
+        for i, raw in zip(ask, get_many(self._base, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
+            stored[i] = raw
         docs: list[Any] = [None] * len(paths)
         for i, (p, a) in enumerate(zip(paths, n5, strict=True)):
             if isinstance(a, bytes):
@@ -601,13 +613,15 @@ def tree_at(node: zarr.Array | zarr.Group) -> tuple[Tree, Node]:
 
 
 def tree_of(source: Source, storage_options: dict[str, Any] | None = None) -> Tree:
-    """The tree at a resolved location (:func:`~napari_n5zarr.read.locate.resolve`): its
-    target, with its BigDataViewer XML's setups. Its root is an error node when nothing
-    readable is there (:meth:`Tree.raise_for_root`)."""
+    """The reader's tree at a resolved location (:func:`~napari_n5zarr.read.locate.resolve`):
+    its target, with its BigDataViewer XML's setups; zarr.json read only where no
+    attributes.json is. Its root is an error node when nothing readable is there
+    (:meth:`Tree.raise_for_root`)."""
     from napari_n5zarr.access import base_store
 
     target = source.target.rstrip("/") if is_url(source.target) else source.target
-    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, storage_options=storage_options)
+    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, storage_options=storage_options,
+                compare_documents=False)  # fmt: skip
 
 
 def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, activity: Activity | None = None) -> Tree:
