@@ -145,7 +145,7 @@ class Tree:
     while another thread reads the nodes it has handed out."""
 
     def __init__(self, location: str, store: Store, *, n5_location: str | None = None,
-                 bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 bdv_setups: dict[int, Any] | None = None,
                  activity: Activity | None = None, compare_documents: bool = True) -> None:  # fmt: skip
         """``store``: the container's plain store (:func:`~napari_n5zarr.access.base_store`);
         the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`).
@@ -162,7 +162,6 @@ class Tree:
         self.n5_location = n5_location or location
         """The container the nodes live in (a BigDataViewer XML's N5 folder)."""
         self.bdv_setups = bdv_setups
-        self.storage_options = storage_options
         self.compare_documents = compare_documents
         self._base = store
         self._n5 = N5DefaultStore(store)
@@ -528,9 +527,15 @@ class Tree:
         ensure_codecs_registered()
         if node.kind != "array":
             raise ValueError(f"{node.path or '/'} is not an array" + (f": {node.error}" if node.error else ""))
-        prefix = f"{node.path}/" if node.path else ""
-        doc = self._n5.translation(prefix, node.raw) if node.n5 else parse_metadata(node.raw)
-        return array_from_document(self.store, doc, node.path)
+        return array_from_document(self.store, self._document(node), node.path)
+
+    def _document(self, node: Node) -> dict[str, Any]:
+        """The node's Zarr v3 document from the bytes read: the N5 store's translation of its
+        attributes.json (kept by the store, which learns the array's block grid from it), its
+        zarr.json, or an implicit group's."""
+        if node.n5:
+            return self._n5.translation(f"{node.path}/" if node.path else "", node.raw)
+        return parse_metadata(node.raw) if node.raw else {"zarr_format": 3, "node_type": "group", "attributes": {}}
 
     def arrays(self, paths: Sequence[str]) -> list[zarr.Array]:
         """The arrays at ``paths`` (from the root), their documents read at most once."""
@@ -541,10 +546,9 @@ class Tree:
         import zarr
         from zarr.storage import StorePath
 
-        doc = node.zarr_doc
-        if node.kind not in ("group", "pyramid") or doc is None:
+        if node.kind not in ("group", "pyramid"):
             raise ValueError(f"{node.path or '/'} is not a group")
-        return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(self.store, node.path), doc))
+        return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(self.store, node.path), dict(self._document(node))))  # (it pops keys)
 
     def block_count(self, node: Node, limit: int = 1_000_000) -> tuple[int, int, bool]:
         """(blocks on disk, blocks expected, counting stopped at ``limit``) for an array, or
@@ -620,8 +624,7 @@ def tree_of(source: Source, storage_options: dict[str, Any] | None = None) -> Tr
     from napari_n5zarr.access import base_store
 
     target = source.target.rstrip("/") if is_url(source.target) else source.target
-    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, storage_options=storage_options,
-                compare_documents=False)  # fmt: skip
+    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, compare_documents=False)
 
 
 def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, activity: Activity | None = None) -> Tree:
@@ -634,7 +637,7 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
 
     text = os.fspath(location).strip()
     if is_url(text):
-        return Tree(text.rstrip("/"), base_store(text, "r", storage_options), storage_options=storage_options, activity=activity)
+        return Tree(text.rstrip("/"), base_store(text, "r", storage_options), activity=activity)
     path = Path(node_location(text))
     if path.suffix.lower() == ".xml":
         source = require(path)  # one line for a missing or foreign XML, or a missing folder
