@@ -91,6 +91,12 @@ def _arrays(where: Where, paths: list[str]) -> list[zarr.Array]:
     return tree.arrays([join_path(node.path, p) for p in paths])
 
 
+def level_arrays(where: Where | zarr.Array | zarr.Group, ms: Multiscale) -> list[zarr.Array]:
+    """The zarr arrays of the levels of ``ms`` (paths relative to ``where``), finest first, in
+    N5 order, built from the documents the tree read (what the levels are made of)."""
+    return _arrays(place(where), list(ms.paths))
+
+
 def levels_for(
     where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
 ) -> list[Any]:
