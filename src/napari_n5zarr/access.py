@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, Literal
 
 import zarr
@@ -28,7 +25,6 @@ from napari_n5zarr.zarr_internals import sync
 
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
-_READ_ONCE: ContextVar[dict[tuple[Any, ...], Any] | None] = ContextVar("n5zarr_read_once", default=None)
 
 
 def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", storage_options: dict[str, Any] | None = None) -> Store:
@@ -162,75 +158,6 @@ def node_metadata(store: Store, path: str = "") -> dict[str, Any] | None:
         raise N5MetadataError(f"{key}: not valid JSON ({e})") from None
 
 
-@contextmanager
-def read_once() -> Iterator[None]:
-    """Within the block, :func:`child_names` lists a group once and :func:`child_nodes`
-    reads a child's metadata once: opening a container for napari asks for the same
-    listing (a size check, then detection) and the same levels (detection, then the
-    layers) more than once, and over a network each ask is a round trip. Scoped to the
-    calling context (nothing is kept after the block: a later open sees changes)."""
-    token = _READ_ONCE.set({})
-    try:
-        yield
-    finally:
-        _READ_ONCE.reset(token)
-
-
-def _once[T](key: tuple[Any, ...], read: Callable[[], T]) -> T:
-    memo = _READ_ONCE.get()
-    if memo is None:
-        return read()
-    if key not in memo:
-        memo[key] = read()
-    return memo[key]
-
-
-def _where(group: zarr.Group) -> tuple[int, str]:
-    """A group's store (by identity: zarr stores are not hashable) and path."""
-    return id(group.store_path.store), group.store_path.path
-
-
-def child_names(group: zarr.Group) -> list[str]:
-    """Names of the keys directly under ``group`` (candidate children), ``zarr.json`` excluded."""
-
-    async def names() -> list[str]:
-        return [k async for k in group.store_path.store.list_dir(group.store_path.path) if k != ZARR_JSON]
-
-    return list(_once(("list", *_where(group)), lambda: sync(names())))
-
-
-def child_nodes(group: zarr.Group, keys: Sequence[str]) -> list[zarr.Array | zarr.Group | BaseException]:
-    """The nodes at ``keys`` under ``group``, or the exception reading each raised
-    (``KeyError``: no node there), their metadata requested all at once: one round trip
-    to zarr's event loop and over the network for all, not one each."""
-    import asyncio
-
-    from napari_n5zarr.zarr_internals import async_group, sync  # per call: tests count round trips
-
-    async def read_all(todo: list[str]) -> list[Any]:
-        # zarr's Group has no public concurrent getitem: its AsyncGroup does it
-        return await asyncio.gather(*(async_group(group).getitem(k) for k in todo), return_exceptions=True)
-
-    memo = _READ_ONCE.get()
-    store, base = _where(group)
-
-    def memo_key(k: str) -> tuple[Any, ...]:  # by path from the store's root: any parent finds it
-        return "node", store, f"{base}/{k}".strip("/")
-
-    known = {} if memo is None else {k: memo[key] for k in keys if (key := memo_key(k)) in memo}
-    todo = [k for k in dict.fromkeys(keys) if k not in known]
-    if todo:
-        for k, item in zip(todo, sync(read_all(todo)), strict=True):
-            if isinstance(item, zarr.AsyncArray):
-                item = zarr.Array(item)
-            elif isinstance(item, zarr.AsyncGroup):
-                item = zarr.Group(item)
-            known[k] = item
-            if memo is not None and not isinstance(item, BaseException):  # a failure is read again
-                memo[memo_key(k)] = item
-    return [known[k] for k in keys]
-
-
 def open(
     path_or_url: str | os.PathLike[str],
     mode: AccessMode = "r",
@@ -300,7 +227,7 @@ def open(
     from zarr.storage import StorePath
 
     if doc.get("node_type") == "array":
-        return _array(store, doc)
+        return array_from_document(store, doc)
     if doc.get("node_type") == "group":
         return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(store), dict(doc)))
     raise N5FormatError(f"{path_or_url}: unknown node type {doc.get('node_type')!r}")
@@ -309,8 +236,9 @@ def open(
 _PIPELINE_CHOICE = threading.Lock()
 
 
-def _array(store: Store, doc: dict[str, Any]) -> zarr.Array:
-    """The array at the root of ``store``, built from its document ``doc``.
+def array_from_document(store: Store, doc: dict[str, Any], path: str = "") -> zarr.Array:
+    """The array at ``path`` of ``store`` (the root by default), built from its document
+    ``doc`` as already read (zarr's ``open_array`` would read it again).
 
     On a local folder it reads through zarr's fused codec pipeline (each read's blocks fetched
     and decoded on a thread pool, without a coroutine per block: see ``benchmarks/README.md``),
@@ -324,7 +252,7 @@ def _array(store: Store, doc: dict[str, Any]) -> zarr.Array:
     from napari_n5zarr.zarr_internals import fused_pipeline
 
     def build() -> zarr.Array:
-        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store)))  # type: ignore[call-overload]
+        return zarr.Array(zarr.AsyncArray(metadata=doc, store_path=StorePath(store, path)))  # type: ignore[call-overload]
 
     if not reads_synchronously(store):
         return build()

@@ -11,7 +11,7 @@ Rule (``tests/test_imports.py`` enforces it on ``src/``):
   where it stands.
 * **Only this module** imports from ``zarr.core.*`` or an ``_``-module (``zarr.storage._utils``),
   imports a ``_``-name from zarr, or reads a private attribute of zarr's concrete classes
-  (``Group._async_group``, ``ZipStore._zipfile`` / ``_zf``, ``zarr.registry._codec_registries``).
+  (``ZipStore._zipfile`` / ``_zf``, ``zarr.registry._codec_registries``).
   Each name carries the zarr versions it was checked against; a zarr upgrade checks this file.
 * One private hook is overridden, not imported (an override must stand in its class):
   :class:`~napari_n5zarr.storage.zip.BoundedZipStore` replaces ``ZipStore._get``
@@ -43,7 +43,6 @@ from zarr.core.sync import sync
 if TYPE_CHECKING:
     import zipfile
 
-    import zarr
     from zarr.registry import Registry
     from zarr.storage import ZipStore
 
@@ -56,7 +55,6 @@ __all__ = [
     "ChunkGridMetadata",
     "TBaseDType",
     "TBaseScalar",
-    "async_group",
     "codec_registry",
     "fused_pipeline",
     "parse_codecs",
@@ -105,12 +103,6 @@ def codec_registry(name: str) -> Registry[Any]:
     from zarr.registry import _codec_registries
 
     return _codec_registries[name]
-
-
-def async_group(group: zarr.Group) -> zarr.AsyncGroup:
-    """The :class:`zarr.AsyncGroup` behind ``group`` (for concurrent ``getitem``, which the
-    synchronous Group lacks). ``Group._async_group``: its only dataclass field (3.3.0, 3.4.1, 3.4.2)."""
-    return group._async_group
 
 
 def zip_archive(store: ZipStore) -> zipfile.ZipFile:

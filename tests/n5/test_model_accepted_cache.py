@@ -24,13 +24,27 @@ def zarr_checks(monkeypatch):
 
 
 def test_the_same_document_is_checked_by_zarr_once(zarr_checks):
-    shape = (7, 93, 1011)  # a shape no other test builds
+    blocks = (3, 7, 11)  # blocks no other test builds
     for _ in range(3):
-        meta = N5DatasetMetadata(dimensions=shape, block_size=(8, 8, 8), data_type="uint16", compression={"type": "gzip"})
-    assert zarr_checks == [list(shape)]
-    N5DatasetMetadata(dimensions=shape, block_size=(8, 8, 8), data_type="uint16", compression={"type": "zstd"})
+        meta = N5DatasetMetadata(dimensions=(7, 93, 1011), block_size=blocks, data_type="uint16", compression={"type": "gzip"})
+    assert zarr_checks == [[7, 93, 1011]]
+    N5DatasetMetadata(dimensions=(7, 93, 1011), block_size=blocks, data_type="uint16", compression={"type": "zstd"})
     assert len(zarr_checks) == 2  # another document: checked
     assert meta.codec() is not None
+
+
+def test_datasets_that_differ_in_extent_only_are_checked_once(zarr_checks):
+    """A listing meets thousands of datasets that differ in their extent: one check (the
+    tree's rows and the N5 store's translations share this one cache)."""
+    blocks = (5, 13, 17)  # blocks no other test builds
+    for n in range(1, 4):
+        N5DatasetMetadata(dimensions=(n, 2 * n, 3 * n), block_size=blocks, data_type="uint8", compression={"type": "raw"})
+    assert len(zarr_checks) == 1
+    from napari_n5zarr.n5.metadata import check_zarr_accepts
+
+    doc = N5DatasetMetadata(dimensions=(9, 9, 9), block_size=blocks, data_type="uint8", compression={"type": "raw"}).to_zarr_json()
+    check_zarr_accepts({**doc, "attributes": {"anything": 1}})
+    assert len(zarr_checks) == 1
 
 
 def test_a_refused_document_is_refused_every_time(zarr_checks):

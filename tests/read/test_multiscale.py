@@ -11,13 +11,12 @@ import napari_n5zarr
 from napari_n5zarr.read import levels as lv
 from napari_n5zarr.read.locate import resolve
 from napari_n5zarr.read.multiscale import (
-    child,
-    children,
     find_multiscales,
     is_rgb,
     levels_for,
     storage_blocks,
 )
+from napari_n5zarr.read.tree import tree_of
 
 BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <SpimData version="0.2"><BasePath type="relative">.</BasePath><SequenceDescription>
@@ -70,25 +69,32 @@ def test_levels_for_napari_order_exact_values(tmp_path, write_n5, strict):
         assert levels[0].chunksize == (2, 4, 4)
 
 
-def test_children_opens_the_levels_in_one_round_trip_as_child_does(tmp_path, write_n5, monkeypatch):
-    from napari_n5zarr import zarr_internals
+def test_opening_reads_each_metadata_document_once(tmp_path, write_n5, monkeypatch):
+    """Without the store's reuse of a just-read attributes.json: the reader's tree reads each
+    document once, and no zarr.json where an attributes.json is (it would not be used)."""
+    from napari_n5zarr.read.images import open_images
+    from napari_n5zarr.storage.local import SafeLocalStore
 
-    root, _ = _pyramid(tmp_path, write_n5)
-    paths = ["raw/s0", "raw/s1", "line"]
-    calls = []
-    sync = zarr_internals.sync
-    monkeypatch.setattr(zarr_internals, "sync", lambda *a, **k: calls.append(1) or sync(*a, **k))
-    arrays = children(root, paths)
-    assert len(calls) == 1  # one round trip to zarr's event loop for every level
-    monkeypatch.undo()
-    for array, path in zip(arrays, paths, strict=True):
-        one = child(root, path)
-        assert (array.path, array.shape, array.chunks, array.metadata) == (one.path, one.shape, one.chunks, one.metadata)
-        np.testing.assert_array_equal(array[...], one[...])
-    with pytest.raises(ValueError, match=r"^raw is not an array"):  # as child: the first problem in path order
-        children(root, ["raw/s0", "raw", "nowhere"])
-    with pytest.raises(KeyError):
-        children(root, ["raw/s0", "nowhere", "raw"])
+    _pyramid(tmp_path, write_n5)
+    reads: list[str] = []
+    get_sync, get = SafeLocalStore.get_sync, SafeLocalStore.get
+
+    def counting_sync(self, key, *args, **kwargs):
+        reads.append(f"{self.root}/{key}")
+        return get_sync(self, key, *args, **kwargs)
+
+    async def counting(self, key, *args, **kwargs):
+        reads.append(f"{self.root}/{key}")
+        return await get(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(SafeLocalStore, "get_sync", counting_sync)
+    monkeypatch.setattr(SafeLocalStore, "get", counting)
+    found = open_images(tmp_path / "c.n5")
+    assert [image.multiscale.name for image in found.images] == ["raw"]  # (line: 1-D, broken: a problem)
+    documents = [r for r in reads if r.endswith(".json")]
+    assert sorted({r for r in documents if documents.count(r) > 1}) == []
+    assert f"{tmp_path / 'c.n5'}/raw/s0/attributes.json" in documents
+    assert not [r for r in documents if r.endswith("zarr.json") and r.startswith(str(tmp_path / "c.n5" / "raw"))]
 
 
 def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(tmp_path, write_n5):
@@ -111,8 +117,9 @@ def test_bdv_time_points_stack_and_xml_voxel_sizes_apply(tmp_path, write_n5):
         write_n5(setup.create_group(f"timepoint{t}"), "s0", np.full((6, 5, 4), t, "uint8"), chunks=(3, 3, 2))
     (tmp_path / "dataset.xml").write_text(BDV_XML)
     source = resolve(tmp_path / "dataset.xml")
-    node = napari_n5zarr.open(source.target)
-    (ms,) = find_multiscales(node, source.name, bdv_setups=source.bdv_setups).multiscales
+    tree = tree_of(source)
+    node = (tree, tree.root)
+    (ms,) = find_multiscales(node, source.name).multiscales
     assert ms.convention == "bdv-xml"
     assert ms.scale[:3] == (4.0, 4.0, 40.0)
     for strict in (False, True):

@@ -11,7 +11,8 @@ from zarr.core.sync import sync
 from zarr.storage import MemoryStore, WrapperStore
 
 from napari_n5zarr.errors import SkippedNodeWarning
-from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
+from napari_n5zarr.read.multiscale import n5_ordered
+from napari_n5zarr.read.pyramid_walk import detect
 
 
 class CountingStore(WrapperStore):
@@ -107,7 +108,7 @@ def test_detect_reads_metadata_only():
     root = zarr.open_group(counting, mode="r")
     assert len(detect(root)) == 5
     assert counting.keys
-    metadata = {"zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata"}
+    metadata = {"zarr.json", "attributes.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata"}
     chunks = [k for k in counting.keys if k.rsplit("/", 1)[-1] not in metadata]
     assert chunks == []
     assert "c1/s2/zarr.json" in counting.keys

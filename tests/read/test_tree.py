@@ -316,3 +316,29 @@ def test_listing_over_http(tmp_path: Path, corpus_dir: Path) -> None:
         assert kids[0].compression == "bzip2 9"
     finally:
         server.shutdown()
+
+
+def test_a_row_shows_what_the_reader_opens(tmp_path: Path) -> None:
+    """One walk: a row's shape, blocks and voxel size are the reader's, here for a plain
+    (C-order) Zarr v3 array, which rows once showed reversed, and a pyramid whose scale of 0
+    the reader replaces by 1."""
+    import zarr
+
+    from napari_n5zarr.read.images import open_images
+
+    group = zarr.open_group(tmp_path / "p.zarr", mode="w")
+    group.create_array("img", shape=(10, 20, 30), chunks=(5, 10, 30), dtype="uint8")
+    pyr = zarr.open_group(tmp_path / "p.zarr" / "pyr", mode="w", attributes={"resolution": [0, 2, 3]})
+    for k in range(2):
+        pyr.create_array(f"s{k}", shape=(8 >> k, 6, 4), chunks=(4, 6, 4), dtype="uint16")
+    tree = open_tree(tmp_path / "p.zarr")
+    rows = {n.name: n for n in tree.children(tree.root)}
+    opened = {image.multiscale.name: image for image in open_images(tmp_path / "p.zarr").images}
+    assert set(rows) == set(opened) == {"img", "pyr"}
+    for name, row in rows.items():
+        image = opened[name]
+        assert row.shape == image.levels[0].shape
+        assert row.scale == image.multiscale.scale[::-1]
+    assert rows["img"].shape == (10, 20, 30)
+    assert rows["img"].blocks == (5, 10, 30)
+    assert rows["pyr"].scale[-1] == 1.0  # as the reader shows it

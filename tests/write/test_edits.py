@@ -291,13 +291,14 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
     (their blocks in the reader's cache): the pyramid's metadata is not walked again, neither
     for them nor for the open's journal check (a save walks it afresh)."""
     from napari_n5zarr.read.block_cache import store_token
-    from napari_n5zarr.read.multiscale import children, find_multiscales
+    from napari_n5zarr.read.multiscale import find_multiscales, level_arrays
+    from napari_n5zarr.read.pyramid_walk import place
     from napari_n5zarr.write import editable, label_pyramid
 
     dest = make(tmp_path, labels())
-    node = napari_n5zarr.open(dest)
+    node = place(napari_n5zarr.open(dest))
     (ms,) = find_multiscales(node).multiscales
-    arrays = children(node, list(ms.paths))
+    arrays = level_arrays(node, ms)
     with monkeypatch.context() as patched:
         patched.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
         found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
@@ -306,6 +307,6 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
         layer = editable.open_editable(found[0], levels=found[1])  # its journal check: no walk either
     assert found[0] == dest.resolve()
     assert [level.key for level in found[1]] == list(ms.paths)
-    assert {level.source.token for level in found[1]} == {store_token(node.store)}
+    assert {level.source.token for level in found[1]} == {store_token(node[0].store)}
     layer[0, 0, 0] = 99
     assert layer.save().blocks[0] == 1

@@ -92,20 +92,12 @@ def save_recent(location: str, items: list[str]) -> list[str]:
 
 
 def read_node_layers(tree: Tree, node: Node, notify: Callable[[str, str], None]) -> list[tuple]:
-    """Layer data for a node as the reader makes it: for a folder or URL, what napari's
-    reader gives for that location; inside a .zip or a BigDataViewer XML, the node's
-    layers with the XML's setups."""
-    from napari_n5zarr._napari.layers import MAX_LAYERS, layers_from_node, location_layers
+    """Layer data for a node as the reader makes it, from the browser's own tree: the walk
+    that made the row (a zip's or a BigDataViewer XML's node with the XML's setups)."""
+    from napari_n5zarr._napari.layers import MAX_LAYERS, layers_from_node
 
-    if tree.bdv_setups is None and not tree.location.lower().endswith(".zip"):
-        return location_layers(join(tree.n5_location, node.path), notify, max_layers=MAX_LAYERS)
-    return layers_from_node(
-        tree.zarr_node(node),
-        name=node.name or display_name(tree.location),
-        source=join(tree.location, node.path),
-        bdv_setups=tree.bdv_setups,
-        notify=notify,
-    )
+    name = node.name or display_name(tree.location)
+    return layers_from_node((tree, node), name=name, source=join(tree.location, node.path), notify=notify, max_layers=MAX_LAYERS)
 
 
 def dock_browser(viewer: napari.Viewer) -> BrowserWidget:

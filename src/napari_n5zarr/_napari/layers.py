@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     import zarr
     from npe2.types import LayerData
 
+    from napari_n5zarr.read.pyramid_walk import Where
+
 __all__ = ["MAX_CHILDREN", "MAX_LAYERS", "add_to_viewer", "layer_data", "layers_from_node", "location_layers", "notify_napari", "plain_name"]
 
 Notify = Callable[[str, str], None]
@@ -81,22 +83,19 @@ def location_layers(
 
 
 def layers_from_node(
-    node: zarr.Array | zarr.Group,
+    where: Where,
     *,
     name: str,
     source: str = "",
-    inherited: dict[str, Any] | None = None,
-    bdv_setups: dict[int, spatial.BdvSetup] | None = None,
     notify: Notify | None = None,
     max_layers: int | None = None,
     too_many: TooMany = say_too_many,
 ) -> list[LayerData]:
-    """Layer data tuples for every pyramid under an open ``node``; BigDataViewer setups
-    take their voxel size from ``bdv_setups`` (the dataset's XML). Above ``max_layers``
-    pyramids: no layers (see :func:`read_path`)."""
+    """Layer data tuples for every pyramid under a node of an open tree (BigDataViewer setups
+    with the voxel size of the tree's XML). Above ``max_layers`` pyramids: no layers (see
+    :func:`read_path`)."""
     notify = notify_napari if notify is None else notify
-    found = images_of(node, name=name, source=source, inherited=inherited, bdv_setups=bdv_setups,
-                      limit=max_layers, report=block_reporter(notify))  # fmt: skip
+    found = images_of(where, name=name, source=source, limit=max_layers, report=block_reporter(notify))
     return images_layers(found, notify, too_many=too_many)
 
 
@@ -141,7 +140,7 @@ def block_reporter(notify: Notify) -> Callable[[str], None]:
 
 
 def layer_data(
-    node: zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
+    node: Where | zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
 ) -> LayerData:
     """One (data, kwargs, layer_type) tuple for ``ms`` under ``node``; lazy levels in
     napari order (..., z, y, x). Reads metadata and a sample of the coarsest level."""

@@ -262,7 +262,7 @@ class N5DatasetMetadata:
         object.__setattr__(self, "compression", compression)
         object.__setattr__(self, "_compressor", _zarr_compressor(compression))
         if check_zarr:
-            _check_zarr_accepts(self.to_zarr_json())
+            check_zarr_accepts(self.to_zarr_json())
 
     # -- reading --------------------------------------------------------------------------
     @classmethod
@@ -501,21 +501,26 @@ def _zarr_compressor(compression: JSONDict) -> JSONDict | None:
 
 
 _ACCEPTED: set[str] = set()
-"""Documents zarr accepted (canonical JSON): an export builds each level's twice (plan,
-then publish), ~1 ms each, on the export's critical path."""
+"""Documents zarr accepted (canonical JSON but the attributes and the extent): an export builds
+each level's twice (plan, then publish), ~1 ms each, on the export's critical path; a listing
+meets thousands of datasets that differ in their extent only."""
 
 
-def _check_zarr_accepts(doc: JSONDict) -> None:
-    """Build zarr's own metadata object from ``doc`` so that parameters zarr refuses (a zstd
-    level of 1000, ...) fail here, naming the file, rather than later in zarr."""
+def check_zarr_accepts(doc: JSONDict) -> None:
+    """Build zarr's own metadata object from the Zarr v3 array document ``doc`` so that
+    parameters zarr refuses (a zstd level of 1000, ...) fail here (N5MetadataError) rather
+    than later in zarr. One check per distinct document (attributes and extent aside: zarr
+    checks neither against the codecs); refused documents are checked every time."""
     import json
 
     from napari_n5zarr.n5.codec import ensure_codecs_registered
     from napari_n5zarr.zarr_internals import ArrayV3Metadata
 
     doc = {**doc, "attributes": {}}  # zarr checks all but the attributes
+    shape = doc.get("shape")
     try:
-        key: str | None = json.dumps(doc, sort_keys=True)
+        extent = [len(shape), all(isinstance(s, int) and s >= 0 for s in shape)] if isinstance(shape, list) else shape
+        key: str | None = json.dumps({**doc, "shape": extent}, sort_keys=True)
     except (TypeError, ValueError):  # not plain JSON: checked every time
         key = None
     if key in _ACCEPTED:
@@ -525,7 +530,7 @@ def _check_zarr_accepts(doc: JSONDict) -> None:
         ArrayV3Metadata.from_dict(doc)
     except N5MetadataError:
         raise
-    except (ValueError, TypeError, KeyError, OverflowError) as e:
+    except (ValueError, TypeError, KeyError, OverflowError, AttributeError) as e:
         raise N5MetadataError(f"zarr cannot represent this dataset: {e}") from None
     if key is not None:
         if len(_ACCEPTED) > 1024:

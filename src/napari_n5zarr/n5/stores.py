@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -125,10 +124,6 @@ _GROUP_BYTES = _json_bytes(GROUP_DOC)
 
 def _group_buffer(prototype: BufferPrototype | None) -> Buffer:
     return (prototype or default_buffer_prototype()).buffer.from_bytes(_GROUP_BYTES)
-_HANDED = 4096
-"""attributes.json documents an N5DefaultStore keeps until their zarr.json is asked for..."""
-_HANDED_SECONDS = 2.0
-"""... if it is asked for within this time (a lister asks at once; a later read reads again)."""
 _TRANSLATIONS = 512
 """attributes.json documents whose translation each N5DefaultStore keeps (by their bytes)."""
 
@@ -333,7 +328,6 @@ class N5DefaultStore(_ReadsThroughGet):
         self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None]] = {}  # -> (shape, blockSize, cap)
         self._translations: dict[bytes, tuple[dict[str, Any], bytes]] = {}  # attributes.json -> (zarr.json doc, its bytes)
         self._array_docs: dict[str, dict[str, Any]] = {}  # prefix -> the document its grid was taken from
-        self._handed: dict[str, tuple[float, Buffer]] = {}  # prefix -> (when, attributes.json just read): _hand_over
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -351,21 +345,31 @@ class N5DefaultStore(_ReadsThroughGet):
         return os.path.join(root, key) if root else store_location(self._store, key)
 
     def _translate(self, prefix: str, raw: Buffer) -> bytes:
-        """The zarr.json bytes for the attributes.json ``raw`` at ``prefix``; the translation of
-        each distinct document is kept (a container repeats them: levels, time points, tiles)."""
-        data = raw.to_bytes()
+        """The zarr.json bytes for the attributes.json ``raw`` at ``prefix``."""
+        return self._translation(prefix, raw.to_bytes())[1]
+
+    def translation(self, prefix: str, data: bytes) -> dict[str, Any]:
+        """The zarr.json document (shared: do not change it) of the attributes.json bytes
+        ``data`` read at ``prefix`` (``""`` or ``"path/"``), as :meth:`get` of its zarr.json
+        would answer: a reader that read attributes.json itself (the tree) asks for its
+        translation here instead of reading the document a second time."""
+        return self._translation(prefix, data)[0]
+
+    def _translation(self, prefix: str, data: bytes) -> tuple[dict[str, Any], bytes]:
+        """(document, bytes); the translation of each distinct document is kept (a container
+        repeats them: levels, time points, tiles)."""
         known = self._translations.get(data)
         if known is None:
             where = self._location(prefix + N5_JSON)
-            doc = attributes_to_zarr(_parse_json(raw, where), path=where)
+            doc = attributes_to_zarr(parse_document(data, where), path=where)
             known = (doc, _json_bytes(doc))
             _put(self._translations, data, known, _TRANSLATIONS)
-        doc, encoded = known
+        doc = known[0]
         if doc["node_type"] == "array" and self._array_docs.get(prefix) is not doc:
             self._array_docs[prefix] = doc  # its block grid is worked out at its first block (_grid)
             self._array_ndim[prefix] = len(doc["shape"])
             self._array_grid.pop(prefix, None)
-        return encoded
+        return known
 
     def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None] | None:
         """(shape, blockSize, stored block cap) of the array at ``prefix``, if known."""
@@ -378,7 +382,7 @@ class N5DefaultStore(_ReadsThroughGet):
         the kept translations and documents (a worker starts its own)."""
         for prefix in list(self._array_docs):
             self._grid(prefix)
-        return {**self.__dict__, "_translations": {}, "_handed": {}, "_array_docs": {}, "_array_grid": dict(self._array_grid)}
+        return {**self.__dict__, "_translations": {}, "_array_docs": {}, "_array_grid": dict(self._array_grid)}
 
     # -- blocks: checked where the key is known -------------------------------------
     @property
@@ -452,23 +456,6 @@ class N5DefaultStore(_ReadsThroughGet):
             setattr(value, BLOCK_NAME_ATTR, where)
         return value
 
-    def _forget(self, key: str) -> None:
-        """A write or delete of ``key`` ends what was kept for its folder's zarr.json."""
-        if key.endswith((N5_JSON, ZARR_JSON)):
-            self._handed.pop(key.rsplit("/", 1)[0] + "/" if "/" in key else "", None)
-
-    def _hand_over(self, key: str, value: Buffer | None, byte_range: ByteRequest | None) -> None:
-        """Keep an attributes.json just read whole for the translation of its zarr.json, asked
-        for next by a lister (one request over a network instead of two); used once."""
-        if value is None or byte_range is not None or not (key == N5_JSON or key.endswith("/" + N5_JSON)):
-            return
-        _put(self._handed, key[: -len(N5_JSON)], (time.monotonic(), value), _HANDED)
-
-    def _handed_over(self, prefix: str) -> Buffer | None:
-        """The attributes.json kept for ``prefix`` if it was read moments ago (else None)."""
-        kept = self._handed.pop(prefix, None)
-        return kept[1] if kept is not None and time.monotonic() - kept[0] < _HANDED_SECONDS else None
-
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
@@ -477,9 +464,8 @@ class N5DefaultStore(_ReadsThroughGet):
                 value = await self._store.get(key, prototype, byte_range, limit=limit)  # type: ignore[call-arg]
             else:
                 value = self._read_capped(key, await self._store.get(key, prototype, byte_range), limit)
-            self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = self._handed_over(prefix) or await self._store.get(prefix + N5_JSON, default_buffer_prototype())
+        raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
         if raw is None:
             return await self._store.get(key, prototype, byte_range)
         return _in_range((prototype or default_buffer_prototype()).buffer.from_bytes(self._translate(prefix, raw)), byte_range)
@@ -493,9 +479,8 @@ class N5DefaultStore(_ReadsThroughGet):
                 value = self._store.get_sync(key, prototype=proto, byte_range=byte_range, limit=limit)  # type: ignore[attr-defined]
             else:
                 value = self._read_capped(key, self._store.get_sync(key, prototype=proto, byte_range=byte_range), limit)  # type: ignore[attr-defined]
-            self._hand_over(key, value, byte_range)
             return self._check_block(key, value) if byte_range is None else value
-        raw = self._handed_over(prefix) or self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
+        raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
         if raw is None:
             return self._store.get_sync(key, prototype=proto, byte_range=byte_range)  # type: ignore[attr-defined]
         return _in_range(proto.buffer.from_bytes(self._translate(prefix, raw)), byte_range)
@@ -516,14 +501,12 @@ class N5DefaultStore(_ReadsThroughGet):
         return json.dumps(attrs, indent=2).encode()
 
     async def set(self, key: str, value: Buffer) -> None:
-        self._forget(key)
         prefix = _meta_prefix(key)
         if prefix is not None:
             n5 = await self._n5_document(prefix, value)
             await self._store.set(prefix + N5_JSON, default_buffer_prototype().buffer.from_bytes(n5))
             self._array_ndim.pop(prefix, None)
             self._array_docs.pop(prefix, None)
-            self._handed.pop(prefix, None)
             if not self.write_zarr_json:
                 return
         await self._store.set(key, value)
@@ -537,7 +520,6 @@ class N5DefaultStore(_ReadsThroughGet):
             await self.set(key, value)
 
     def set_sync(self, key: str, value: Buffer) -> None:
-        self._forget(key)
         if _meta_prefix(key) is not None:
             from napari_n5zarr.zarr_internals import sync
 
@@ -546,18 +528,15 @@ class N5DefaultStore(_ReadsThroughGet):
             self._store.set_sync(key, value)  # type: ignore[attr-defined]
 
     async def delete(self, key: str) -> None:
-        self._forget(key)
         prefix = _meta_prefix(key)
         if prefix is not None:
             if await self._store.exists(prefix + N5_JSON):
                 await self._store.delete(prefix + N5_JSON)
             self._array_ndim.pop(prefix, None)
             self._array_docs.pop(prefix, None)
-            self._handed.pop(prefix, None)
         await self._store.delete(key)
 
     def delete_sync(self, key: str) -> None:
-        self._forget(key)
         # WrapperStore.delete_sync goes straight to the inner store: it would leave the
         # attributes.json of a deleted zarr.json behind (the async delete removes both).
         if _meta_prefix(key) is not None:

@@ -1,8 +1,8 @@
 """The read wing's one entry: a location -> the images in it, ready to show.
 
-:func:`open_images` opens a path or URL through the store chain
-(:func:`napari_n5zarr.open`: the N5 Default Store and the implicit-group store over the
-location's store), finds every image/labels pyramid in it and builds each one's lazy levels
+:func:`open_images` opens a path or URL as a tree (:mod:`napari_n5zarr.read.tree`: the
+browser's and ``n5zarr tree``'s model, read through the store chain, each metadata document
+once), finds every image/labels pyramid in it and builds each one's lazy levels
 (and contrast limits from a bounded sample of its coarsest level). It returns plain data, an
 :class:`Images`: the images, the problems (``"path: reason"``, one per node or image that
 could not be read: the rest are still there), the pyramids found but hidden (label
@@ -11,8 +11,8 @@ than :data:`MAX_CHILDREN` entries at its top, or more than ``limit`` pyramids, g
 images). It never raises for what is at the location: an unopenable one gives
 :attr:`Images.error`.
 
-:func:`images_of` does the same for a node already open (a node of a zip or BigDataViewer
-XML, shown by the N5 browser). napari's reader maps an :class:`Images` to layer tuples;
+:func:`images_of` does the same for a node of a tree already open (a node of a zip or
+BigDataViewer XML, shown by the N5 browser). napari's reader maps an :class:`Images` to layer tuples;
 ``n5zarr info`` and ``n5zarr convert`` use the functions underneath
 (:func:`~napari_n5zarr.read.multiscale.find_multiscales`,
 :func:`~napari_n5zarr.read.multiscale.levels_for`).
@@ -23,13 +23,15 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.read.levels import contrast_limits
 from napari_n5zarr.read.multiscale import find_multiscales, is_rgb, levels_for, storage_blocks
+from napari_n5zarr.read.pyramid_walk import Where, place
+from napari_n5zarr.read.tree import Tree, tree_of
 
 if TYPE_CHECKING:
     import zarr
@@ -91,28 +93,26 @@ def open_images(location: str | os.PathLike[str], *, limit: int | None = None, r
     from napari_n5zarr.extras import describe
     from napari_n5zarr.read.locate import resolve
 
-    access = _store_chain()
     source = resolve(location)
     found = Images(location=source.target, name=source.name)
     try:
-        node = access.open(source.target)
+        tree = _tree_of(source)
+        tree.raise_for_root()
     except Exception as exc:  # boundary: any backend's failure is one line
         text = describe(exc)  # most lines name the place already: once is enough
         found.error = text if source.target in text else f"cannot open {source.target}: {text}"
         return found
-    with access.read_once():  # the size check, detection and the levels share listings and metadata
-        if limit is not None and _too_many_children(node, access.child_names):
-            found.too_many = f"more than {MAX_CHILDREN} entries"
-            return found
-        return images_of(node, name=source.name, source=source.target, bdv_setups=source.bdv_setups, limit=limit, report=report)
+    if limit is not None and tree.root.has_children and _count_names(tree) > MAX_CHILDREN:
+        found.too_many = f"more than {MAX_CHILDREN} entries"
+        return found
+    return images_of((tree, tree.root), name=source.name, source=source.target, limit=limit, report=report)
 
 
-def _store_chain() -> Any:
-    """:mod:`napari_n5zarr.access` (zarr, the N5 stores, the codec), imported the first time
-    with the cyclic garbage collector paused: inside napari (a large heap) the collections
-    that zarr's many new objects set off cost more than the imports themselves (measured:
-    0.1-0.35 s of a 0.3-0.55 s import). Nothing else is changed; a collector that was off
-    stays off."""
+def _tree_of(source: Any) -> Tree:
+    """The location's tree (zarr, the N5 stores, the codec), imported the first time with the
+    cyclic garbage collector paused: inside napari (a large heap) the collections that zarr's
+    many new objects set off cost more than the imports themselves (measured: 0.1-0.35 s of a
+    0.3-0.55 s import). Nothing else is changed; a collector that was off stays off."""
     if "napari_n5zarr.access" not in sys.modules:
         enabled = gc.isenabled()
         gc.disable()
@@ -122,33 +122,28 @@ def _store_chain() -> Any:
         finally:
             if enabled:
                 gc.enable()
-    return sys.modules["napari_n5zarr.access"]
+    return tree_of(source)
 
 
-def _too_many_children(node: zarr.Array | zarr.Group, child_names: Callable[[Any], list[str]]) -> bool:
-    import zarr
-
-    if not isinstance(node, zarr.Group):
-        return False
+def _count_names(tree: Tree) -> int:
     try:
-        return len(child_names(node)) > MAX_CHILDREN
+        return len(tree.names(""))
     except Exception:  # cannot list (plain HTTP): detection probes what it can
-        return False
+        return 0
 
 
 def images_of(
-    node: zarr.Array | zarr.Group,
+    where: Where | zarr.Array | zarr.Group,
     *,
     name: str,
     source: str = "",
-    inherited: Mapping[str, Any] | None = None,
-    bdv_setups: Mapping[int, spatial.BdvSetup] | None = None,
     limit: int | None = None,
     report: Report | None = None,
 ) -> Images:
-    """:func:`open_images` for a node already open (paths relative to it); BigDataViewer
-    setups take their voxel size from ``bdv_setups`` (the dataset's XML)."""
-    found = find_multiscales(node, name, inherited=inherited, bdv_setups=bdv_setups, limit=limit)
+    """:func:`open_images` for a node of a tree (or a zarr node) already open (paths relative
+    to it); BigDataViewer setups take their voxel size from the tree's XML."""
+    where = place(where)
+    found = find_multiscales(where, name, limit=limit)
     out = Images(location=source, name=name, problems=list(found.problems))
     if found.too_many:
         out.too_many = f"more than {limit} images"
@@ -156,15 +151,16 @@ def images_of(
     out.hidden = found.hidden
     for ms in found.readable:
         try:
-            out.images.append(build_image(node, ms, report))
+            out.images.append(build_image(where, ms, report))
         except Exception as exc:  # boundary: one image's problem, never its siblings'
             out.problems.append(spatial.describe_error(ms.name, exc))
     return out
 
 
-def build_image(node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None) -> Image:
-    """``ms`` (paths relative to ``node``) with its levels and contrast limits. Reads
-    metadata and a bounded sample of the coarsest level."""
+def build_image(where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None) -> Image:
+    """``ms`` (paths relative to ``where``, a tree's node or a zarr node) with its levels and
+    contrast limits. Reads metadata and a bounded sample of the coarsest level."""
+    node = place(where)
     if ms.ndim < 2:
         raise ValueError(f"{ms.ndim}-D data cannot be shown as an image")
     if ms.unreadable:
@@ -185,7 +181,7 @@ def build_image(node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | 
     return Image(ms, levels, contrast_limits=contrast_limits(coarsest, blocks))
 
 
-def _fragments(node: zarr.Array | zarr.Group, ms: Multiscale, levels: list[Any], report: Report | None) -> list[Any]:
+def _fragments(node: Where, ms: Multiscale, levels: list[Any], report: Report | None) -> list[Any]:
     """Paintera labels shown as segments: their levels again, without the assignment."""
     if not any(getattr(level, "assignment", None) is not None for level in levels):
         return []

@@ -1,43 +1,42 @@
-"""node -> :class:`~napari_n5zarr.spatial.Multiscale` descriptions -> levels in napari order.
+"""A tree's node -> :class:`~napari_n5zarr.spatial.Multiscale` descriptions -> levels in napari order.
 
 The library's one levels builder, for the napari reader and ``n5zarr convert`` alike
 (as ome-zarr-py's ``Multiscales.array`` serves napari-ome-zarr's thin reader):
 
-* :func:`find_multiscales`: every image/labels pyramid under a node (metadata only), with
-  BigDataViewer XML voxel sizes applied, and the list of nodes skipped with the reason.
-  Attributes inherited from ancestors are read through the node's store (any backend):
-  see :func:`napari_n5zarr.read.pyramid_walk.detect`.
+* :func:`find_multiscales`: every image/labels pyramid under a node (metadata only, through
+  the tree: :func:`napari_n5zarr.read.pyramid_walk.detect`), BigDataViewer XML voxel sizes
+  applied, and the list of nodes skipped with the reason.
 * :func:`levels_for`: a pyramid's levels, finest first, in napari order (..., z, y, x);
-  BigDataViewer time points stacked as a leading ``t`` axis.
+  BigDataViewer time points stacked as a leading ``t`` axis. Only these levels' arrays are
+  opened, from the documents the tree read.
 
 Per-axis values of a :class:`Multiscale` are in N5 order (the reverse of napari's).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError
+from napari_n5zarr.n5.constants import CODEC_NAME
 from napari_n5zarr.read.levels import (
     LazyLevel,
     dask_level,
     needs_preview,
     preview_levels,
 )
-from napari_n5zarr.read.pyramid_walk import detect, n5_ordered
+from napari_n5zarr.read.pyramid_walk import Where, detect, place
 from napari_n5zarr.spatial import Multiscale
+from napari_n5zarr.spatial.model import join_path
 
 if TYPE_CHECKING:
     import dask.array as da
     import zarr
 
 Report = Callable[[str], None]
-
-_SETUP_NAME = re.compile(r"(?:^|/)setup(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -62,77 +61,44 @@ class Found:
         return [f"{ms.name or '/'}: {ms.unreadable}" for ms in self.multiscales if ms.unreadable]
 
 
-def find_multiscales(
-    node: zarr.Array | zarr.Group,
-    name: str | None = None,
-    *,
-    inherited: Mapping[str, Any] | None = None,
-    bdv_setups: Mapping[int, spatial.BdvSetup] | None = None,
-    limit: int | None = None,
-) -> Found:
-    """Every pyramid under ``node`` (paths relative to it), problems collected, never raised
-    for one bad child. ``bdv_setups`` (a BigDataViewer XML's) give the setups' voxel sizes.
-    With ``limit``, more than ``limit`` pyramids give ``Found(too_many=True)``."""
+def find_multiscales(where: Where | zarr.Array | zarr.Group, name: str | None = None, *, limit: int | None = None) -> Found:
+    """Every pyramid under ``where`` (a tree's node or a zarr node; paths relative to it),
+    problems collected, never raised for one bad child; BigDataViewer setups with the voxel
+    sizes of the tree's XML. With ``limit``, more than ``limit`` pyramids give
+    ``Found(too_many=True)``."""
+    tree, node = place(where)
     problems: list[str] = []
-    found = detect(
-        node,
-        name,
-        inherited=inherited,
-        on_error=lambda p, e: problems.append(spatial.describe_error(p, e)),
-        limit=limit,
-    )
+    found = detect((tree, node), name, on_error=lambda p, e: problems.append(spatial.describe_error(p, e)), limit=limit)
     if limit is not None and len(found) > limit:
         return Found([], problems, too_many=True)
-    problems += [s.problem for s in (bdv_setups or {}).values() if s.problem]  # their voxel size fell back to 1
-    return Found([with_bdv_setups(ms, bdv_setups) for ms in found], problems)
+    problems += [s.problem for s in (tree.bdv_setups or {}).values() if s.problem]  # their voxel size fell back to 1
+    return Found(found, problems)
 
 
-def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | None, path: str | None = None) -> Multiscale:
-    """``ms`` with the voxel size of its BigDataViewer setup (``setupN``, from ``path`` or
-    its name) when ``setups`` (a BigDataViewer XML's) describe it; else ``ms``."""
-    if not setups or ms.convention != "bdv":
-        return ms
-    match = _SETUP_NAME.search(ms.name if path is None else path)
-    setup = setups.get(int(match.group(1))) if match else None
-    return spatial.with_bdv_setup(ms, setup) if setup is not None else ms
+def n5_ordered(array: zarr.Array) -> bool:
+    """True for ``n5_default`` arrays (shape in N5 order, fastest axis first); plain Zarr
+    arrays are in C order."""
+    codecs: Any = getattr(array.metadata, "codecs", None) or ()
+    try:
+        return bool(codecs) and codecs[0].to_dict().get("name") == CODEC_NAME
+    except (AttributeError, TypeError, ValueError):  # a codec without a JSON form
+        return False
 
 
-def child(node: zarr.Array | zarr.Group, path: str) -> zarr.Array:
-    """The array at ``path`` (relative; "" is ``node`` itself)."""
-    import zarr
-
-    from napari_n5zarr.access import child_nodes
-
-    found: Any = node if path == "" else child_nodes(node, [path])[0]  # type: ignore[arg-type]  # a Group whenever path is not ""
-    if isinstance(found, BaseException):
-        raise found
-    if not isinstance(found, zarr.Array):
-        raise ValueError(f"{path or '/'} is not an array")
-    return found
+def _arrays(where: Where, paths: list[str]) -> list[zarr.Array]:
+    """The arrays at ``paths`` (relative to ``where``), built from the documents the tree read."""
+    tree, node = where
+    return tree.arrays([join_path(node.path, p) for p in paths])
 
 
-def children(node: zarr.Array | zarr.Group, paths: list[str]) -> list[zarr.Array]:
-    """The arrays at ``paths`` (as :func:`child`), opened concurrently: one round trip to
-    zarr's event loop for all, not one each (over a network, and on a busy machine, each
-    costs a thread hand-off)."""
-    import zarr
-
-    from napari_n5zarr.access import child_nodes
-
-    if len(paths) < 2 or not isinstance(node, zarr.Group) or "" in paths:
-        return [child(node, p) for p in paths]
-    arrays = []
-    for path, item in zip(paths, child_nodes(node, paths), strict=True):  # the first failure in path order, as one by one
-        if isinstance(item, BaseException):
-            raise item
-        if not isinstance(item, zarr.Array):
-            raise ValueError(f"{path} is not an array")
-        arrays.append(item)
-    return arrays
+def level_arrays(where: Where | zarr.Array | zarr.Group, ms: Multiscale) -> list[zarr.Array]:
+    """The zarr arrays of the levels of ``ms`` (paths relative to ``where``), finest first, in
+    N5 order, built from the documents the tree read (what the levels are made of)."""
+    return _arrays(place(where), list(ms.paths))
 
 
 def levels_for(
-    node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
+    where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
 ) -> list[Any]:
     """The levels of ``ms`` (paths relative to ``node``), finest first, napari order.
 
@@ -145,17 +111,18 @@ def levels_for(
     one dask chunk per storage block, read errors raised (a copy must never write the fill
     value for a block it could not read), no preview levels.
     """
+    node = place(where)
     if ms.label_multiset and not ms.time_paths:  # Paintera: blocks decoded by the multiset reader only
         return _multiset_levels(node, ms, report, strict)
     if ms.time_paths:
         import dask.array as da
 
         def stacked(k: int) -> da.Array:
-            arrays = children(node, [paths[k] for paths in ms.time_paths])
+            arrays = _arrays(node, [paths[k] for paths in ms.time_paths])
             return da.stack([_dask(a, report, strict) for a in arrays], axis=0)
 
         return [stacked(k) for k in range(len(ms.paths))]
-    arrays = children(node, list(ms.paths))
+    arrays = _arrays(node, list(ms.paths))
     if strict:
         return [_dask(a, report, strict) for a in arrays]
     if len(arrays) == 1 and needs_preview(ms.shapes[0][::-1]):  # no pyramid: preview levels
@@ -163,7 +130,7 @@ def levels_for(
     return [LazyLevel(a, n5_order=n5_ordered(a), report=report) for a in arrays]
 
 
-def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
+def _multiset_levels(node: Where, ms: Multiscale, report: Report | None, strict: bool) -> list[Any]:
     """Label-multiset levels (:class:`~napari_n5zarr.read.multiset_levels.MultisetLevel`), with
     the Paintera group's fragment-segment assignment applied unless fragments are asked for
     (:func:`~napari_n5zarr.read.multiset_levels.show_fragments`); ``strict``: dask arrays that
@@ -175,10 +142,11 @@ def _multiset_levels(node: zarr.Array | zarr.Group, ms: Multiscale, report: Repo
         show_fragments,
     )
 
-    levels: list[Any] = [MultisetLevel(a, report=report) for a in children(node, list(ms.paths))]
+    levels: list[Any] = [MultisetLevel(a, report=report) for a in _arrays(node, list(ms.paths))]
     group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
     if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
-        table = read_assignment(node, f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT, None if strict else report)
+        tree, top = node
+        table = read_assignment(tree.zarr_group(top), f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT, None if strict else report)
         for level in levels:
             level.assignment = table
     if strict:  # one dask chunk per storage block, as the other levels of a copy
@@ -222,13 +190,11 @@ def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     return data.T if n5_order else data
 
 
-def storage_blocks(node: zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:
+def storage_blocks(where: Where | zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:
     """Storage block shape of the coarsest level, napari order (``1`` for a stacked ``t``)."""
+    tree, node = place(where)
     paths = ms.time_paths[0] if ms.time_paths else ms.paths
-    array = child(node, paths[-1])
-    blocks = tuple(int(b) for b in array.chunks)
-    if n5_ordered(array):
-        blocks = blocks[::-1]
+    blocks = tree.node_at(join_path(node.path, paths[-1])).blocks  # napari order
     return ((1, *blocks)) if ms.time_paths else blocks
 
 

@@ -58,7 +58,8 @@ class Node:
     raw: bytes = b""
     """The metadata document as stored: attributes.json for N5, else zarr.json."""
     array_shape: tuple[int, ...] = ()
-    """Shape in the stored order (N5 ``dimensions``; zarr.json ``shape``)."""
+    """Shape in N5 order, fastest axis first (N5 ``dimensions``; a plain, C-order zarr.json's
+    ``shape`` reversed): the order of :class:`~napari_n5zarr.spatial.Multiscale`."""
     shape: tuple[int, ...] = ()
     axes: tuple[str, ...] = ()
     dtype: str = ""

@@ -9,25 +9,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
-    import zarr
+    from collections.abc import Callable
 
     from napari_n5zarr.read.tree import Node, Tree
-    from napari_n5zarr.spatial import BdvSetup, Multiscale
+    from napari_n5zarr.spatial import Multiscale
 
 __all__ = ["NodeInfo", "detect_pyramids", "multiscale_to_json", "node_info"]
 
 _logger = logging.getLogger(__name__)
 
 
-def detect_pyramids(node: zarr.Array | zarr.Group, bdv_setups: Mapping[int, BdvSetup] | None = None) -> tuple[list[Multiscale], list[str]]:
-    """Every image/labels pyramid under ``node`` (BigDataViewer setups calibrated by
-    ``bdv_setups``, the XML's), and one ``"path: reason"`` line per node that could not be
-    read (detection goes on past it)."""
+def detect_pyramids(tree: Tree, node: Node) -> tuple[list[Multiscale], list[str]]:
+    """Every image/labels pyramid under ``node`` of ``tree`` (BigDataViewer setups calibrated
+    by the tree's XML), and one ``"path: reason"`` line per node that could not be read
+    (detection goes on past it)."""
     from napari_n5zarr.read.multiscale import find_multiscales
 
-    found = find_multiscales(node, bdv_setups=bdv_setups)
+    found = find_multiscales((tree, node))
     _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found.multiscales), len(found.problems))
     return found.multiscales, found.problems
 
@@ -113,7 +111,7 @@ def node_info(location: str | os.PathLike[str], *, unfinished_save: Callable[[st
         info.unfinished_save = unfinished_save(tree.n5_location)
     if info.root.kind == "error":
         return info
-    info.multiscales, info.problems = detect_pyramids(tree.zarr_root(), tree.bdv_setups)
+    info.multiscales, info.problems = detect_pyramids(tree, tree.root)
     if info.root.kind in ("array", "pyramid"):
         try:
             info.blocks = tree.block_count(info.root)

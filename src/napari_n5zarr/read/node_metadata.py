@@ -7,7 +7,6 @@ conventions of :mod:`napari_n5zarr.spatial`. Errors name the metadata file.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5MetadataError
 from napari_n5zarr.n5.constants import CODEC_NAME
+from napari_n5zarr.n5.metadata import check_zarr_accepts
 from napari_n5zarr.read.node import Node, compression_text
 from napari_n5zarr.spatial.model import level_number
 
@@ -56,7 +56,6 @@ def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any]) -> None:
 
 def fill_from_zarr(node: Node, doc: Any) -> None:
     """A Zarr v3 node: kind, shape, dtype, blocks, compression from its zarr.json."""
-    where = node.path or "/"
     if not isinstance(doc, dict):
         raise N5MetadataError("zarr.json must hold a JSON object")
     kind = doc.get("node_type")
@@ -64,12 +63,14 @@ def fill_from_zarr(node: Node, doc: Any) -> None:
         raise N5MetadataError(f"not Zarr v3 metadata (zarr_format {doc.get('zarr_format')!r}, node_type {kind!r})")
     if kind == "group":
         return
-    validate_array(doc, where)
+    check_zarr_accepts(doc)  # the error zarr would raise on opening it (e.g. zstd level 1e9)
     node.kind = "array"
-    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())
+    codecs = doc.get("codecs") or []
+    order = slice(None) if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME else slice(None, None, -1)
+    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())[order]  # N5 order: a plain (C-order) array reversed
     node.dtype = str(doc.get("data_type"))
     chunks = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or []
-    node.blocks = tuple(int(c) for c in chunks)[::-1]
+    node.blocks = tuple(int(c) for c in chunks)[order][::-1]
     node.compression = zarr_compression(doc)
 
 def _chunks(doc: Mapping[str, Any]) -> Any:
@@ -110,6 +111,7 @@ def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.
     attrs = node.attributes if attributes is None else attributes
     return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
 
+_CALIBRATED_LOCK = threading.Lock()
 _CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration]] = {}
 
 
@@ -119,14 +121,14 @@ def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -
     repeats documents (tiles, channels, time points), and a calibration costs ~0.1 ms."""
     level = node.name if level_number(node.name) is not None else ""  # the only use of the name (2^N for sN)
     key = (node.raw, len(node.array_shape), level, id(inherited))
-    with _VALID_LOCK:
+    with _CALIBRATED_LOCK:
         known = _CALIBRATED.get(key) if node.raw else None
     if known is not None and known[0] is inherited and known[1].shape == node.array_shape and known[1].dtype == node.dtype:
         return known[1], known[2]
     info = array_info(node, attrs)
     cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
     if node.raw:
-        with _VALID_LOCK:
+        with _CALIBRATED_LOCK:
             if len(_CALIBRATED) >= 512:
                 _CALIBRATED.pop(next(iter(_CALIBRATED)))
             _CALIBRATED[key] = (inherited, info, cal)
@@ -165,31 +167,3 @@ def error_text(exc: BaseException, where: str, path: str) -> str:
             msg = msg[len(prefix) :]
             break
     return f"{where}: {msg}"
-
-
-_VALID: dict[str, str | None] = {}
-_VALID_LOCK = threading.Lock()
-
-
-def validate_array(doc: dict[str, Any], where: str) -> None:
-    """Raise the error zarr would raise on opening the array (e.g. zstd level 1e9); one
-    check per distinct codec/dtype/ndim combination (parsing codecs costs ~0.2 ms)."""
-    from napari_n5zarr.n5.codec import ensure_codecs_registered
-    from napari_n5zarr.zarr_internals import ArrayV3Metadata
-
-    key = json.dumps([doc.get("codecs"), doc.get("data_type"), len(doc.get("shape") or ()),
-                      doc.get("chunk_key_encoding"), (doc.get("chunk_grid") or {}).get("name")], sort_keys=True, default=str)  # fmt: skip
-    with _VALID_LOCK:
-        known = key in _VALID
-        message = _VALID.get(key)
-    if not known:
-        ensure_codecs_registered()
-        try:
-            ArrayV3Metadata.from_dict({**doc, "attributes": {}})
-            message = None
-        except Exception as exc:
-            message = str(exc) or type(exc).__name__
-        with _VALID_LOCK:
-            _VALID[key] = message
-    if message is not None:
-        raise N5MetadataError(message)

@@ -1,8 +1,10 @@
-"""THE hierarchy walker: a container's nodes, listed lazily, with errors reported in place.
+"""THE hierarchy model: a container's nodes, read lazily, each metadata document once, errors in place.
 
-Pure Python (no Qt, no napari). One model behind three faces: the browser widget,
-``n5zarr tree`` and ``n5zarr info``. Metadata only, never blocks (except on request:
-:meth:`Tree.block_count`, :meth:`Tree.thumbnail`).
+Pure Python (no Qt, no napari). One model behind every face: the napari reader
+(:mod:`napari_n5zarr.read.images`, through :func:`napari_n5zarr.read.pyramid_walk.detect`), the
+browser's rows and its "the reader will use" panel, ``n5zarr tree``, ``info`` and ``convert``.
+Metadata only, never blocks (except on request: :meth:`Tree.block_count`, :meth:`Tree.thumbnail`,
+and the arrays of the levels chosen, :meth:`Tree.arrays`, built from the documents read).
 
 * Lazy: :meth:`Tree.iter_children` lists one group, page by page, as it reads; nothing
   is read before it is asked for and there is no node cap.
@@ -10,8 +12,10 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
   range, a FIFO instead of a file, ...) becomes a ``kind == "error"`` node naming the file;
   its siblings are listed as usual.
 * Pyramids: a group that the reader opens as one multiscale image (N5 Viewer, COSEM,
-  OME-NGFF, BigDataViewer setup, neuroglancer/tensorstore) is one ``kind == "pyramid"``
-  node, found with the pyramid functions of :mod:`napari_n5zarr.spatial`.
+  OME-NGFF, Paintera, BigDataViewer setup, neuroglancer/tensorstore) is one ``kind ==
+  "pyramid"`` node: :meth:`Tree.pyramids_at` drives the convention table once per group
+  (:mod:`napari_n5zarr.read.group_pyramids`), for the row and the reader alike, so the row
+  shows what the reader opens by construction.
 * Says what it waits for: with an :class:`Activity`, each listing and metadata read is
   named while it runs, and :func:`report_waits` reports one that takes longer than a second
   or two (``n5zarr tree`` of a slow server prints ``waiting for the listing of URL ...`` on
@@ -19,15 +23,16 @@ Pure Python (no Qt, no napari). One model behind three faces: the browser widget
 * Row fields are in napari order (z, y, x): shape with axis names, dtype, voxel size and
   units, uncompressed size, block size, N5 compression name and level.
 
-* One reader: names and metadata come through the library's store chain
-  (:func:`napari_n5zarr.access.wrap` over :func:`~napari_n5zarr.access.base_store`), which
-  decides implicit groups, translates attributes.json and refuses FIFOs and oversized
-  documents, for local folders, zips and URLs alike. A local folder answers synchronously
-  (:func:`napari_n5zarr.n5.stores.get_many`); other stores get one page's reads at once.
+* One reader: names and documents come through the library's store chain (the N5 Default
+  Store and the implicit-group store over :func:`~napari_n5zarr.access.base_store`), which
+  decides implicit groups, translates attributes.json (handed the bytes the tree read: not
+  read again) and refuses FIFOs and oversized documents, for local folders, zips and URLs
+  alike. A local folder answers synchronously (:func:`napari_n5zarr.n5.stores.get_many`);
+  other stores get one page's reads at once.
 
 The parts live beside it in :mod:`napari_n5zarr.read`: ``node`` (the node model and its
-display text), ``node_metadata`` (metadata documents -> node fields), ``thumbnail``; this
-module pages, groups pyramids and opens a location.
+display text), ``node_metadata`` (metadata documents -> node fields), ``group_pyramids``,
+``outer_folders`` (what the folders above a container pass on), ``thumbnail``.
 """
 
 from __future__ import annotations
@@ -35,19 +40,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr import spatial
 from napari_n5zarr.errors import N5FormatError, N5StoreError, NodeNotFoundError
 from napari_n5zarr.n5.constants import N5_JSON, VERSION_KEY, ZARR_JSON
-from napari_n5zarr.n5.stores import count_keys, get_many, list_names
-from napari_n5zarr.read.locate import require
-from napari_n5zarr.read.multiscale import with_bdv_setups
+from napari_n5zarr.read.group_pyramids import GroupPyramids, group_pyramids
+from napari_n5zarr.read.locate import Source, require
 from napari_n5zarr.read.node import Node
 from napari_n5zarr.read.node_metadata import (
     array_info,
@@ -58,15 +64,11 @@ from napari_n5zarr.read.node_metadata import (
     fill_from_zarr,
     parse_metadata,
 )
-from napari_n5zarr.spatial.conventions import (
-    BDV_TIMEPOINTS,
-    PAINTERA,
-    PAINTERA_BOOKKEEPING,
-    PYRAMIDS,
-    Convention,
-)
-from napari_n5zarr.spatial.model import INHERITABLE, Listing, level_number, natural_key
+from napari_n5zarr.read.outer_folders import outer_attrs, outer_paintera_table
+from napari_n5zarr.spatial.conventions import PAINTERA_BOOKKEEPING, Recognised, finish, stored_name
+from napari_n5zarr.spatial.model import INHERITABLE, Multiscale, natural_key
 from napari_n5zarr.spatial.model import join_path as _join
+from napari_n5zarr.spatial.pyramids import dataset_pyramid
 from napari_n5zarr.storage.location import is_url, join, node_location
 
 if TYPE_CHECKING:
@@ -77,12 +79,6 @@ if TYPE_CHECKING:
 PAGE_SIZE = 500
 """Nodes per page of :meth:`Tree.iter_children` (the first page is smaller)."""
 FIRST_PAGE = 100
-
-TREE_CONVENTIONS = (*(c for c in PYRAMIDS if c is not PAINTERA), BDV_TIMEPOINTS)
-"""What makes a group one pyramid row, in spatial's order (the reader's): Paintera groups are
-classified with their ``data/`` pyramid (:meth:`Tree._classify_paintera`); a BigDataViewer
-root is a group whose setups are the rows."""
-
 
 class Activity:
     """What a tree is waiting for now (a listing, a page of metadata), and since when;
@@ -149,11 +145,14 @@ class Tree:
     while another thread reads the nodes it has handed out."""
 
     def __init__(self, location: str, store: Store, *, n5_location: str | None = None,
-                 bdv_setups: dict[int, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 activity: Activity | None = None) -> None:  # fmt: skip
+                 bdv_setups: dict[int, Any] | None = None,
+                 activity: Activity | None = None, compare_documents: bool = True) -> None:  # fmt: skip
         """``store``: the container's plain store (:func:`~napari_n5zarr.access.base_store`);
-        the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`)."""
-        from napari_n5zarr.access import wrap
+        the tree reads it through the N5 wrappers (:func:`~napari_n5zarr.access.wrap`).
+        ``compare_documents``: also read the zarr.json beside an attributes.json, to flag a
+        contradiction (:attr:`Node.warning`); the reader, which uses attributes.json either
+        way, does not ask (one request less per node over a network)."""
+        from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
         from napari_n5zarr.storage.local import SafeLocalStore
 
         self.location = location
@@ -163,10 +162,11 @@ class Tree:
         self.n5_location = n5_location or location
         """The container the nodes live in (a BigDataViewer XML's N5 folder)."""
         self.bdv_setups = bdv_setups
-        self.storage_options = storage_options
+        self.compare_documents = compare_documents
         self._base = store
-        self.store = wrap(store)
-        """The store chain every name and document is read through."""
+        self._n5 = N5DefaultStore(store)
+        self.store = ImplicitGroupStore(self._n5)
+        """The store chain every name and array is read through (:func:`napari_n5zarr.access.wrap`)."""
         root = self.n5_location.rstrip("/") if is_url(self.n5_location) else self.n5_location.rstrip(os.sep)
         self._root_text = root or os.sep
         self._local = isinstance(store, SafeLocalStore)
@@ -174,7 +174,8 @@ class Tree:
         self._names: dict[str, list[str]] = {}
         self._nodes: dict[str, Node | None] = {}
         self._children: dict[str, list[Node]] = {}
-        self._zarr_root: Any = None
+        self._pyramids: dict[str, GroupPyramids] = {}
+        self._outer_table: str | None = None
         self.root_fault: BaseException | None = None
         """Why the root is unreadable (kind "error"): see :meth:`raise_for_root`."""
         self.root = self._make_nodes([""], {})[0] or self._not_found()
@@ -233,6 +234,8 @@ class Tree:
         with self._lock:
             if path in self._names:
                 return self._names[path]
+        from napari_n5zarr.n5.stores import list_names
+
         with self._waiting(lambda: f"the listing of {self._where(path)}/"):
             found = list_names(self.store, path)
         names = sorted((n for n in found if n not in (N5_JSON, ZARR_JSON) and not n.startswith(".")), key=natural_key)
@@ -325,17 +328,28 @@ class Tree:
         return f"the metadata of {len(paths)} nodes in {self._where(parent)}"
 
     def _documents(self, paths: Sequence[str]) -> tuple[list[Any], list[Any], list[Any]]:
-        """For each path: its attributes.json as stored, its zarr.json as stored (a dual
-        folder's, compared; the base store: the chain shows attributes.json in its place) and
-        the zarr.json the chain answers where it decides (translated from attributes.json, or
-        an implicit group's); bytes, None (nothing there) or the exception in place."""
-        n5 = get_many(self.store, [_join(p, N5_JSON) for p in paths])
-        stored = get_many(self._base, [_join(p, ZARR_JSON) for p in paths])
-        ask = [i for i, (a, z) in enumerate(zip(n5, stored, strict=True)) if isinstance(a, bytes) or (a is None and z is None)]
-        views: list[Any] = [z if a is None else None for a, z in zip(n5, stored, strict=True)]
+        """For each path: its attributes.json and its zarr.json as stored (bytes, None: nothing
+        there, or the exception in place), and the Zarr v3 document the chain makes of the node:
+        attributes.json translated by the N5 store (read once: the store is handed the bytes),
+        else, where neither document is there, the chain's answer (an implicit group, or None)."""
+        from napari_n5zarr.n5.stores import get_many
+
+        n5 = get_many(self._base, [_join(p, N5_JSON) for p in paths])
+        ask = [i for i, a in enumerate(n5) if self.compare_documents or not isinstance(a, bytes)]
+        stored: list[Any] = [None] * len(paths)
+        for i, raw in zip(ask, get_many(self._base, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
+            stored[i] = raw
+        docs: list[Any] = [None] * len(paths)
+        for i, (p, a) in enumerate(zip(paths, n5, strict=True)):
+            if isinstance(a, bytes):
+                try:
+                    docs[i] = self._n5.translation(f"{p}/" if p else "", a)
+                except Exception as exc:  # this node's problem (named where it is shown)
+                    docs[i] = exc
+        ask = [i for i, (a, z) in enumerate(zip(n5, stored, strict=True)) if a is None and z is None]
         for i, view in zip(ask, get_many(self.store, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
-            views[i] = view
-        return n5, stored, views
+            docs[i] = view
+        return n5, stored, docs
 
     def _node(self, path: str, n5_raw: Any, zarr_raw: Any, view: Any, inherited: dict[str, Any]) -> Node | None:
         name = path.rsplit("/", 1)[-1]
@@ -348,7 +362,7 @@ class Tree:
                 node.raw = n5_raw
                 if isinstance(view, BaseException):
                     raise view
-                doc = json.loads(view)  # the store's translation
+                doc = view  # the store's translation
                 attrs = json.loads(n5_raw)  # the document the store just parsed, checked and translated
                 fill_from_n5(node, attrs, doc)
                 if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
@@ -371,8 +385,11 @@ class Tree:
             node.error = error_text(exc, self._where(_join(path, failed)), path)
             self.root_fault = exc if not path else self.root_fault
             return node
+        if not path:
+            self._outer_table = None if node.kind == "error" else outer_paintera_table(self._base)
         if not path and node.n5 and not inherited and not self._is_container_root(attrs):
-            inherited = self._outer_attrs()  # a node inside a container: what its ancestors give it
+            inherited = outer_attrs(self._base)  # a node inside a container: what its ancestors give it
+            # (as the reader sees it): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1
         own = {k: attrs[k] for k in INHERITABLE if k in attrs} if attrs else {}
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
         if node.kind == "array":
@@ -386,91 +403,104 @@ class Tree:
     def _is_container_root(self, attrs: dict[str, Any]) -> bool:
         return VERSION_KEY in attrs or self.n5_location.rstrip("/").lower().endswith(".n5")
 
-    def _outer_attrs(self) -> dict[str, Any]:
-        """Inheritable attributes of the N5 groups above the root (as the reader's detection
-        reads them): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1."""
-        from napari_n5zarr.read.pyramid_walk import outer_attrs
+    # -- pyramids: the convention table, driven once per group (read/group_pyramids) ----
+    def nodes_in(self, group: Node, names: Sequence[str]) -> list[Node | None]:
+        """The children ``names`` of ``group`` (None: nothing there), read once per tree."""
+        return self._make_nodes([_join(group.path, n) for n in names], group.inherited)
 
-        return outer_attrs(self._base)
-
-    # -- pyramids ------------------------------------------------------------------
-    def _child(self, group: Node, rel: str) -> Node | None:
-        parts = [p for p in rel.split("/") if p]
+    def child(self, group: Node, rel: str) -> Node | None:
+        """The node at ``rel`` below ``group`` (its ancestors read, not listed), or None."""
         node: Node | None = group
-        for part in parts:
+        for part in [p for p in rel.split("/") if p]:
             if node is None or node.kind not in ("group", "pyramid"):
                 return None
-            path = _join(node.path, part)
-            node = self._make_nodes([path], node.inherited)[0]
+            node = self.nodes_in(node, [part])[0]
         return node
 
-    def _arrays(self, group: Node, names: Sequence[str]) -> dict[str, spatial.ArrayInfo]:
-        found = self._make_nodes([_join(group.path, n) for n in names], group.inherited)
-        return {n: array_info(c) for n, c in zip(names, found, strict=True) if c is not None and c.kind == "array"}
+    def node_at(self, path: str) -> Node:
+        """The node at ``path`` from the root, without listing its ancestors; KeyError if none."""
+        found = self.child(self.root, path)
+        if found is None:
+            raise KeyError(f"no node {path.strip('/') or '/'} in {self.location}")
+        if found.kind == "group":
+            self._classify(found)
+        return found
+
+    def pyramids_at(self, group: Node) -> GroupPyramids:
+        """What the convention table makes of ``group`` (worked out once per tree)."""
+        with self._lock:
+            known = self._pyramids.get(group.path)
+        if known is None:
+            known = group_pyramids(self, group)
+            with self._lock:
+                self._pyramids[group.path] = known
+        return known
+
+    def finished(self, group: Node, found: Recognised, name: str, prefix: str = "") -> Multiscale:
+        """A pyramid ``found`` in ``group`` as the reader opens it: named ``name``, its paths
+        under ``prefix`` (:func:`~napari_n5zarr.spatial.conventions.finish`), a BigDataViewer
+        setup with its XML's voxel size."""
+        ms = finish(found.pyramid, name, _join(prefix, found.at))
+        return with_bdv_setups(ms, self.bdv_setups, _join(group.path, found.at))
+
+    def multiscale(self, node: Node, name: str | None = None, prefix: str = "") -> Multiscale | None:
+        """The pyramid the reader opens at an array or pyramid node (named ``name``, default
+        its stored name or the node's; paths under ``prefix``); a Paintera lookup table is
+        described, never shown (``unreadable``). None for anything else."""
+        label = node.name if name is None else name
+        if node.kind == "array":
+            ms = dataset_pyramid(array_info(node), "", name=node.name, inherited=node.inherited)
+            found = finish(ms, label, prefix) if ms is not None else None
+        elif node.kind in ("group", "pyramid") and (own := self.pyramids_at(node).own) is not None:
+            found = self.finished(node, own, (not prefix and stored_name(node.attributes)) or label, prefix)
+        else:
+            return None
+        return replace(found, unreadable=node.reason) if found is not None and node.lookup_table and node.reason else found
 
     def _classify(self, group: Node) -> None:
-        """Make ``group`` a pyramid node if the reader would open it as one multiscale image."""
-        if "painteraData" in group.attributes and self._classify_paintera(group):
-            return
-        try:
-            ms = self._multiscale_of(group)
-        except Exception:  # not a pyramid after all; its children show the problem
-            return
-        if ms is None or not ms.paths:
+        """Make ``group`` a pyramid node (its row) if the reader opens it as one multiscale image."""
+        own = self.pyramids_at(group).own
+        if own is None or not own.pyramid.paths:
             return
         group.kind = "pyramid"
+        ms = self.multiscale(group)
+        assert ms is not None  # a pyramid node with its own pyramid
         group.convention = ms.convention
         group.levels = tuple(_join(group.path, p) for p in ms.paths)
         group.timepoints = len(ms.time_paths)
         group.dtype = ms.dtype
-        shape = tuple(ms.shapes[0]) if ms.shapes else ()
-        group.shape = shape[::-1]
+        group.shape = tuple(ms.shapes[0])[::-1] if ms.shapes else ()
         group.scale, group.translate = tuple(ms.scale)[::-1], tuple(ms.translate)[::-1]
         group.units, group.axes = tuple(ms.units)[::-1], tuple(ms.axes)[::-1]
-        first = self._child(group, ms.paths[0])
+        first = self.child(group, (ms.time_paths[0] if ms.time_paths else ms.paths)[0])
         if first is not None:
             group.blocks, group.compression = first.blocks, first.compression
             if first.kind == "error":
                 group.reason = f"level {ms.paths[0]} is unreadable: {first.error}"
-        if len(ms.scale) < 2:
-            group.reason = f"{len(ms.scale)}-D data cannot be shown as an image"
+        if ms.ndim < 2:
+            group.reason = f"{ms.ndim}-D data cannot be shown as an image"
         if ms.label_multiset:
             group.encoding = "label multisets"
-        if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group):
-            group.reason = f"Paintera lookup table ({group.name}), not an image"
+        table = self._outer_table if not group.path else (group.name if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group) else None)
+        if table:
+            group.reason = f"Paintera lookup table ({table}), not an image"
             group.lookup_table = True
-
-    def _classify_paintera(self, group: Node) -> bool:
-        """A Paintera group (``painteraData``) is one row, as the reader opens it: its pyramid
-        is ``data/``; its kind says which Paintera type and how the blocks are stored; its
-        facts list ``maxId`` and the bookkeeping datasets (never layers of their own)."""
-        data = self._child(group, "data")
-        if data is None or data.kind not in ("group", "pyramid"):
-            return False
-        self._classify(data)
-        if data.kind != "pyramid":
-            return False
         paintera = group.attributes.get("painteraData")
-        kind = paintera.get("type") if isinstance(paintera, dict) else None
-        group.kind = "pyramid"
+        if isinstance(paintera, dict) and ms.paths[0].startswith("data/"):
+            self._paintera_row(group, paintera)
+
+    def _paintera_row(self, group: Node, paintera: dict[str, Any]) -> None:
+        """A Paintera group's row: which Paintera type (its kind), ``maxId`` and the
+        bookkeeping datasets (never layers of their own) in its facts."""
+        kind = paintera.get("type")
         group.convention = f"paintera-{kind}" if kind in ("label", "raw", "channel") else "paintera-raw"
-        for name in ("levels", "timepoints", "dtype", "shape", "scale", "translate", "units", "axes",
-                     "blocks", "compression", "encoding", "reason"):  # fmt: skip
-            setattr(group, name, getattr(data, name))
-        try:  # Paintera's own reading of data/'s resolution: its unit (nm unless said), never 0
-            ms = self._multiscale_of(group, (PAINTERA,))
-        except Exception:
-            ms = None
-        if ms is not None:
-            group.scale, group.translate, group.units = tuple(ms.scale)[::-1], tuple(ms.translate)[::-1], tuple(ms.units)[::-1]
         facts = []
         if "maxId" in group.attributes:
             facts.append(("maxId", str(group.attributes["maxId"])))
-        kept = [n for n in PAINTERA_BOOKKEEPING if n in self.names(group.path)]
+        kept = [n for n in PAINTERA_BOOKKEEPING if n in self._names_or_error(group.path)]
         if kept:
             facts.append(("bookkeeping", ", ".join(kept) + " (not layers)"))
         group.facts = tuple(facts)
-        return True
 
     def _paintera_table(self, path: str) -> str | None:
         """The Paintera bookkeeping dataset ``path`` is or lies in (``unique-labels/s0``), if any."""
@@ -481,74 +511,49 @@ class Tree:
             parent = self._nodes.get("/".join(parts[:i]))
             if parent is not None and "painteraData" in parent.attributes:
                 return part
-        return None
+        return self._outer_table if "/" not in path else None  # the root opened is the table (or its group's level)
 
     def _paintera_parent(self, node: Node) -> bool:
         """The node sits in a Paintera group (``painteraData``), whose bookkeeping the reader skips."""
         parent = self._nodes.get(node.path.rsplit("/", 1)[0] if "/" in node.path else "")
         return parent is not None and "painteraData" in parent.attributes
 
-    def _multiscale_of(self, group: Node, conventions: Sequence[Convention] = TREE_CONVENTIONS) -> spatial.Multiscale | None:
-        """The pyramid the reader would open ``group`` as, by spatial's convention table
-        (:data:`TREE_CONVENTIONS`, in its order: the first that builds one wins), reading
-        what each convention asks for through the tree's own nodes."""
-        listing = Listing()
-        self._list_into(listing, "", group)
-        tried: set[str] = set()
-        for convention in conventions:
-            if not convention.matches(listing):
-                continue
-            while todo := [p for p in convention.reads(listing) if p not in tried]:
-                for path in todo:
-                    tried.add(path)
-                    child = self._child(group, path)
-                    if child is not None and child.kind == "array":
-                        listing.arrays[path] = array_info(child)
-                    elif child is not None and child.kind in ("group", "pyramid"):
-                        self._list_into(listing, path, child)
-            found = [r.pyramid for r in convention.build(listing, group.inherited) if r.at == ""]
-            if found:
-                ms = found[0]
-                return with_bdv_setups(ms, self.bdv_setups, group.path) if convention is BDV_TIMEPOINTS else ms
-        return None
+    # -- arrays: opened for the levels chosen only, from the documents read ----------
+    def array(self, node: Node) -> zarr.Array:
+        """The zarr array of an array node, built from its document as read (not read again)."""
+        from napari_n5zarr.access import array_from_document
+        from napari_n5zarr.n5.codec import ensure_codecs_registered
 
-    def _list_into(self, listing: Listing, path: str, group: Node) -> None:
-        """Record ``group`` (at ``path`` in ``listing``): its attributes, its children's names,
-        and the facts of its level-named children (``s0``, ``s1``, ...)."""
-        names = self.names(group.path)
-        arrays = self._arrays(group, [n for n in names if level_number(n) is not None])
-        listing.add(path, dict(group.attributes), arrays, [n for n in names if n not in arrays])
+        ensure_codecs_registered()
+        if node.kind != "array":
+            raise ValueError(f"{node.path or '/'} is not an array" + (f": {node.error}" if node.error else ""))
+        return array_from_document(self.store, self._document(node), node.path)
 
-    # -- details (on request) ------------------------------------------------------
-    def zarr_root(self) -> zarr.Array | zarr.Group:
-        """The root opened with :func:`napari_n5zarr.open` (cached)."""
-        with self._lock:
-            if self._zarr_root is None:
-                from napari_n5zarr.access import open as open_node
+    def _document(self, node: Node) -> dict[str, Any]:
+        """The node's Zarr v3 document from the bytes read: the N5 store's translation of its
+        attributes.json (kept by the store, which learns the array's block grid from it), its
+        zarr.json, or an implicit group's."""
+        if node.n5:
+            return self._n5.translation(f"{node.path}/" if node.path else "", node.raw)
+        return parse_metadata(node.raw) if node.raw else {"zarr_format": 3, "node_type": "group", "attributes": {}}
 
-                self._zarr_root = open_node(self.n5_location, storage_options=self.storage_options)
-            return self._zarr_root
+    def arrays(self, paths: Sequence[str]) -> list[zarr.Array]:
+        """The arrays at ``paths`` (from the root), their documents read at most once."""
+        return [self.array(self.node_at(p)) for p in paths]
 
-    def zarr_node(self, node: Node) -> zarr.Array | zarr.Group:
-        root: Any = self.zarr_root()  # a group whenever node.path is set
-        return root if not node.path else root[node.path]
+    def zarr_group(self, node: Node) -> zarr.Group:
+        """The zarr group of a group or pyramid node (what it holds is read as asked)."""
+        import zarr
+        from zarr.storage import StorePath
 
-    def multiscale(self, node: Node) -> spatial.Multiscale | None:
-        """What the reader's detection makes of an array or pyramid node (scale, translate,
-        units in N5 order; BigDataViewer XML voxel sizes applied)."""
-        if not node.openable:
-            return None
-        from napari_n5zarr.read.pyramid_walk import detect
-
-        found = detect(self.zarr_node(node), node.name, max_depth=0, on_error=lambda p, e: None)
-        if not found:
-            return None
-        return with_bdv_setups(found[0], self.bdv_setups, node.path)
+        if node.kind not in ("group", "pyramid"):
+            raise ValueError(f"{node.path or '/'} is not a group")
+        return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(self.store, node.path), dict(self._document(node))))  # (it pops keys)
 
     def block_count(self, node: Node, limit: int = 1_000_000) -> tuple[int, int, bool]:
         """(blocks on disk, blocks expected, counting stopped at ``limit``) for an array, or
         level 0 of a pyramid."""
-        target = self._child(self.root, node.levels[0]) if node.kind == "pyramid" and node.levels else node
+        target = self.child(self.root, node.levels[0]) if node.kind == "pyramid" and node.levels else node
         if target is None or target.kind != "array":
             raise ValueError(f"{node.path or '/'} is not a dataset")
         shape, blocks = target.shape, target.blocks
@@ -556,6 +561,8 @@ class Tree:
         def is_block(key: str) -> bool:
             base = key.rsplit("/", 1)[-1]
             return base not in (N5_JSON, ZARR_JSON) and not base.startswith(".")
+
+        from napari_n5zarr.n5.stores import count_keys
 
         count, stopped = count_keys(self._base, target.path, is_block, limit)
         return count, expected, stopped
@@ -573,13 +580,51 @@ class Tree:
             ms = self.multiscale(node)
             if ms is not None and ms.time_paths:
                 path = _join(node.path, ms.time_paths[len(ms.time_paths) // 2][-1])
-        root: Any = self.zarr_root()  # a group whenever path is set
-        return thumbnail(root if not path else root[path], size=size, crop=crop, max_decode=max_decode)
+        return thumbnail(self.array(self.node_at(path)), size=size, crop=crop, max_decode=max_decode)
+
+
+_SETUP_NAME = re.compile(r"(?:^|/)setup(\d+)$")
+
+
+def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | None, path: str) -> Multiscale:
+    """``ms`` with the voxel size of its BigDataViewer setup (``setupN``, from ``path``) when
+    ``setups`` (a BigDataViewer XML's) describe it; else ``ms``."""
+    if not setups or ms.convention != "bdv":
+        return ms
+    match = _SETUP_NAME.search(path)
+    setup = setups.get(int(match.group(1))) if match else None
+    return spatial.with_bdv_setup(ms, setup) if setup is not None else ms
+
+
+def tree_at(node: zarr.Array | zarr.Group) -> tuple[Tree, Node]:
+    """The tree of an open zarr node's store (read through the N5 wrappers) and the node in it."""
+    from napari_n5zarr.n5.stores import (
+        ImplicitGroupStore,
+        N5DefaultStore,
+        store_chain,
+        store_location,
+    )
+
+    base = next(s for s in store_chain(node.store) if not isinstance(s, ImplicitGroupStore | N5DefaultStore))
+    tree = Tree(store_location(base, "").rstrip("/") or "/", base)
+    tree.raise_for_root()
+    return tree, tree.node_at(node.path)
 
 
 # ---------------------------------------------------------------------------
 # opening a location
 # ---------------------------------------------------------------------------
+
+
+def tree_of(source: Source, storage_options: dict[str, Any] | None = None) -> Tree:
+    """The reader's tree at a resolved location (:func:`~napari_n5zarr.read.locate.resolve`):
+    its target, with its BigDataViewer XML's setups; zarr.json read only where no
+    attributes.json is. Its root is an error node when nothing readable is there
+    (:meth:`Tree.raise_for_root`)."""
+    from napari_n5zarr.access import base_store
+
+    target = source.target.rstrip("/") if is_url(source.target) else source.target
+    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, compare_documents=False)
 
 
 def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, activity: Activity | None = None) -> Tree:
@@ -592,7 +637,7 @@ def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] 
 
     text = os.fspath(location).strip()
     if is_url(text):
-        return Tree(text.rstrip("/"), base_store(text, "r", storage_options), storage_options=storage_options, activity=activity)
+        return Tree(text.rstrip("/"), base_store(text, "r", storage_options), activity=activity)
     path = Path(node_location(text))
     if path.suffix.lower() == ".xml":
         source = require(path)  # one line for a missing or foreign XML, or a missing folder

@@ -9,7 +9,7 @@ Pure: no I/O, no zarr. One small function per convention turns attribute dicts i
 group's attributes plus its children's :class:`ArrayInfo` into a :class:`Multiscale`;
 :mod:`~napari_n5zarr.spatial.conventions` holds them as a table of ``matches``/``build``
 entries. The walk that reads nodes and applies the table is in the read wing,
-:func:`napari_n5zarr.read.pyramid_walk.detect` (this package imports nothing of the read
+:mod:`napari_n5zarr.read.group_pyramids` (this package imports nothing of the read
 wing: it is the floor below it).
 
 Conventions: N5 Viewer (modern and old), neuroglancer / tensorstore, COSEM /
@@ -62,14 +62,12 @@ __all__ = [
     "cosem",
     "cosem_pyramid",
     "describe_error",
-    "detect",
     "downsampling_factors",
     "identity",
     "imagej",
     "is_labels",
     "labels_name",
     "looks_rgb",
-    "n5_ordered",
     "n5viewer",
     "n5viewer_pyramid",
     "neuroglancer",

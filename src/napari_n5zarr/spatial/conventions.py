@@ -2,7 +2,8 @@
 ``build`` (in the spirit of ome-zarr-py's ``Spec.matches``), tried in a documented order.
 
 An entry looks at a :class:`~napari_n5zarr.spatial.model.Listing` (a group's attributes and
-its children's facts, plain data read by the walk in :mod:`napari_n5zarr.read.pyramid_walk`):
+its children's facts, plain data read by the one driver of this table,
+:mod:`napari_n5zarr.read.group_pyramids`):
 
 * ``matches(group)``: does the convention apply? Cheap, on what the walk already read;
 * ``reads(group)``: more paths to read first (a referenced dataset, a Paintera ``data`` group,

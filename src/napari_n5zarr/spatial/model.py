@@ -93,7 +93,7 @@ class Multiscale:
     attrs: Attrs = field(default_factory=dict, compare=False, repr=False)
     unreadable: str = ""
     """Why it is described but never shown ("" when it is shown): the read wing's walk sets it
-    for a Paintera lookup table opened on its own (:func:`napari_n5zarr.read.pyramid_walk.detect`)."""
+    for a Paintera lookup table opened on its own (:meth:`napari_n5zarr.read.tree.Tree.multiscale`)."""
     label_multiset: bool = False
     """Paintera label multisets (``isLabelMultiset``): read as uint64 labels (``dtype``) by
     :mod:`napari_n5zarr.read.multiset_levels`."""

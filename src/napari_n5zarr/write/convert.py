@@ -129,17 +129,19 @@ def convert(
         On a cluster: a worker died too often, or none for ``worker_timeout`` (nothing is
         left behind: a re-run starts afresh).
     """
-    from napari_n5zarr.access import open as open_node
     from napari_n5zarr.read.locate import require
     from napari_n5zarr.read.multiscale import find_multiscales
+    from napari_n5zarr.read.tree import tree_of
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     checkout = _checkout(src_text, region, level)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
     if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
-    node = open_node(source.target)
-    found = find_multiscales(node, bdv_setups=source.bdv_setups)  # the read wing's detection (as read.images)
+    tree = tree_of(source)  # the read wing's tree and detection (as read.images)
+    tree.raise_for_root()
+    node = (tree, tree.root)
+    found = find_multiscales(node)
     # One pyramid goes to dest itself, several to one group each (named before skipping any).
     several = len(found.multiscales) > 1
     named = [(ms, ms.name or "" if several else "") for ms in found.readable]

@@ -26,7 +26,8 @@ from napari_n5zarr.errors import N5BlockError, NotEditableError
 from napari_n5zarr.n5.constants import max_stored_bytes
 from napari_n5zarr.n5.stores import stored_limit
 from napari_n5zarr.read.fetch import BlockSource
-from napari_n5zarr.read.multiscale import children, find_multiscales
+from napari_n5zarr.read.multiscale import find_multiscales, level_arrays
+from napari_n5zarr.read.pyramid_walk import Where, place
 from napari_n5zarr.spatial.model import level_number
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
@@ -120,18 +121,19 @@ def local_folder(root: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def _pyramid_at(folder: Path) -> tuple[zarr.Array | zarr.Group, Multiscale] | None:
-    """The node at ``folder`` and the pyramid (or single dataset) it is, as the reader finds
-    it; None when it is neither (nothing there, a group of several, or one further down)."""
+def _pyramid_at(folder: Path) -> tuple[Where, Multiscale] | None:
+    """The node at ``folder`` (in the reader's tree) and the pyramid (or single dataset) it
+    is, as the reader finds it; None when it is neither (nothing there, a group of several,
+    or one further down)."""
     try:
-        node = open_node(folder)
+        node = place(open_node(folder))
     except FileNotFoundError:
         return None
     here = [ms for ms in find_multiscales(node).multiscales if ms.name.strip("/") == ""]
     return (node, here[0]) if len(here) == 1 else None
 
 
-def _enclosing_pyramid(folder: Path) -> tuple[zarr.Array | zarr.Group, Multiscale] | None:
+def _enclosing_pyramid(folder: Path) -> tuple[Where, Multiscale] | None:
     """The pyramid of more than one level at ``folder``'s parent whose level ``folder`` (a
     dataset named as a level, ``sN``) is, else None."""
     if level_number(folder.name) is None:
@@ -165,7 +167,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
         raise NotEditableError(f"{folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
     if ms.time_paths:
         raise NotEditableError(f"{folder} is a time series; time series are not edited in place")
-    return folder, levels_of(folder, ms.paths, children(node, list(ms.paths)))
+    return folder, levels_of(folder, ms.paths, level_arrays(node, ms))
 
 
 def levels_of(folder: Path, keys: Sequence[str], arrays: Sequence[zarr.Array]) -> list[Level]:
