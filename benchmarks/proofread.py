@@ -5,7 +5,7 @@ against rewriting the level with ``export``; and painting latency. Reported, nev
 
 Builds a ``size``^3 uint64 labels pyramid (blobby labels, gzip, ``export(labels=True)``,
 from a lazy dask array), then, on level 0 opened as
-:class:`~napari_n5zarr.write.editable.EditableLevel`:
+:class:`~napari_n5zarr.write.edit.editable.EditableLevel`:
 
 * one stroke in a z-plane: a disk of radius ``brush`` painted at every pixel along a line
   crossing 4 blocks, each step as napari's brush does it (``data[box]`` read,
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from napari_n5zarr import export, save_edits
-    from napari_n5zarr.write.editable import EditableLevel
+    from napari_n5zarr.write.edit.editable import EditableLevel
 
     work = Path(tempfile.mkdtemp(dir=args.workdir))
     try:

@@ -82,8 +82,8 @@ def test_verbose_shows_debug_log_on_stderr(tmp_path):
     assert quiet.stdout == loud.stdout
     assert "would write s0/zarr.json" in loud.stdout  # the report is the same
     assert quiet.stderr == ""
-    assert "DEBUG napari_n5zarr.write.zarr_metadata: adding zarr.json under" in loud.stderr
-    assert "DEBUG napari_n5zarr.write.zarr_metadata: would write s0/zarr.json" in loud.stderr
+    assert "DEBUG napari_n5zarr.write.convert.zarr_metadata: adding zarr.json under" in loud.stderr
+    assert "DEBUG napari_n5zarr.write.convert.zarr_metadata: would write s0/zarr.json" in loud.stderr
 
 
 def _noisy_command(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import pytest
 from napari_n5zarr import export
 from napari_n5zarr._napari.export_widget import check_block_size
 from napari_n5zarr.cli import ExitCode, main
-from napari_n5zarr.write.plan import MIN_BLOCK, block_edge_problem
+from napari_n5zarr.write.export.plan import MIN_BLOCK, block_edge_problem
 
 
 @pytest.fixture

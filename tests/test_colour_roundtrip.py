@@ -12,7 +12,7 @@ import napari_n5zarr
 from napari_n5zarr._napari import writer
 from napari_n5zarr._napari.reader import read_path
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.exporter import export
+from napari_n5zarr.write.export.exporter import export
 
 
 def reopen(path) -> list[tuple]:

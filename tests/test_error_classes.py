@@ -44,8 +44,8 @@ def test_located_names_the_block_once() -> None:
 
 def test_one_class_per_name_wherever_it_is_imported_from() -> None:
     from napari_n5zarr.spatial import SkippedNodeWarning
-    from napari_n5zarr.write.blocks import ExportCancelled
-    from napari_n5zarr.write.exporter import ExportCancelled as FromExporter
+    from napari_n5zarr.write.export.blocks import ExportCancelled
+    from napari_n5zarr.write.export.exporter import ExportCancelled as FromExporter
 
     assert napari_n5zarr.N5FormatError is errors.N5FormatError
     assert ExportCancelled is FromExporter is errors.ExportCancelled
@@ -110,8 +110,8 @@ def test_a_missing_tree_is_node_not_found(tmp_path: Path) -> None:
 
 def test_errors_defined_elsewhere_before_are_the_same_classes_there() -> None:
     from napari_n5zarr.storage.remote import DeadlineExceeded
-    from napari_n5zarr.write.convert import NothingToConvertError
-    from napari_n5zarr.write.edits import NotEditableError
+    from napari_n5zarr.write.convert.convert import NothingToConvertError
+    from napari_n5zarr.write.edit.save import NotEditableError
 
     assert NothingToConvertError is errors.NothingToConvertError
     assert NotEditableError is errors.NotEditableError

@@ -62,7 +62,7 @@ def test_the_reader_names_the_url_once(no_s3fs: None) -> None:
 
 
 def test_convert_on_a_scheduler_address_without_distributed(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr.write.convert.convert import convert
 
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(MissingPackageError, match=r"tcp://127\.0\.0\.1:9 needs distributed.*pip install 'napari-n5zarr\[distributed\]'"):
@@ -94,7 +94,7 @@ def test_a_file_that_is_no_zip_archive_is_invalid_data_naming_it(good: Path, tmp
 
 
 def test_opening_a_missing_zip_for_update_creates_nothing(tmp_path: Path) -> None:
-    from napari_n5zarr.write.zarr_metadata import add_zarr_metadata
+    from napari_n5zarr.write.convert.zarr_metadata import add_zarr_metadata
 
     with pytest.raises(NodeNotFoundError, match="no such zip file"):
         napari_n5zarr.open(tmp_path / "none.zip", mode="r+")
@@ -139,7 +139,7 @@ def test_values_variables_take(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_bad_block_cap_is_named_not_nothing_to_convert(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``convert`` said "no image or labels arrays to convert": the variable made every
     dataset "unreadable" and the cause was lost."""
-    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr.write.convert.convert import convert
 
     monkeypatch.setenv("N5ZARR_MAX_BLOCK_BYTES", "lots")
     with pytest.raises(EnvironmentVariableError, match="N5ZARR_MAX_BLOCK_BYTES"):
@@ -154,7 +154,7 @@ def test_a_bad_block_cap_is_named_not_nothing_to_convert(good: Path, tmp_path: P
 @pytest.mark.parametrize(("content", "reason"), [("{", "not valid JSON"), ("[1, 2]", "does not hold a JSON object")])
 def test_add_zarr_metadata_on_a_corrupt_root_raises_naming_it(tmp_path: Path, content: str, reason: str) -> None:
     """It reported the root as "cannot express /" on stdout and exited 1, stderr empty."""
-    from napari_n5zarr.write.zarr_metadata import add_zarr_metadata
+    from napari_n5zarr.write.convert.zarr_metadata import add_zarr_metadata
 
     root = tmp_path / "c.n5"
     export(np.zeros((8, 8), "uint8"), root / "a", levels=1, zarr_json=False)

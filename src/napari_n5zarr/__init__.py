@@ -19,10 +19,10 @@ _LAZY = {
     "N5FormatError": "napari_n5zarr.errors",
     "open": "napari_n5zarr.access",
     "create_dataset": "napari_n5zarr.access",
-    "export": "napari_n5zarr.write.exporter",
-    "write_region": "napari_n5zarr.write.edits",
-    "save_edits": "napari_n5zarr.write.editable",
-    "create_labels": "napari_n5zarr.write.new_labels",
+    "export": "napari_n5zarr.write.export.exporter",
+    "write_region": "napari_n5zarr.write.edit.save",
+    "save_edits": "napari_n5zarr.write.edit.editable",
+    "create_labels": "napari_n5zarr.write.edit.new_labels",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from napari_n5zarr.n5.codec import N5DefaultCodec
     from napari_n5zarr.n5.lz4block import LZ4BlockCodec
     from napari_n5zarr.n5.stores import ImplicitGroupStore, N5DefaultStore
-    from napari_n5zarr.write.editable import save_edits
-    from napari_n5zarr.write.edits import write_region
-    from napari_n5zarr.write.exporter import export
-    from napari_n5zarr.write.new_labels import create_labels
+    from napari_n5zarr.write.edit.editable import save_edits
+    from napari_n5zarr.write.edit.new_labels import create_labels
+    from napari_n5zarr.write.edit.save import write_region
+    from napari_n5zarr.write.export.exporter import export
 
 
 def __getattr__(name: str) -> Any:

@@ -161,7 +161,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     """One node in full (fields, attributes, blocks on disk) and the image/labels pyramids
     the reader finds under it: levels, scale, translate, units."""
     from napari_n5zarr.read.node_info import node_info
-    from napari_n5zarr.write.save_journal import unfinished_save
+    from napari_n5zarr.write.edit.journal import unfinished_save
 
     as_json = getattr(args, "json", False)
     info = node_info(args.path, unfinished_save=unfinished_save)
@@ -258,8 +258,8 @@ def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
 def cmd_convert(args: argparse.Namespace) -> int:
     """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid (one per image in the source)."""
     from napari_n5zarr.errors import InvalidArgumentError
-    from napari_n5zarr.write.convert import NothingToConvertError, convert
-    from napari_n5zarr.write.plan import block_edge_problem
+    from napari_n5zarr.write.convert.convert import NothingToConvertError, convert
+    from napari_n5zarr.write.export.plan import block_edge_problem
 
     too_small = block_edge_problem(args.chunks)  # the export widget's rule, before anything is read
     if too_small:
@@ -297,7 +297,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
     """Write zarr.json beside every attributes.json (and for implicit groups); blocks and
     attributes.json are never touched."""
-    from napari_n5zarr.write.zarr_metadata import add_zarr_metadata
+    from napari_n5zarr.write.convert.zarr_metadata import add_zarr_metadata
 
     report = add_zarr_metadata(args.path, dry_run=args.dry_run)
     for step in report.steps:
@@ -373,7 +373,7 @@ def levels_arg(text: str) -> int | Literal["auto"]:
 
 def compression_arg(text: str) -> dict[str, Any]:
     """``--compression``: an N5 type, ``type:level`` or N5 JSON, checked against the table."""
-    from napari_n5zarr.write.exporter import parse_compression
+    from napari_n5zarr.write.export.exporter import parse_compression
 
     name, colon, level = text.partition(":")
     if colon and not text.lstrip().startswith("{") and not level.strip().lstrip("-").isdigit():
@@ -386,7 +386,7 @@ def compression_arg(text: str) -> dict[str, Any]:
 
 def scheduler_arg(text: str) -> str:
     """``--scheduler``: a dask scheduler name or a dask.distributed address (``host:port``)."""
-    from napari_n5zarr.write.convert import NAMED_SCHEDULERS
+    from napari_n5zarr.write.convert.convert import NAMED_SCHEDULERS
 
     if text in NAMED_SCHEDULERS or ":" in text:
         return text
@@ -444,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
     chunks = p.add_argument("--chunks", type=chunks_arg, default=None,
                             help="block size: one int (spatial axes) or a z,y,x list, at least %(min_block)s (1 for a channel or time axis); default: the source's")  # fmt: skip
-    chunks.min_block = _WhenShown(lambda: __import__("napari_n5zarr.write.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK)  # type: ignore[attr-defined]
+    chunks.min_block = _WhenShown(lambda: __import__("napari_n5zarr.write.export.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK)  # type: ignore[attr-defined]
     p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
     p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
     p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")

@@ -118,7 +118,7 @@ def _reasons(tmp_path: Path) -> dict[str, str]:
     """The reasons labels open read-only, as the reader finds them."""
     import zipfile
 
-    from napari_n5zarr.write.editable import pyramid_root
+    from napari_n5zarr.write.edit.editable import pyramid_root
 
     folder = _pyramids(tmp_path / "seg.n5", ["seg"])
     zpath = tmp_path / "seg.zip"

@@ -169,7 +169,7 @@ def test_info_describes_the_multiset_as_uint64_labels(paintera, capsys):
 
 
 def test_convert_writes_a_uint64_labels_pyramid(paintera, tmp_path):
-    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr.write.convert.convert import convert
 
     report = convert(paintera, tmp_path / "out.n5")
     assert sorted(image.name for image in report.images) == ["labels/fragments", "raw"]

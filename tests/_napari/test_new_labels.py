@@ -12,7 +12,7 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr._napari import new_labels
 from napari_n5zarr._napari.proofread import SaveLabelsWidget
-from napari_n5zarr.write.editable import EditableLevel
+from napari_n5zarr.write.edit.editable import EditableLevel
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr import export, save_edits
 from napari_n5zarr._napari import proofread
-from napari_n5zarr.write.editable import EditableLevel, ReadOnlyLevel
-from napari_n5zarr.write.edits import NotEditableError
+from napari_n5zarr.write.edit.editable import EditableLevel, ReadOnlyLevel
+from napari_n5zarr.write.edit.save import NotEditableError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 

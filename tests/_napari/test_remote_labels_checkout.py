@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import napari_n5zarr
-from napari_n5zarr.write.convert import convert
-from napari_n5zarr.write.editable import editable_reason
+from napari_n5zarr.write.convert.convert import convert
+from napari_n5zarr.write.edit.editable import editable_reason
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr._napari.view_3d import editable_of
-from napari_n5zarr.write.editable import EditableLevel, ReadOnlyLevel
+from napari_n5zarr.write.edit.editable import EditableLevel, ReadOnlyLevel
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def test_open_zarr_only_folder_using_n5_default(tmp_path: Path) -> None:
 
 def test_public_functions_stay_functions_after_submodule_imports() -> None:
     code = (
-        "import napari_n5zarr.access, napari_n5zarr.write.exporter, napari_n5zarr as p;"
+        "import napari_n5zarr.access, napari_n5zarr.write.export.exporter, napari_n5zarr as p;"
         "assert callable(p.open) and callable(p.export) and p.open.__name__ == 'open' and p.export.__name__ == 'export'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

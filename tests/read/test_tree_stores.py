@@ -119,7 +119,7 @@ def test_a_404_page_is_read_before_its_connection_is_closed(tmp_path: Path, capf
 
 def test_building_the_cli_parser_imports_no_writer() -> None:
     """``n5zarr tree`` builds the whole parser: it must not import the writer (dask)."""
-    code = "import sys; from napari_n5zarr.cli import build_parser; build_parser(); print('napari_n5zarr.write.plan' in sys.modules)"
+    code = "import sys; from napari_n5zarr.cli import build_parser; build_parser(); print('napari_n5zarr.write.export.plan' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -11,7 +11,7 @@ import pytest
 import napari_n5zarr
 from napari_n5zarr.errors import InvalidArgumentError
 from napari_n5zarr.read.images import open_images
-from napari_n5zarr.write.editable import editable_reason, open_editable
+from napari_n5zarr.write.edit.editable import editable_reason, open_editable
 
 
 def _files(root: Path) -> list[str]:

@@ -24,7 +24,7 @@ from napari_n5zarr import export
 from napari_n5zarr.errors import DestinationLockError, N5FormatError, NodeExistsError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
 from napari_n5zarr.write import safe_destination
-from napari_n5zarr.write.publish import Destination
+from napari_n5zarr.write.export.publish import Destination
 from napari_n5zarr.write.safe_destination import LOCK_SUFFIX, DestinationBusyError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")

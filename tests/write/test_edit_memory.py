@@ -9,7 +9,7 @@ import numpy as np
 
 import napari_n5zarr
 from napari_n5zarr.read.images import open_images
-from napari_n5zarr.write.editable import open_editable
+from napari_n5zarr.write.edit.editable import open_editable
 
 
 def test_saved_blocks_leave_memory_and_readers_see_them(tmp_path: Path) -> None:

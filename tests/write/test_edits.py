@@ -19,7 +19,8 @@ import napari_n5zarr
 from napari_n5zarr import export, write_region
 from napari_n5zarr.cli import main
 from napari_n5zarr.errors import DestinationBusyError, NotEditableError
-from napari_n5zarr.write import edits, save_journal
+from napari_n5zarr.write.edit import journal as save_journal
+from napari_n5zarr.write.edit import save as edits
 from napari_n5zarr.write.safe_destination import DestinationLock
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
@@ -218,7 +219,7 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
 
 
 def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
-    from napari_n5zarr.write.editable import open_editable
+    from napari_n5zarr.write.edit.editable import open_editable
 
     data = labels()
     dest = make(tmp_path, data)
@@ -293,7 +294,7 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
     from napari_n5zarr.read.block_cache import store_token
     from napari_n5zarr.read.multiscale import find_multiscales, level_arrays
     from napari_n5zarr.read.pyramid_walk import place
-    from napari_n5zarr.write import editable, label_pyramid
+    from napari_n5zarr.write.edit import editable, label_pyramid
 
     dest = make(tmp_path, labels())
     node = place(napari_n5zarr.open(dest))

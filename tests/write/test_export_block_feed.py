@@ -15,9 +15,10 @@ import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.n5.codec import stored_values
 from napari_n5zarr.n5.metadata import N5DatasetMetadata
-from napari_n5zarr.write import blocks, pyramid
-from napari_n5zarr.write import export_levels as levels
-from napari_n5zarr.write.blocks import N5Blocks
+from napari_n5zarr.write import pyramid
+from napari_n5zarr.write.export import blocks
+from napari_n5zarr.write.export import levels as levels
+from napari_n5zarr.write.export.blocks import N5Blocks
 from napari_n5zarr.write.pyramid import plan, spatial_axes
 
 

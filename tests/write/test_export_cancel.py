@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from napari_n5zarr import export
-from napari_n5zarr.write import blocks, pyramid
-from napari_n5zarr.write import export_levels as levels
-from napari_n5zarr.write.blocks import ExportCancelled
+from napari_n5zarr.write import pyramid
+from napari_n5zarr.write.export import blocks
+from napari_n5zarr.write.export import levels as levels
+from napari_n5zarr.write.export.blocks import ExportCancelled
 
 THREADS = 3
 HANG_GUARD = 60  # seconds: only keeps a broken implementation from hanging the suite

@@ -16,10 +16,10 @@ import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.codec import stored_values
-from napari_n5zarr.write import blocks, coarse
-from napari_n5zarr.write import export_levels as levels
+from napari_n5zarr.write.export import blocks, coarse
+from napari_n5zarr.write.export import levels as levels
+from napari_n5zarr.write.export.workers import Workers
 from napari_n5zarr.write.pyramid import plan, spatial_axes
-from napari_n5zarr.write.workers import Workers
 
 
 def reference_mean(a: np.ndarray, factors) -> np.ndarray:

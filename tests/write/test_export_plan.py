@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from napari_n5zarr.errors import N5FormatError
-from napari_n5zarr.write.export_levels import region_depth, region_shape
-from napari_n5zarr.write.plan import ExportPlan, make_plan
+from napari_n5zarr.write.export.levels import region_depth, region_shape
+from napari_n5zarr.write.export.plan import ExportPlan, make_plan
 
 
 class ShapeOnly:

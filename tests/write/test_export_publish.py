@@ -10,8 +10,8 @@ import zarr
 import napari_n5zarr
 from napari_n5zarr import export
 from napari_n5zarr.access import ensure_codecs_registered
-from napari_n5zarr.write.plan import make_plan
-from napari_n5zarr.write.publish import (
+from napari_n5zarr.write.export.plan import make_plan
+from napari_n5zarr.write.export.publish import (
     INCOMPLETE_MARKER,
     Destination,
     publish_metadata,

@@ -24,7 +24,11 @@ from format_cases import COMPRESSION_TYPES
 
 import napari_n5zarr
 from napari_n5zarr import export
-from napari_n5zarr.write.exporter import INCOMPLETE_MARKER, ExportCancelled, parse_compression
+from napari_n5zarr.write.export.exporter import (
+    INCOMPLETE_MARKER,
+    ExportCancelled,
+    parse_compression,
+)
 from napari_n5zarr.write.pyramid import plan
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")  # plain zarr listing a dual group
@@ -546,7 +550,7 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     from napari_n5zarr.access import base_store
     from napari_n5zarr.errors import N5BlockError
     from napari_n5zarr.n5.codec import N5DefaultCodec
-    from napari_n5zarr.write.blocks import N5Blocks
+    from napari_n5zarr.write.export.blocks import N5Blocks
 
     dest = tmp_path / "x.n5"
     export(np.arange(64 * 64, dtype="uint16").reshape(64, 64), dest, chunks=32, levels=1)
@@ -568,8 +572,8 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     ],
 )
 def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chunks, method, accum_bytes):
-    from napari_n5zarr.write import export_levels as levels
     from napari_n5zarr.write import pyramid
+    from napari_n5zarr.write.export import levels as levels
 
     monkeypatch.setattr(levels, "REGION_BYTES", 64 << 10)  # several regions, depth >= 1
     monkeypatch.setattr(levels, "ACCUM_BYTES", accum_bytes)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from napari_n5zarr import export
-from napari_n5zarr.write.zarr_metadata import add_zarr_metadata
+from napari_n5zarr.write.convert.zarr_metadata import add_zarr_metadata
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SCALE, TRANSLATE = (4.0, 0.5, 0.25), (100.0, -2.0, 3.5)
@@ -200,7 +200,7 @@ def test_napari_ome_zarr_opens_the_export_as_a_multiscale(tmp_path):
 def test_convert_keeps_the_ome_calibration(calibrated_pyramid, tmp_path):
     import yaozarrs
 
-    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr.write.convert.convert import convert
 
     src, _ = calibrated_pyramid
     dest = tmp_path / "out.n5"

@@ -14,8 +14,8 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr.read.images import open_images
-from napari_n5zarr.write.convert import convert
-from napari_n5zarr.write.region import REGION_ATTRIBUTE, Region
+from napari_n5zarr.write.convert.convert import convert
+from napari_n5zarr.write.convert.region import REGION_ATTRIBUTE, Region
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 EXPECTED_JAVA = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy")  # napari order
@@ -80,7 +80,7 @@ def test_region_of_a_coarser_level(source, tmp_path: Path) -> None:
 
 
 def test_labels_crop_opens_editable(tmp_path: Path) -> None:
-    from napari_n5zarr.write.editable import editable_reason
+    from napari_n5zarr.write.edit.editable import editable_reason
 
     labels = np.random.default_rng(3).integers(0, 9, size=(16, 32, 32), dtype=np.uint32)
     napari_n5zarr.export(labels, tmp_path / "seg.n5", chunks=8, levels=2, labels=True)

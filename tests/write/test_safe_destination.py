@@ -24,7 +24,7 @@ from zarr.storage import WrapperStore
 import napari_n5zarr
 from napari_n5zarr import access, export
 from napari_n5zarr.storage.foreign import foreign_entries
-from napari_n5zarr.write.exporter import INCOMPLETE_MARKER, ExportCancelled
+from napari_n5zarr.write.export.exporter import INCOMPLETE_MARKER, ExportCancelled
 from napari_n5zarr.write.safe_destination import LOCK_SUFFIX
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
@@ -567,8 +567,8 @@ def test_immutable_destination_keeps_the_old_data(old, immutable):
 def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatch):
     """dask raises the first error while other threads still run: a block computed before
     the error but stored after the cleanup must not leave a partial export behind."""
-    from napari_n5zarr.write import blocks, publish
-    from napari_n5zarr.write import export_levels as levels
+    from napari_n5zarr.write.export import blocks, publish
+    from napari_n5zarr.write.export import levels as levels
 
     monkeypatch.setattr(levels, "REGION_BYTES", 0)  # one block per task: the first block is its own task
 

@@ -26,8 +26,9 @@ from napari_n5zarr.errors import (
     StaleLayerError,
     ValuesDoNotFitError,
 )
-from napari_n5zarr.write import edits, save_journal
-from napari_n5zarr.write.editable import EditableLevel, editable_reason, open_editable
+from napari_n5zarr.write.edit import journal as save_journal
+from napari_n5zarr.write.edit import save as edits
+from napari_n5zarr.write.edit.editable import EditableLevel, editable_reason, open_editable
 from napari_n5zarr.write.safe_destination import DestinationLock
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")

@@ -11,7 +11,7 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr import export
-from napari_n5zarr.write.zarr_metadata import ZarrMetadataStep, add_zarr_metadata
+from napari_n5zarr.write.convert.zarr_metadata import ZarrMetadataStep, add_zarr_metadata
 
 
 def snapshot(path: Path) -> dict[str, bytes]:

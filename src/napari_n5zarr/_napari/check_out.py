@@ -58,7 +58,7 @@ def copy_view(viewer: Any, layer: Any, destination: str | Path | None = None, *,
 
 def _run(viewer: Any, location: str, target: Path, region: str) -> None:
     """The copy (worker thread); the result opened on napari's thread."""
-    from napari_n5zarr.write.convert import convert
+    from napari_n5zarr.write.convert.convert import convert
 
     try:
         convert(location, target, region=region)

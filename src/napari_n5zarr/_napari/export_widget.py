@@ -33,7 +33,7 @@ from magicgui.widgets import (
 from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.n5.compression import N5_TYPES
-from napari_n5zarr.write.plan import (  # the rule `n5zarr convert` applies too
+from napari_n5zarr.write.export.plan import (  # the rule `n5zarr convert` applies too
     MAX_BLOCK_BYTES,
     MIN_BLOCK,
     block_edge_problem,
@@ -83,7 +83,7 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
     import numpy as np
 
     from napari_n5zarr.write import pyramid
-    from napari_n5zarr.write.plan import default_chunks
+    from napari_n5zarr.write.export.plan import default_chunks
 
     labels = list(axis_labels) if axis_labels is not None else None
     if rgb:

@@ -200,7 +200,7 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
     """Labels: local N5 integer labels open editable (level 0 alone, single-scale: napari
     cannot paint a multiscale Labels layer); anything else read-only as before (dask
     levels), the reason kept in the metadata for the first paint attempt to tell."""
-    from napari_n5zarr.write.editable import ReadOnlyLevel, open_editable, pyramid_root
+    from napari_n5zarr.write.edit.editable import ReadOnlyLevel, open_editable, pyramid_root
 
     meta = kwargs["metadata"]["napari_n5zarr"]
     arrays = [getattr(level, "array", None) for level in levels[: len(ms.paths)]]

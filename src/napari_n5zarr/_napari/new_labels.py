@@ -2,7 +2,7 @@
 Save labels widget, the Layers > Annotate menu entry (the manifest) and the layer list's
 context menu entry (registered with napari's app model: napari 0.9 lets plugins' manifests
 contribute to the main menus only). Thin: the library's
-:func:`~napari_n5zarr.write.new_labels.create_labels` writes the metadata-only pyramid, the
+:func:`~napari_n5zarr.write.edit.new_labels.create_labels` writes the metadata-only pyramid, the
 reader opens it (editable, watched for unsaved edits) and the new layer is selected."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def new_labels_for(viewer: napari.Viewer, layer: Any, destination: str | Path | 
     """Create empty labels overlaying image ``layer`` at ``destination`` (asked when None),
     open them editable in ``viewer`` and select them. Returns the new layer (None: cancelled
     or refused, said in a notification)."""
-    from napari_n5zarr.write.new_labels import create_labels
+    from napari_n5zarr.write.edit.new_labels import create_labels
 
     if not isinstance(layer, napari.layers.Image):
         notify_napari("warning", f"{TITLE}: select an image layer first")

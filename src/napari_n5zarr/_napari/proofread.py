@@ -2,7 +2,7 @@
 status line), the unsaved-edits marker on layer names, a guard that asks Save / Discard /
 Cancel before napari closes with unsaved label edits, and the one notice when a read-only
 labels layer is first painted. The editing and saving are the library's
-(:mod:`napari_n5zarr.write.editable`).
+(:mod:`napari_n5zarr.write.edit.editable`).
 
 Every route into a viewer reaches :func:`watch`: the reader (drag-drop, ``viewer.open``,
 File > Open Sample) watches the current viewer, :func:`napari_n5zarr._napari.layers.add_to_viewer`
@@ -22,7 +22,7 @@ from napari_n5zarr._napari.new_labels import add_to_layer_context_menu
 from napari_n5zarr._napari.notices import UNSAVED_MARKER as MARKER
 from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr._napari.view_3d import editable_of
-from napari_n5zarr.write.editable import EditableLevel, save_edits
+from napari_n5zarr.write.edit.editable import EditableLevel, save_edits
 
 if TYPE_CHECKING:
     import napari

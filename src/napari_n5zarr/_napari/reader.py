@@ -8,6 +8,7 @@ become napari notifications, never exceptions.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr._napari.layers import (
@@ -94,7 +95,7 @@ def _offer_new_labels() -> None:
     local copy of the view."""
     import threading
 
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread() and "napari.viewer" in sys.modules:  # inside napari
         from napari_n5zarr._napari import check_out, new_labels
 
         new_labels.add_to_layer_context_menu()

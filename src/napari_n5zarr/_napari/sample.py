@@ -60,7 +60,7 @@ def blobs(shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7) -> tuple[n
 def make_sample(folder: Path | None = None, *, reset: bool = False) -> Path:
     """The sample container (built on first use, then atomically moved into place). With
     ``reset``, rebuilt: labels edited and saved into it are back as built (``n5zarr view --reset-sample``)."""
-    from napari_n5zarr.write.exporter import export
+    from napari_n5zarr.write.export.exporter import export
 
     folder = folder or cache_dir()
     path = folder / SAMPLE_NAME

@@ -20,7 +20,7 @@ import numpy as np
 
 from napari_n5zarr._napari.notices import notify_napari, plain_name
 from napari_n5zarr.environment import number
-from napari_n5zarr.write.editable import EditableLevel, ReadOnlyLevel
+from napari_n5zarr.write.edit.editable import EditableLevel, ReadOnlyLevel
 
 MAX_3D_ENV = "N5ZARR_3D_MAX_BYTES"
 DEFAULT_MAX_3D = 1 << 30

@@ -18,7 +18,7 @@ import numpy as np
 from napari_n5zarr._napari.notices import plain_name
 from napari_n5zarr.spatial import COLOUR_AXES
 from napari_n5zarr.spatial.conventions import NAME_KEY
-from napari_n5zarr.write.exporter import export
+from napari_n5zarr.write.export.exporter import export
 
 LayerData = tuple[Any, dict[str, Any], str]
 

@@ -3,7 +3,7 @@
 * :func:`resolve`: the node to open for what a user named (a folder, a metadata file, a
   ``.zip``, a URL, or a BigDataViewer ``.xml``, whose N5 folder is opened with the XML's
   voxel sizes), as a :class:`Source`; :func:`require` the same, raising for an XML that
-  cannot be followed (the CLI's commands and :func:`~napari_n5zarr.write.convert.convert`).
+  cannot be followed (the CLI's commands and :func:`~napari_n5zarr.write.convert.convert.convert`).
 * :func:`is_n5`: does it hold N5 or Zarr v3 data? Cheap: a few metadata reads, never blocks.
 * BigDataViewer XML lookup: :func:`bdv_xml_target`, :func:`sibling_bdv_xml`.
 

@@ -62,7 +62,7 @@ class NodeInfo:
     tree: Tree | None = field(default=None, repr=False, compare=False)
     """The tree it was read from (:meth:`Tree.raise_for_root` says why an error root failed)."""
     unfinished_save: str | None = None
-    """A label-edit save was interrupted here (its journal's state; see write/save_journal.py)."""
+    """A label-edit save was interrupted here (its journal's state; see write/edit/journal.py)."""
 
     def to_json(self) -> dict[str, Any]:
         """One JSON document (``n5zarr info --json``)."""
@@ -84,7 +84,7 @@ def node_info(location: str | os.PathLike[str], *, unfinished_save: Callable[[st
         A folder, ``.zip``, BigDataViewer ``.xml`` (its N5 folder) or URL.
     unfinished_save : callable, optional
         Asked of a local folder: the state of an interrupted label-edit save there, or None
-        (the CLI passes :func:`napari_n5zarr.write.save_journal.unfinished_save`; the read
+        (the CLI passes :func:`napari_n5zarr.write.edit.journal.unfinished_save`; the read
         wing knows nothing of saving). Not given: not looked for.
 
     Returns

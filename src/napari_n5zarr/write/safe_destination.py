@@ -16,7 +16,7 @@ replacement by staging beside the destination, then renaming into place.
   export is gone: a staging folder holds the ``.n5zarr-incomplete`` marker naming its owner
   (pid, host) and token; an old copy being deleted holds ``.n5zarr-deleting``.
 
-Local folders only: object stores and zip files cannot rename (see :mod:`napari_n5zarr.write.exporter`).
+Local folders only: object stores and zip files cannot rename (see :mod:`napari_n5zarr.write.export.exporter`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import numpy as np
 from napari_n5zarr.errors import PlantedFileError
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
 from napari_n5zarr.write.dataset_files import DatasetFolder, kind
-from napari_n5zarr.write.label_pyramid import Level, pyramid_levels
+from napari_n5zarr.write.edit.label_pyramid import Level, pyramid_levels
 from napari_n5zarr.write.safe_destination import DestinationLock, check_ancestors
 
 JOURNAL = ".n5zarr-save-journal"

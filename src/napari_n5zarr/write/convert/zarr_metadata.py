@@ -141,7 +141,7 @@ def _same_json(raw: bytes, doc: dict[str, Any]) -> bool:
 def _write(store: Store, prefix: str, doc: dict[str, Any], report: ZarrMetadataReport) -> None:
     from zarr.storage import LocalStore
 
-    from napari_n5zarr.write.blocks import store_get, store_set
+    from napari_n5zarr.write.export.blocks import store_get, store_set
 
     key = f"{prefix}{ZARR_JSON}"
     existing = store_get(store, key)
@@ -215,7 +215,7 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     from napari_n5zarr.n5.constants import parse_document
     from napari_n5zarr.n5.metadata import GROUP_DOC, attributes_to_zarr, is_dataset
     from napari_n5zarr.n5.stores import store_location
-    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.export.blocks import store_get
 
     where = prefix.rstrip("/")
     key = f"{prefix}{N5_JSON}"
@@ -266,7 +266,7 @@ def _with_ome(store: Store, prefix: str, doc: dict[str, Any], children: list[str
     from napari_n5zarr.n5.constants import parse_document
     from napari_n5zarr.n5.metadata import N5DatasetMetadata, parse_attributes
     from napari_n5zarr.spatial.model import level_names
-    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.export.blocks import store_get
     from napari_n5zarr.write.ome import OME_KEY, group_ome
 
     levels: dict[str, N5DatasetMetadata] = {}

@@ -1,7 +1,7 @@
 """Any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid, one per image found in the source.
 
 The library side of ``n5zarr convert``: finds the pyramids (as the napari reader does), exports
-each with :func:`~napari_n5zarr.write.exporter.export`, and returns a report.
+each with :func:`~napari_n5zarr.write.export.exporter.export`, and returns a report.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from napari_n5zarr.errors import InvalidArgumentError, NothingToConvertError
-from napari_n5zarr.write.region import REGION_ATTRIBUTE, Region, crop_translate
+from napari_n5zarr.write.convert.region import REGION_ATTRIBUTE, Region, crop_translate
 
 if TYPE_CHECKING:
 
     from napari_n5zarr.spatial import Multiscale
-    from napari_n5zarr.write.blocks import Boundary
+    from napari_n5zarr.write.export.blocks import Boundary
 
 __all__ = ["NAMED_SCHEDULERS", "ConvertReport", "ConvertedImage", "NothingToConvertError", "convert"]
 
@@ -183,9 +183,9 @@ def _convert_image(
 ) -> ConvertedImage:
     """One pyramid of the source exported to ``dest`` (to its own group when ``name``): its
     calibration, the source's blocks as chunks unless ``chunks`` is given, and its levels
-    unless ``levels`` is given; ``options`` go to :func:`~napari_n5zarr.write.exporter.export`."""
+    unless ``levels`` is given; ``options`` go to :func:`~napari_n5zarr.write.export.exporter.export`."""
     from napari_n5zarr.read.multiscale import levels_for
-    from napari_n5zarr.write.exporter import export
+    from napari_n5zarr.write.export.exporter import export
 
     data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
     keep = levels is None and len(data) > 1 and checkout is None

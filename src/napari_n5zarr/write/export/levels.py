@@ -7,9 +7,9 @@ determine: those pyramid levels cost no second read of anything, and every core
 compresses. Where blocks downsample on their own (even block sizes), each block is
 downsampled right after it is written, from its stored values (C order, still in cache)
 rather than from the source region (often a transposed view). In-memory sources (numpy, array-likes) run their tasks on a plain thread pool
-(:mod:`~napari_n5zarr.write.workers`); dask arrays through ``dask.array.store``. The next
+(:mod:`~napari_n5zarr.write.export.workers`); dask arrays through ``dask.array.store``. The next
 level, when it fits :data:`ACCUM_BYTES`, is kept in memory with the coarser ones and their
-blocks are written as soon as they are complete (:mod:`~napari_n5zarr.write.coarse`);
+blocks are written as soon as they are complete (:mod:`~napari_n5zarr.write.export.coarse`);
 else levels coarser than a region are computed from the blocks of the last level written.
 Memory stays bounded: a task (at most :data:`REGION_BYTES`) per thread, and a few tasks
 per thread queued at a time.
@@ -33,11 +33,11 @@ from zarr.abc.store import Store
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.blocks import N5Blocks, Progress, WriteGate
-from napari_n5zarr.write.cluster import cluster_client, store_on_cluster
-from napari_n5zarr.write.coarse import CoarseLevels, blockwise
-from napari_n5zarr.write.plan import ExportPlan
-from napari_n5zarr.write.workers import CANCEL_POLL, Workers
+from napari_n5zarr.write.export.blocks import N5Blocks, Progress, WriteGate
+from napari_n5zarr.write.export.cluster import cluster_client, store_on_cluster
+from napari_n5zarr.write.export.coarse import CoarseLevels, blockwise
+from napari_n5zarr.write.export.plan import ExportPlan
+from napari_n5zarr.write.export.workers import CANCEL_POLL, Workers
 
 __all__ = ["CANCEL_POLL", "REGION_BYTES", "as_cancel", "region_depth", "write_levels"]
 
@@ -88,7 +88,7 @@ def write_levels(
     ``sources``: level 0 (or every level when ``plan.given_levels``). Raises
     :class:`ExportCancelled` within :data:`CANCEL_POLL` seconds of ``cancel()`` turning true.
     On a dask.distributed client, a failure stops the workers' writes before it is raised
-    (:func:`~napari_n5zarr.write.cluster.store_on_cluster`; ``worker_timeout``: seconds
+    (:func:`~napari_n5zarr.write.export.cluster.store_on_cluster`; ``worker_timeout``: seconds
     without any worker before giving up).
     """
     local = is_local_scheduler(scheduler)
@@ -368,7 +368,7 @@ def _write_blocks(
     """Write ``value`` (a whole number of blocks of ``target`` at ``start``) block by block.
 
     With ``feed``: each block is also downsampled by ``step`` (blocks must downsample on
-    their own as ``value`` does, see :func:`~napari_n5zarr.write.coarse.blockwise`) from its
+    their own as ``value`` does, see :func:`~napari_n5zarr.write.export.coarse.blockwise`) from its
     stored values once written (C order and still in cache: cheaper than downsampling
     ``value``, often a transposed view of the source, a second time); ``feed(offset, piece)``
     gets each piece at its offset in the downsampled ``value``."""

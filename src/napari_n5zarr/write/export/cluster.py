@@ -5,7 +5,7 @@
 ``distributed.scheduler.allowed-failures``) while the other workers go on computing and
 writing blocks: a clean-up started then races them ("Directory not empty") and they leave
 blocks behind. :func:`store_on_cluster` instead, on any failure: cancels the export's
-futures, shuts the export's :class:`~napari_n5zarr.write.blocks.WriteGate` on every worker
+futures, shuts the export's :class:`~napari_n5zarr.write.export.blocks.WriteGate` on every worker
 (no block write starts after that) and waits until the writes in flight are done; only
 then does the caller remove the partial output. It also gives up, with a clear message,
 when the cluster has had no worker for ``worker_timeout`` seconds (dask would wait forever).
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr.errors import ClusterError, ExportCancelled
-from napari_n5zarr.write.blocks import WriteGate, shut_gate
+from napari_n5zarr.write.export.blocks import WriteGate, shut_gate
 
 if TYPE_CHECKING:
     import dask.array as da

@@ -4,7 +4,7 @@
 Reads go through the read-only lazy level (its cache and prefetching) with the edited
 blocks laid over it; writes touch only the blocks they reach, held in memory (only
 touched blocks are held) and marked dirty until :meth:`EditableLevel.save` writes them
-back through :func:`napari_n5zarr.write.edits.save_changes`. Saved blocks leave memory
+back through :func:`napari_n5zarr.write.edit.save.save_changes`. Saved blocks leave memory
 (their old decodings leave the shared block cache), so the held blocks are the unsaved ones.
 
 :class:`ReadOnlyLevel` is the same surface over data that cannot be edited in place: the
@@ -25,7 +25,9 @@ import numpy as np
 
 from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError
-from napari_n5zarr.write import edits, label_pyramid, save_journal
+from napari_n5zarr.write.edit import journal as save_journal
+from napari_n5zarr.write.edit import label_pyramid
+from napari_n5zarr.write.edit import save as edits
 
 Index = tuple[int, ...]
 
@@ -93,7 +95,7 @@ class EditableLevel(_ArrayLike):
     Each touched block is held twice: as the layer first read it and as it is now; a block
     is unsaved while the two differ (undo back to the read values: nothing to save). A save
     writes only the voxels that differ, merged into the block as it is on disk then
-    (:func:`~napari_n5zarr.write.edits.save_changes`), and the layer then shows the merged
+    (:func:`~napari_n5zarr.write.edit.save.save_changes`), and the layer then shows the merged
     block. Values the dtype cannot hold are refused, never wrapped."""
 
     def __init__(self, root: str | os.PathLike[str], base: Any | None = None, levels: list[label_pyramid.Level] | None = None) -> None:
@@ -314,7 +316,7 @@ def pyramid_root(
 def save_edits(layer: Any) -> edits.SaveResult:
     """Write the edited blocks of ``layer`` (a napari Labels layer opened editable by
     napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
-    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edits.save_changes`).
+    blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edit.save.save_changes`).
 
     Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get
     an editable copy) for a layer that is not editable."""

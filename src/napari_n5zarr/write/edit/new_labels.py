@@ -2,7 +2,7 @@
 
 No block is written (an absent N5 block reads as 0), so creating labels for a terabyte image
 takes as long as writing a few small JSON documents. The pyramid is planned as
-:func:`~napari_n5zarr.write.exporter.export` plans one (levels, blocks, metadata, the
+:func:`~napari_n5zarr.write.export.exporter.export` plans one (levels, blocks, metadata, the
 destination's lock and safety rules); only the writing of blocks is left out.
 """
 
@@ -73,7 +73,7 @@ def create_labels(
     str
         ``path``.
     """
-    from napari_n5zarr.write.exporter import export_metadata
+    from napari_n5zarr.write.export.exporter import export_metadata
 
     if format not in FORMATS:
         raise InvalidArgumentError(f"format {format!r}: create_labels writes {', '.join(map(repr, FORMATS))}")

@@ -25,12 +25,12 @@ from napari_n5zarr.n5.constants import INCOMPLETE_MARKER, N5_JSON, ZARR_JSON
 from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.storage.foreign import describe_foreign, foreign_entries
 from napari_n5zarr.write import safe_destination
-from napari_n5zarr.write.blocks import WriteGate, store_get, store_set
+from napari_n5zarr.write.export.blocks import WriteGate, store_get, store_set
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
 
-    from napari_n5zarr.write.plan import ExportPlan
+    from napari_n5zarr.write.export.plan import ExportPlan
 
 _logger = logging.getLogger(__name__)
 

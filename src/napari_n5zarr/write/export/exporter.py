@@ -21,7 +21,7 @@ first, then each dataset's metadata, the root group last; until then a marker fi
 complete; a failed or cancelled one is removed (a full disk says so).
 Memory stays bounded (a region of a few blocks per thread): each level-0 region is written
 with the finer levels computed from it in memory; coarser levels from the blocks of the
-last level written (see :mod:`napari_n5zarr.write.export_levels`).
+last level written (see :mod:`napari_n5zarr.write.export.levels`).
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from typing import Any
 
 from napari_n5zarr.errors import ExportCancelled
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.blocks import Boundary
-from napari_n5zarr.write.export_levels import as_cancel, write_levels
-from napari_n5zarr.write.plan import (
+from napari_n5zarr.write.export.blocks import Boundary
+from napari_n5zarr.write.export.levels import as_cancel, write_levels
+from napari_n5zarr.write.export.plan import (
     ArrayLike,
     LevelsArg,
     default_chunks,
     make_plan,
     parse_compression,
 )
-from napari_n5zarr.write.publish import INCOMPLETE_MARKER, Destination
+from napari_n5zarr.write.export.publish import INCOMPLETE_MARKER, Destination
 
 __all__ = ["INCOMPLETE_MARKER", "ExportCancelled", "default_chunks", "export", "parse_compression"]
 
@@ -73,10 +73,10 @@ def export(
 ) -> str:
     """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once.
 
-    Three steps: :func:`~napari_n5zarr.write.plan.make_plan` checks every argument and
+    Three steps: :func:`~napari_n5zarr.write.export.plan.make_plan` checks every argument and
     decides every level and metadata document before anything is written;
-    :func:`~napari_n5zarr.write.export_levels.write_levels` writes the blocks;
-    :class:`~napari_n5zarr.write.publish.Destination` makes them visible (metadata, swap,
+    :func:`~napari_n5zarr.write.export.levels.write_levels` writes the blocks;
+    :class:`~napari_n5zarr.write.export.publish.Destination` makes them visible (metadata, swap,
     marker) or removes them on failure.
 
     Parameters
@@ -188,7 +188,7 @@ def export_metadata(
     **plan_options: Any,
 ) -> str:
     """As :func:`export` for ``data``'s shape and dtype, but without a single block: every
-    block is absent and reads as the fill value 0 (new labels, :mod:`~napari_n5zarr.write.new_labels`).
+    block is absent and reads as the fill value 0 (new labels, :mod:`~napari_n5zarr.write.edit.new_labels`).
     ``plan_options`` are :func:`export`'s metadata keywords (scale, translate, units,
     axis_labels, chunks, levels, labels, path, attributes, zarr_json, ...)."""
     from napari_n5zarr.access import ensure_codecs_registered

@@ -23,7 +23,7 @@ from napari_n5zarr.n5.metadata import N5DatasetMetadata
 from napari_n5zarr.spatial.model import level_name
 from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.blocks import Boundary
+from napari_n5zarr.write.export.blocks import Boundary
 
 __all__ = ["MIN_BLOCK", "ExportPlan", "LevelPlan", "block_edge_problem", "default_chunks", "make_plan", "parse_compression"]
 

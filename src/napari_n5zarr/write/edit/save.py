@@ -1,6 +1,6 @@
 """Edits written back into a local N5 (or dual N5 + Zarr v3) integer dataset or pyramid,
 block by block: the proofreading save path (no napari here). The pyramid, its levels and
-their block structure are the read wing's (:mod:`napari_n5zarr.write.label_pyramid`); the
+their block structure are the read wing's (:mod:`napari_n5zarr.write.edit.label_pyramid`); the
 bytes read and written under the lock go through the dataset folder alone.
 
 * Level 0: read-modify-write of the touched blocks only, **under the lock, from the block
@@ -49,7 +49,8 @@ from napari_n5zarr.errors import NotEditableError, StaleLayerError, ValuesDoNotF
 from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
-from napari_n5zarr.write.label_pyramid import (
+from napari_n5zarr.write.edit.journal import NewBlock, commit, lock, recover, sha
+from napari_n5zarr.write.edit.label_pyramid import (
     Index,
     Level,
     Signature,
@@ -61,7 +62,6 @@ from napari_n5zarr.write.label_pyramid import (
     read_region,
     steps,
 )
-from napari_n5zarr.write.save_journal import NewBlock, commit, lock, recover, sha
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """One N5 dataset's blocks in a zarr store, as a numpy-like array in napari's order.
 
-Used by :mod:`napari_n5zarr.write.exporter` as a ``dask.array.store`` target (one block per
+Used by :mod:`napari_n5zarr.write.export.exporter` as a ``dask.array.store`` target (one block per
 ``__setitem__``) and, for the next pyramid level, as a ``dask.array.from_array`` source.
 It needs no metadata in the store: export publishes metadata only after every block.
 """

@@ -2,7 +2,7 @@
 as soon as all of it is known.
 
 Level ``first`` is filled by the level-0 regions as they are written (each region's last
-level downsampled once more, see :class:`~napari_n5zarr.write.export_levels.PyramidRegions`); a
+level downsampled once more, see :class:`~napari_n5zarr.write.export.levels.PyramidRegions`); a
 block of it is handed to a worker once every voxel of it has arrived, which downsamples it
 into the next level (whose blocks are written the same way), then encodes and writes it.
 So the coarse levels are written while level 0 still is, not one after another at its
@@ -27,7 +27,7 @@ import numpy as np
 
 from napari_n5zarr.block_grid import block_ranges, bounds
 from napari_n5zarr.write import pyramid
-from napari_n5zarr.write.blocks import N5Blocks
+from napari_n5zarr.write.export.blocks import N5Blocks
 
 __all__ = ["CoarseLevels", "blockwise"]
 

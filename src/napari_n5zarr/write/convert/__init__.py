@@ -1,0 +1,1 @@
+"""Convert: existing containers -> new pyramids (whole or a region), or made dual in place."""
