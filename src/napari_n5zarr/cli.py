@@ -271,7 +271,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         except argparse.ArgumentTypeError as e:
             raise InvalidArgumentError(f"--compression: {e}") from None
     elif args.to != "dual" and isinstance(compression, dict):
-        raise InvalidArgumentError("--compression: N5 JSON is for --to dual; OME-Zarr takes zstd, gzip, blosc or raw")
+        raise InvalidArgumentError("--compression: with --to ome-zarr one of zstd, gzip, blosc, raw (name:level sets a level)")
     try:
         report = convert(
             args.src,
@@ -398,7 +398,7 @@ def convert_compression_arg(text: str) -> str | dict[str, Any]:
     """``convert --compression``: a standard Zarr codec name for ``--to ome-zarr`` (``zstd``,
     ``gzip``, ``blosc``, ``raw``, ``:level``), kept as text; else as :func:`compression_arg`."""
     name, colon, level = text.strip().lower().partition(":")
-    if name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit()):
+    if text == "default" or name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit()):
         return text
     return compression_arg(text)
 

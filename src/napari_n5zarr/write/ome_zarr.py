@@ -207,6 +207,49 @@ def parents_writer(store: Store, prefix: str) -> None:
             zarr.create_group(store, path=parent or None, zarr_format=3)
 
 
+def ome_axis_order(axes: Sequence[str]) -> list[int]:
+    """The axes (indices) in the order OME-NGFF requires: time, then channel or custom, then
+    space; stable otherwise (napari's trailing ``rgb`` or a BigDataViewer ``t`` move first)."""
+    from napari_n5zarr.write.ome import SPACE_NAMES, _axis_type
+
+    all_space = len(axes) <= 3 and not any(a.strip().lower() in SPACE_NAMES for a in axes)
+    rank = {"time": 0, "channel": 1, None: 1, "space": 2}
+    return sorted(range(len(axes)), key=lambda i: rank[_axis_type(axes[i], all_space)])
+
+
+def _reordered(order: list[int], sources: list[Any], plan_options: dict[str, Any], shards: Any,
+               axes: Sequence[str]) -> tuple[list[Any], dict[str, Any], Any]:  # fmt: skip
+    """``sources``, per-axis options and ``shards`` with their axes in ``order``."""
+    from napari_n5zarr.write.plan import _per_axis
+
+    ndim = len(order)
+    out = {k: v for k, v in plan_options.items() if v is not None}
+    for key, default in (("scale", 1.0), ("translate", 0.0), ("units", None)):
+        values = _per_axis(plan_options.get(key), ndim, default, key)
+        out[key] = [values[i] for i in order]
+    out["axis_labels"] = [axes[i] for i in order]
+    chunks = plan_options.get("chunks")
+    if chunks is not None and not isinstance(chunks, int):
+        out["chunks"] = [list(chunks)[i] for i in order]
+    if chunks is None or isinstance(chunks, int):  # the default / one edge: per axis in the new order
+        from napari_n5zarr.write.plan import _chunks
+        from napari_n5zarr.write.pyramid import spatial_axes
+
+        spatial = spatial_axes(ndim, axes)
+        out["chunks"] = [_chunks(chunks, sources[0].shape, spatial)[i] for i in order]
+    if shards is not None and not isinstance(shards, int) and not (isinstance(shards, str) and "," not in shards):
+        values = [int(v) for v in (shards.split(",") if isinstance(shards, str) else shards)]
+        shards = [values[i] for i in order] if len(values) == ndim else values
+    return [_transpose(a, order) for a in sources], out, shards
+
+
+def _transpose(array: Any, order: list[int]) -> Any:
+    import dask.array as da
+    import numpy as np
+
+    return array.transpose(order) if isinstance(array, da.Array) else np.transpose(np.asarray(array), order)
+
+
 def export_ome_zarr(
     data: Any,
     dest: str | os.PathLike[str],
@@ -225,8 +268,13 @@ def export_ome_zarr(
 
     given_levels = isinstance(data, list | tuple)
     sources = list(data) if given_levels else [data]
+    compressors = zarr_compressors(compression)
     plan = make_plan(sources, given_levels=given_levels, compression=None, **plan_options)
-    options = OmeZarrOptions(zarr_compressors(compression), parse_shards(shards, plan.ndim, plan.spatial))
+    order = ome_axis_order(plan.axes)
+    if order != list(range(plan.ndim)):  # OME-NGFF: time, channel / custom, then space
+        sources, plan_options, shards = _reordered(order, sources, plan_options, shards, plan.axes)
+        plan = make_plan(sources, given_levels=given_levels, compression=None, **plan_options)
+    options = OmeZarrOptions(compressors, parse_shards(shards, plan.ndim, plan.spatial))
     ndim = plan.ndim
     attrs = ome_attributes(
         plan, scale=[float(s) for s in _per_axis(plan_options.get("scale"), ndim, 1.0, "scale")],
