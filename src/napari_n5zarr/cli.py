@@ -398,7 +398,7 @@ def convert_compression_arg(text: str) -> str | dict[str, Any]:
     """``convert --compression``: a standard Zarr codec name for ``--to ome-zarr`` (``zstd``,
     ``gzip``, ``blosc``, ``raw``, ``:level``), kept as text; else as :func:`compression_arg`."""
     name, colon, level = text.strip().lower().partition(":")
-    if text == "default" or name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit()):
+    if text == "default" or (name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit())):
         return text
     return compression_arg(text)
 

@@ -70,7 +70,7 @@ def export(
     scheduler: Any = None,
     cancel: Any = None,
     worker_timeout: float | None = None,
-    format: str = "dual",  # noqa: A002 (the name users know from --to / Save Layers)
+    format: str = "dual",
     shards: int | str | Sequence[int] | None = None,
 ) -> str:
     """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once (or a standard OME-Zarr).

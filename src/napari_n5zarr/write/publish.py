@@ -16,8 +16,8 @@ import logging
 import os
 import shutil
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
