@@ -238,3 +238,28 @@ def test_cli_converts_to_ome_zarr(calibrated_pyramid, tmp_path):
     again = _cli("convert", str(src), str(dest), "--to", "ome-zarr")
     assert again.returncode == 2
     assert "already exists" in again.stderr
+
+
+def test_convert_time_stacked_bigdataviewer(tmp_path):
+    import napari_n5zarr
+
+    root = napari_n5zarr.open(tmp_path / "b.n5", mode="w")
+    setup = root.create_group("setup0", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"})
+    stack = []
+    for t in range(3):
+        tp = setup.create_group(f"timepoint{t}", attributes={"multiScale": True, "resolution": [1.0, 1.0, 2.0]})
+        for k in range(2):
+            shape = (21 >> k, 17 >> k, 9 >> k)
+            a = napari_n5zarr.create_dataset(tp, f"s{k}", shape=shape, dtype="uint16", chunks=(8, 8, 4),
+                                             compression={"type": "gzip"}, attributes={"downsamplingFactors": [2**k] * 3})  # fmt: skip
+            a[...] = (np.arange(np.prod(shape)).reshape(shape) * (t + 1) % 60000).astype("uint16")
+            if k == 0:
+                stack.append(np.asarray(a[...]).T)
+    dest = tmp_path / "b.ome.zarr"
+    convert(tmp_path / "b.n5", dest, to="ome-zarr", shards=2)
+    axes = _ome(dest)["multiscales"][0]["axes"]
+    assert [ax["type"] for ax in axes] == ["time", "space", "space", "space"]
+    np.testing.assert_array_equal(zarr.open_array(dest / "s0", mode="r")[...], np.stack(stack))
+    (back,) = open_images(tmp_path / "b.n5").images
+    scale = _ome(dest)["multiscales"][0]["datasets"][0]["coordinateTransformations"][0]["scale"]
+    assert scale == pytest.approx(list(back.multiscale.level_scale(0))[::-1])
