@@ -263,3 +263,20 @@ def test_convert_time_stacked_bigdataviewer(tmp_path):
     (back,) = open_images(tmp_path / "b.n5").images
     scale = _ome(dest)["multiscales"][0]["datasets"][0]["coordinateTransformations"][0]["scale"]
     assert scale == pytest.approx(list(back.multiscale.level_scale(0))[::-1])
+
+
+def test_cancel_between_levels_removes_the_partial_output(tmp_path):
+    from napari_n5zarr.errors import ExportCancelled
+
+    calls = []
+
+    def cancel() -> bool:
+        calls.append(1)
+        return len(calls) > 1  # after level 0 was written
+
+    dest = tmp_path / "out.ome.zarr"
+    with pytest.raises(ExportCancelled):
+        export(_image_3d(), dest, format="ome-zarr", chunks=16, cancel=cancel)
+    assert not dest.exists()
+    with pytest.raises(ValueError, match="zarr_json=False"):
+        export(_image_3d(), dest, format="ome-zarr", zarr_json=False)

@@ -158,12 +158,18 @@ def _level_sources(plan: ExportPlan, sources: Sequence[Any], k: int, written: li
 
 
 def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, prefix: str, options: OmeZarrOptions,
-                     *, scheduler: Any = None, progress: Callable[[int, int], Any] | None = None) -> None:  # fmt: skip
-    """Every level's array and blocks (level metadata first, the group's last: see :func:`publish_group`)."""
+                     *, scheduler: Any = None, progress: Callable[[int, int], Any] | None = None,
+                     cancel: Callable[[], bool] | None = None) -> None:  # fmt: skip
+    """Every level's array and blocks (each level's ``zarr.json`` first; the group's is written
+    last, by :func:`group_writer`); ``cancel`` is checked before each level."""
+    from napari_n5zarr.errors import ExportCancelled
+
     written: list[Any] = []
     total = sum(_tasks(lv, options) for lv in plan.levels)
     done = 0
     for k, level in enumerate(plan.levels):
+        if cancel is not None and cancel():
+            raise ExportCancelled("export cancelled")
         array = _create_level(store, f"{prefix}{level.name}", level, plan, options)
         _write_level(_level_sources(plan, sources, k, written), array, scheduler)
         written.append(array)
@@ -260,6 +266,7 @@ def export_ome_zarr(
     progress: Callable[[int, int], Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     scheduler: Any = None,
+    cancel: Callable[[], bool] | None = None,
     **plan_options: Any,
 ) -> str:
     """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there)."""
@@ -284,6 +291,6 @@ def export_ome_zarr(
     )  # fmt: skip
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
         store, prefix = destination.open()
-        write_ome_levels(plan, sources, store, prefix, options, scheduler=scheduler, progress=progress)
+        write_ome_levels(plan, sources, store, prefix, options, scheduler=scheduler, progress=progress, cancel=cancel)
         destination.publish(plan, metadata=group_writer(attrs), parents=parents_writer)
     return os.fspath(dest)
