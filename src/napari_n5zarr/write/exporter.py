@@ -171,11 +171,9 @@ def export(
     from napari_n5zarr.write.ome_zarr import check_format, export_ome_zarr
 
     if check_format(format) == "ome-zarr":
-        if not zarr_json:
-            raise InvalidArgumentError("zarr_json=False: an OME-Zarr is Zarr only (use format='dual')")
         return export_ome_zarr(
             data, dest, compression=compression, shards=shards, overwrite=overwrite, progress=progress,
-            cancel=as_cancel(cancel),
+            cancel=as_cancel(cancel), zarr_json=zarr_json,
             storage_options=storage_options, scheduler=scheduler, scale=scale, translate=translate, units=units,
             axis_labels=axis_labels, chunks=chunks, levels=levels, labels=labels, downsample=downsample, path=path,
             attributes=attributes, write_empty_blocks=write_empty_blocks,

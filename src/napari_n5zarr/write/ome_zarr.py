@@ -267,9 +267,12 @@ def export_ome_zarr(
     storage_options: dict[str, Any] | None = None,
     scheduler: Any = None,
     cancel: Callable[[], bool] | None = None,
+    zarr_json: bool = True,
     **plan_options: Any,
 ) -> str:
     """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there)."""
+    if not zarr_json:
+        raise InvalidArgumentError("zarr_json=False: an OME-Zarr is Zarr only (use format='dual')")
     from napari_n5zarr.write.plan import _per_axis, make_plan
     from napari_n5zarr.write.publish import Destination
 
