@@ -264,11 +264,19 @@ def cmd_convert(args: argparse.Namespace) -> int:
     too_small = block_edge_problem(args.chunks)  # the export widget's rule, before anything is read
     if too_small:
         raise InvalidArgumentError(f"--chunks: {too_small}")
+    compression: Any = args.compression
+    if args.to == "dual" and isinstance(compression, str) and compression != "default":
+        try:
+            compression = compression_arg(compression)
+        except argparse.ArgumentTypeError as e:
+            raise InvalidArgumentError(f"--compression: {e}") from None
+    elif args.to != "dual" and isinstance(compression, dict):
+        raise InvalidArgumentError("--compression: with --to ome-zarr one of zstd, gzip, blosc, raw (name:level sets a level)")
     try:
         report = convert(
             args.src,
             args.dest,
-            compression=args.compression,
+            compression=compression,
             chunks=args.chunks,
             levels=args.levels,
             boundary=args.boundary,
@@ -279,6 +287,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
             worker_timeout=args.worker_timeout or None,
             region=args.region,
             level=args.level,
+            to=args.to,
+            shards=args.shards,
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
@@ -384,6 +394,23 @@ def compression_arg(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(_one_line(e)) from None
 
 
+def convert_compression_arg(text: str) -> str | dict[str, Any]:
+    """``convert --compression``: a standard Zarr codec name for ``--to ome-zarr`` (``zstd``,
+    ``gzip``, ``blosc``, ``raw``, ``:level``), kept as text; else as :func:`compression_arg`."""
+    name, colon, level = text.strip().lower().partition(":")
+    if text == "default" or (name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit())):
+        return text
+    return compression_arg(text)
+
+
+def shards_arg(text: str) -> str:
+    """``--shards``: blocks per shard, N or z,y,x (whole numbers >= 1)."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected blocks per shard, N or z,y,x (whole numbers >= 1), got {text!r}")
+    return text
+
+
 def scheduler_arg(text: str) -> str:
     """``--scheduler``: a dask scheduler name or a dask.distributed address (``host:port``)."""
     from napari_n5zarr.write.convert.convert import NAMED_SCHEDULERS
@@ -440,7 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
     p.add_argument("src", help=LOCATION_HELP)
     p.add_argument("dest", help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite")
-    p.add_argument("--compression", type=compression_arg, default="gzip", help=f"{', '.join(N5_TYPES)}; 'zstd:5' sets a level; or N5 JSON")
+    p.add_argument("--to", choices=("dual", "ome-zarr"), default="dual", help="dual N5 + Zarr v3 (default) or a standard OME-Zarr (Zarr v3, OME-NGFF 0.5)")
+    p.add_argument("--compression", type=convert_compression_arg, default="default", help=f"dual: {', '.join(N5_TYPES)} (default gzip); 'zstd:5' sets a level; or N5 JSON. "
+                   "ome-zarr: zstd (default), gzip, blosc, raw")  # fmt: skip
+    p.add_argument("--shards", type=shards_arg, default=None, metavar="N|Z,Y,X", help="with --to ome-zarr: blocks per shard (sharding_indexed); default none")
     p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
     chunks = p.add_argument("--chunks", type=chunks_arg, default=None,
                             help="block size: one int (spatial axes) or a z,y,x list, at least %(min_block)s (1 for a channel or time axis); default: the source's")  # fmt: skip

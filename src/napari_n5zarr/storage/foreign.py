@@ -66,7 +66,8 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
             else:
                 meta = _metadata(Path(entry.path))
                 if "dimensions" in meta or meta.get("node_type") == "array":
-                    scan_blocks(Path(entry.path), f"{name}/", len(meta.get("dimensions", meta.get("shape", []))) or None, 0)
+                    ndim = len(meta.get("dimensions", meta.get("shape", []))) or None
+                    scan_blocks(Path(entry.path), f"{name}/", ndim, 0, c_keys=_default_keys(meta))
                 elif level_number(entry.name) is not None and not meta:
                     scan_blocks(Path(entry.path), f"{name}/", None, 0)  # an unfinished export's level
                 elif meta and VERSION_KEY not in meta:
@@ -74,10 +75,12 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
                 else:
                     foreign(entry, name, "another container" if meta else "")
 
-    def scan_blocks(path: Path, rel: str, ndim: int | None, depth: int) -> None:
+    def scan_blocks(path: Path, rel: str, ndim: int | None, depth: int, c_keys: bool = False) -> None:
         for entry in os.scandir(path):
             name = f"{rel}{entry.name}"
-            if entry.is_symlink():
+            if c_keys and entry.name == "c" and entry.is_dir(follow_symlinks=False):
+                scan_blocks(Path(entry.path), f"{name}/", ndim, 0)  # Zarr v3 default keys: c/i/j/k
+            elif entry.is_symlink():
                 foreign(entry, name, "symbolic link")
             elif entry.is_file(follow_symlinks=False):
                 ok = (depth == 0 and entry.name in NODE_FILES) or (
@@ -92,6 +95,12 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
 
     scan_group(folder, "")
     return found, total[0]
+
+
+def _default_keys(meta: dict[str, Any]) -> bool:
+    """A Zarr v3 array whose chunk keys are ``c/i/j/k`` (a standard OME-Zarr export)."""
+    encoding = meta.get("chunk_key_encoding")
+    return meta.get("node_type") == "array" and isinstance(encoding, dict) and encoding.get("name") == "default"
 
 
 def describe_foreign(found: list[str], total: int, shown: int = 10) -> str:

@@ -54,7 +54,7 @@ def convert(
     src: str | os.PathLike[str],
     dest: str | os.PathLike[str],
     *,
-    compression: str | dict[str, Any] | None = "gzip",
+    compression: str | dict[str, Any] | None = "default",
     chunks: int | Sequence[int] | None = None,
     levels: int | Literal["auto"] | None = None,
     boundary: Boundary = "truncate",
@@ -65,6 +65,8 @@ def convert(
     worker_timeout: float | None = None,
     region: str | Sequence[Any] | None = None,
     level: int = 0,
+    to: str = "dual",
+    shards: int | str | Sequence[int] | None = None,
 ) -> ConvertReport:
     """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
 
@@ -79,7 +81,9 @@ def convert(
     dest : str or os.PathLike
         The new container; must not overlap ``src``.
     compression : str or dict, optional
-        An N5 compression type (``"gzip"``, ``"zstd:5"`` sets a level), N5 JSON or a dict.
+        An N5 compression type (``"gzip"``, ``"zstd:5"`` sets a level), N5 JSON or a dict;
+        with ``to="ome-zarr"`` zstd, gzip, blosc or raw (``:level`` sets a level). Default:
+        gzip (dual), zstd (OME-Zarr).
     chunks : int or sequence of int, optional
         Block size, napari order (one int: every spatial axis). Default: the source's blocks.
     levels : int or "auto", optional
@@ -105,6 +109,11 @@ def convert(
         result is a pyramid of just that region that overlays the source exactly (the
         level's scale, the translate moved to the region's start), with the source, level
         and region recorded in its root attribute ``"n5zarr:checked-out"``.
+    to : {"dual", "ome-zarr"}, optional
+        ``"dual"``: N5 + Zarr v3 at once. ``"ome-zarr"``: a standard OME-Zarr (Zarr v3 with
+        standard codecs, napari axis order, OME-NGFF 0.5; see :mod:`~napari_n5zarr.write.ome_zarr`).
+    shards : int, str or sequence of int, optional
+        With ``to="ome-zarr"``: blocks per shard (one int for the spatial axes, or z,y,x).
     level : int, optional
         With ``region``: crop this level of the source (the region's bounds divided by its
         downsampling, rounded outwards) instead of level 0.
@@ -135,6 +144,7 @@ def convert(
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     checkout = _checkout(src_text, region, level)
+    _check_target(to, compression, shards, n5_only)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
     if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
@@ -161,6 +171,7 @@ def convert(
                     node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
                     compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
                     scheduler=dask_scheduler, worker_timeout=worker_timeout, checkout=checkout,
+                    **({"format": to, "shards": shards} if to != "dual" else {}),
                 )
             )  # fmt: skip
     finally:
@@ -248,6 +259,21 @@ def _checkout(src: str, region: str | Sequence[Any] | None, level: int) -> Check
     if isinstance(level, bool) or not isinstance(level, int) or level < 0:
         raise InvalidArgumentError(f"--level {level!r}: a level number (0 = full resolution)")
     return Checkout(src, region if isinstance(region, Region) else Region.parse(region), level)
+
+
+def _check_target(to: str, compression: Any, shards: Any, n5_only: bool) -> None:
+    """``to`` and its options checked before anything is read."""
+    from napari_n5zarr.write.ome_zarr import check_format, parse_shards, zarr_compressors
+
+    if check_format(to) == "dual":
+        if shards is not None:
+            raise InvalidArgumentError("--shards goes with --to ome-zarr (N5 has no shards)")
+        return
+    if n5_only:
+        raise InvalidArgumentError("--n5-only goes with --to dual (an OME-Zarr is Zarr only)")
+    zarr_compressors(compression)
+    if shards is not None:
+        parse_shards(shards, None, ())  # its syntax; the axes are checked per image
 
 
 def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:

@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from napari_n5zarr.errors import ExportCancelled
+from napari_n5zarr.errors import ExportCancelled, InvalidArgumentError
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.export.blocks import Boundary
 from napari_n5zarr.write.export.levels import as_cancel, write_levels
@@ -54,7 +54,7 @@ def export(
     translate: Sequence[float] | None = None,
     units: str | Sequence[str | None] | None = None,
     axis_labels: Sequence[str] | None = None,
-    compression: str | dict[str, Any] | None = "gzip",
+    compression: str | dict[str, Any] | None = "default",
     chunks: int | Sequence[int] | None = None,
     levels: LevelsArg = "auto",
     boundary: Boundary = "truncate",
@@ -70,8 +70,10 @@ def export(
     scheduler: Any = None,
     cancel: Any = None,
     worker_timeout: float | None = None,
+    format: str = "dual",
+    shards: int | str | Sequence[int] | None = None,
 ) -> str:
-    """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once.
+    """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once (or a standard OME-Zarr).
 
     Three steps: :func:`~napari_n5zarr.write.export.plan.make_plan` checks every argument and
     decides every level and metadata document before anything is written;
@@ -94,7 +96,8 @@ def export(
         Axis names (napari's placeholders such as ``"-1"`` are named x, y, z, t, c, ...).
     compression : str or dict, optional
         An N5 type (``"gzip"``, ``"zstd"``, ...; ``"zstd:5"`` sets the level), an N5
-        compression dict or its JSON; None is raw.
+        compression dict or its JSON; None is raw. Default: gzip (dual), zstd (OME-Zarr,
+        which takes ``"zstd"``, ``"gzip"``, ``"blosc"``, ``"raw"`` with an optional ``:level``).
     chunks : int or sequence of int, optional
         Block size per axis (napari order), or one int for every spatial axis; default
         64^3 / 256^2 / 4096 on spatial axes, 1 on the others.
@@ -133,6 +136,13 @@ def export(
     worker_timeout : float, optional
         With a dask.distributed scheduler: fail (:class:`~napari_n5zarr.errors.ClusterError`)
         once the cluster has had no worker for this many seconds; None waits, as dask does.
+    format : {"dual", "ome-zarr"}
+        ``"dual"``: this N5 + Zarr v3 dataset. ``"ome-zarr"``: a standard OME-Zarr (Zarr v3,
+        OME-NGFF 0.5, standard codecs, napari axis order) every Zarr reader opens; ``boundary``,
+        ``zarr_json`` and ``cancel`` do not apply (see :mod:`~napari_n5zarr.write.ome_zarr`).
+    shards : int, str or sequence of int, optional
+        OME-Zarr only: blocks per shard (one int for every spatial axis, or ``"z,y,x"``);
+        None writes no shards.
 
     Returns
     -------
@@ -158,7 +168,19 @@ def export(
         The disk is full (the message says what was removed; an overwritten node is untouched).
     """
     from napari_n5zarr.access import ensure_codecs_registered
+    from napari_n5zarr.write.ome_zarr import check_format, export_ome_zarr
 
+    if check_format(format) == "ome-zarr":
+        return export_ome_zarr(
+            data, dest, compression=compression, shards=shards, overwrite=overwrite, progress=progress,
+            cancel=as_cancel(cancel), zarr_json=zarr_json,
+            storage_options=storage_options, scheduler=scheduler, scale=scale, translate=translate, units=units,
+            axis_labels=axis_labels, chunks=chunks, levels=levels, labels=labels, downsample=downsample, path=path,
+            attributes=attributes, write_empty_blocks=write_empty_blocks,
+        )  # fmt: skip
+    if shards is not None:
+        raise InvalidArgumentError("shards: only with format='ome-zarr' (N5 has no shards)")
+    compression = "gzip" if compression == "default" else compression
     ensure_codecs_registered()
     cancel_fn = as_cancel(cancel)
     given_levels = isinstance(data, list | tuple)

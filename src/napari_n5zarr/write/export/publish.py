@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -219,19 +220,33 @@ class Destination:
             store_set(out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
         return out, out_prefix
 
-    def publish(self, plan: ExportPlan) -> None:
-        """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last."""
+    def publish(
+        self,
+        plan: ExportPlan,
+        *,
+        metadata: Callable[[Store, str], None] | None = None,
+        parents: Callable[[Store, str], None] | None = None,
+    ) -> None:
+        """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last.
+        ``metadata(store, prefix)`` / ``parents(store, prefix)`` replace the dual dataset's
+        (a standard OME-Zarr: :mod:`~napari_n5zarr.write.ome_zarr`)."""
         from napari_n5zarr.zarr_internals import sync
 
         assert self.store is not None, "open() first"
         assert self._out is not None, "open() first"
         out = self._out
-        publish_metadata(out, "" if self._staging is not None else self.prefix, plan)
+        at = "" if self._staging is not None else self.prefix
+        if metadata is None:
+            publish_metadata(out, at, plan)
+        else:
+            metadata(out, at)
         if self._staging is not None and self.target is not None:
             out.close()  # the staging marker goes with it into place, removed there once the old copy is marked
             safe_destination.swap_in(self._staging, self.target)  # the old node stays whole until here
             self._staging, self._swapped = None, True
-        if self.prefix:
+        if self.prefix and parents is not None:
+            parents(self.store, self.prefix)
+        elif self.prefix:
             publish_parents(self.store, self.prefix, plan.zarr_json)
         if self._marker and out is self.store:
             sync(self.store.delete(self._marker))
