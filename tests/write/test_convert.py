@@ -10,7 +10,11 @@ import pytest
 
 import napari_n5zarr
 from napari_n5zarr import export
-from napari_n5zarr.write.convert.convert import ConvertedImage, NothingToConvertError, convert
+from napari_n5zarr.write.convert.convert import (
+    ConvertedImage,
+    NothingToConvertError,
+    convert,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 

@@ -18,7 +18,7 @@ import zarr
 
 from napari_n5zarr import export
 from napari_n5zarr.read.images import open_images
-from napari_n5zarr.write.convert import convert
+from napari_n5zarr.write.convert.convert import convert
 
 pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")
 

@@ -111,7 +111,7 @@ def convert(
         and region recorded in its root attribute ``"n5zarr:checked-out"``.
     to : {"dual", "ome-zarr"}, optional
         ``"dual"``: N5 + Zarr v3 at once. ``"ome-zarr"``: a standard OME-Zarr (Zarr v3 with
-        standard codecs, napari axis order, OME-NGFF 0.5; see :mod:`~napari_n5zarr.write.ome_zarr`).
+        standard codecs, napari axis order, OME-NGFF 0.5; see :mod:`~napari_n5zarr.write.export.ome_zarr`).
     shards : int, str or sequence of int, optional
         With ``to="ome-zarr"``: blocks per shard (one int for the spatial axes, or z,y,x).
     level : int, optional
@@ -263,7 +263,7 @@ def _checkout(src: str, region: str | Sequence[Any] | None, level: int) -> Check
 
 def _check_target(to: str, compression: Any, shards: Any, n5_only: bool) -> None:
     """``to`` and its options checked before anything is read."""
-    from napari_n5zarr.write.ome_zarr import check_format, parse_shards, zarr_compressors
+    from napari_n5zarr.write.export.ome_zarr import check_format, parse_shards, zarr_compressors
 
     if check_format(to) == "dual":
         if shards is not None:

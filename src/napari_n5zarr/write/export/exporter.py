@@ -139,7 +139,7 @@ def export(
     format : {"dual", "ome-zarr"}
         ``"dual"``: this N5 + Zarr v3 dataset. ``"ome-zarr"``: a standard OME-Zarr (Zarr v3,
         OME-NGFF 0.5, standard codecs, napari axis order) every Zarr reader opens; ``boundary``,
-        ``zarr_json`` and ``cancel`` do not apply (see :mod:`~napari_n5zarr.write.ome_zarr`).
+        ``zarr_json`` and ``cancel`` do not apply (see :mod:`~napari_n5zarr.write.export.ome_zarr`).
     shards : int, str or sequence of int, optional
         OME-Zarr only: blocks per shard (one int for every spatial axis, or ``"z,y,x"``);
         None writes no shards.
@@ -168,7 +168,7 @@ def export(
         The disk is full (the message says what was removed; an overwritten node is untouched).
     """
     from napari_n5zarr.access import ensure_codecs_registered
-    from napari_n5zarr.write.ome_zarr import check_format, export_ome_zarr
+    from napari_n5zarr.write.export.ome_zarr import check_format, export_ome_zarr
 
     if check_format(format) == "ome-zarr":
         return export_ome_zarr(

@@ -229,7 +229,7 @@ class Destination:
     ) -> None:
         """Datasets, then the pyramid group, then (after a swap) groups above it; the marker last.
         ``metadata(store, prefix)`` / ``parents(store, prefix)`` replace the dual dataset's
-        (a standard OME-Zarr: :mod:`~napari_n5zarr.write.ome_zarr`)."""
+        (a standard OME-Zarr: :mod:`~napari_n5zarr.write.export.ome_zarr`)."""
         from napari_n5zarr.zarr_internals import sync
 
         assert self.store is not None, "open() first"

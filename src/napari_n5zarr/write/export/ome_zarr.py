@@ -5,8 +5,8 @@ Unlike the dual N5 + Zarr dataset, every reader of Zarr v3 decodes it: standard 
 napari (C) order with ``dimension_names``, and the ``ome`` block of the group's ``zarr.json``
 (typed axes, units, per-level scale and translation as this package's reader shows them;
 labels carry ``image-label``). The levels, blocks and factors are those of the dual export's
-plan (:func:`~napari_n5zarr.write.plan.make_plan`); the destination's safety (lock, staging,
-refusing what is not ours) is :class:`~napari_n5zarr.write.publish.Destination`. Blocks go
+plan (:func:`~napari_n5zarr.write.export.plan.make_plan`); the destination's safety (lock, staging,
+refusing what is not ours) is :class:`~napari_n5zarr.write.export.publish.Destination`. Blocks go
 through zarr-python's own array API, one dask task per shard (or block), so no two threads
 write one shard; a coarse level is computed from the finer level already written.
 """
@@ -24,7 +24,7 @@ from napari_n5zarr.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from zarr.abc.store import Store
 
-    from napari_n5zarr.write.plan import ExportPlan
+    from napari_n5zarr.write.export.plan import ExportPlan
 
 __all__ = ["COMPRESSIONS", "FORMATS", "OmeZarrOptions", "export_ome_zarr", "parse_shards", "zarr_compressors"]
 
@@ -190,7 +190,7 @@ def group_writer(attributes: dict[str, Any]) -> Callable[[Store, str], None]:
         import json
 
         from napari_n5zarr.n5.constants import ZARR_JSON
-        from napari_n5zarr.write.blocks import store_set
+        from napari_n5zarr.write.export.blocks import store_set
 
         doc = {"zarr_format": 3, "node_type": "group", "attributes": attributes}
         store_set(store, f"{prefix}{ZARR_JSON}", json.dumps(doc, indent=2).encode())
@@ -203,7 +203,7 @@ def parents_writer(store: Store, prefix: str) -> None:
     import zarr
 
     from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-    from napari_n5zarr.write.blocks import store_get
+    from napari_n5zarr.write.export.blocks import store_get
 
     parts = prefix.strip("/").split("/")[:-1]
     for i in range(len(parts), -1, -1):
@@ -226,7 +226,7 @@ def ome_axis_order(axes: Sequence[str]) -> list[int]:
 def _reordered(order: list[int], sources: list[Any], plan_options: dict[str, Any], shards: Any,
                axes: Sequence[str]) -> tuple[list[Any], dict[str, Any], Any]:  # fmt: skip
     """``sources``, per-axis options and ``shards`` with their axes in ``order``."""
-    from napari_n5zarr.write.plan import _per_axis
+    from napari_n5zarr.write.export.plan import _per_axis
 
     ndim = len(order)
     out = {k: v for k, v in plan_options.items() if v is not None}
@@ -238,7 +238,7 @@ def _reordered(order: list[int], sources: list[Any], plan_options: dict[str, Any
     if chunks is not None and not isinstance(chunks, int):
         out["chunks"] = [list(chunks)[i] for i in order]
     if chunks is None or isinstance(chunks, int):  # the default / one edge: per axis in the new order
-        from napari_n5zarr.write.plan import _chunks
+        from napari_n5zarr.write.export.plan import _chunks
         from napari_n5zarr.write.pyramid import spatial_axes
 
         spatial = spatial_axes(ndim, axes)
@@ -273,8 +273,8 @@ def export_ome_zarr(
     """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there)."""
     if not zarr_json:
         raise InvalidArgumentError("zarr_json=False: an OME-Zarr is Zarr only (use format='dual')")
-    from napari_n5zarr.write.plan import _per_axis, make_plan
-    from napari_n5zarr.write.publish import Destination
+    from napari_n5zarr.write.export.plan import _per_axis, make_plan
+    from napari_n5zarr.write.export.publish import Destination
 
     given_levels = isinstance(data, list | tuple)
     sources = list(data) if given_levels else [data]
