@@ -30,7 +30,9 @@ def _mib(kib: int) -> float:
 def create_times(workdir: Path) -> None:
     import napari_n5zarr
 
-    napari_n5zarr.create_labels(workdir / "warm.n5", shape=(8, 8), overwrite=True)  # imports not timed
+    napari_n5zarr.create_labels(
+        workdir / "warm.n5", shape=(8, 8), overwrite=True
+    )  # imports not timed
     for shape, dtype in (((256, 2048, 2048), "uint32"), ((8192, 4096, 4096), "uint64")):
         target = workdir / f"new-{'x'.join(map(str, shape))}.n5"
         t = time.perf_counter()
@@ -39,7 +41,9 @@ def create_times(workdir: Path) -> None:
     zeros = np.broadcast_to(np.zeros((), "uint32"), (256, 2048, 2048))
     t = time.perf_counter()
     napari_n5zarr.export(zeros, workdir / "zeros.n5", chunks=64, labels=True, overwrite=True)
-    print(f"export of zeros (256, 2048, 2048) uint32 (the old route): {time.perf_counter() - t:.1f} s")
+    print(
+        f"export of zeros (256, 2048, 2048) uint32 (the old route): {time.perf_counter() - t:.1f} s"
+    )
 
 
 def session(workdir: Path, shape: tuple[int, ...], planes: int) -> None:
@@ -72,9 +76,13 @@ def session(workdir: Path, shape: tuple[int, ...], planes: int) -> None:
     scrolled = time.perf_counter() - t
     text = save_all(viewer)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"session: {planes} planes of {shape} uint64 in {scrolled:.1f} s ({1000 * scrolled / planes:.0f} ms/plane)")
+    print(
+        f"session: {planes} planes of {shape} uint64 in {scrolled:.1f} s ({1000 * scrolled / planes:.0f} ms/plane)"
+    )
     print(f"  {text}")
-    print(f"  peak resident memory: {_mib(peak):.0f} MiB (after opening: {_mib(before):.0f} MiB); goal < 2048 MiB")
+    print(
+        f"  peak resident memory: {_mib(peak):.0f} MiB (after opening: {_mib(before):.0f} MiB); goal < 2048 MiB"
+    )
     viewer.close()
 
 
@@ -85,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--skip-create", action="store_true")
     args = parser.parse_args(argv)
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="n5zarr-big-labels-"))
+    workdir = (
+        Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="n5zarr-big-labels-"))
+    )
     try:
         if not args.skip_create:
             create_times(workdir)

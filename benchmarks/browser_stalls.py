@@ -84,10 +84,19 @@ def wait(app, done, timeout: float = 600.0) -> float:
     return time.perf_counter() - t0
 
 
-DEEP = [f"g{a}/h{b}/i{c}/d{d}" for a in range(4) for b in range(5) for c in range(10) for d in range(10)]
+DEEP = [
+    f"g{a}/h{b}/i{c}/d{d}" for a in range(4) for b in range(5) for c in range(10) for d in range(10)
+]
 DEEP[-1] = DEEP[-1].rsplit("/", 1)[0] + "/needle"
 """2,224 nodes under the root (4 + 20 + 200 implicit groups, 2,000 datasets), the needle last."""
-ROWS = ("filter-2225", "expand-2225", "n5zarr-tree-2225", "model-walk-2225", "load-10k", "expand-50k")
+ROWS = (
+    "filter-2225",
+    "expand-2225",
+    "n5zarr-tree-2225",
+    "model-walk-2225",
+    "load-10k",
+    "expand-50k",
+)
 
 
 def shown(widget, path: str) -> bool:
@@ -108,7 +117,11 @@ def listed(widget, total: int) -> bool:
 
 def cli_tree_seconds(location: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "napari_n5zarr.cli", "tree", str(location)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "napari_n5zarr.cli", "tree", str(location)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -162,9 +175,17 @@ def main() -> None:
             else:
                 widget.expand_all()
             seconds = wait(app, lambda w=widget, n=total: listed(w, n))
-        row.update({"seconds": round(seconds, 2), "max_stall_ms": round(meter.max_gap * 1000), "slow_collections": meter.collections})
+        row.update(
+            {
+                "seconds": round(seconds, 2),
+                "max_stall_ms": round(meter.max_gap * 1000),
+                "slow_collections": meter.collections,
+            }
+        )
         if name == "filter-2225":
-            row["match_count_text"] = getattr(widget, "match_count", None) and widget.match_count.text()
+            row["match_count_text"] = (
+                getattr(widget, "match_count", None) and widget.match_count.text()
+            )
         rows[name] = row
         print(name, row, file=sys.stderr)
     print(json.dumps({"cores": os.cpu_count(), "rows": rows}))

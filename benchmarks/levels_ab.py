@@ -40,7 +40,9 @@ def write(path: Path, size: int) -> None:
     axis = np.linspace(0, 8 * np.pi, size, dtype=np.float32)
     for z0 in range(0, size, 64):
         z = axis[z0 : z0 + 64, None, None]
-        field = 20000 + 10000 * np.sin(axis[None, None, :]) * np.cos(axis[None, :, None]) * np.cos(z)
+        field = 20000 + 10000 * np.sin(axis[None, None, :]) * np.cos(axis[None, :, None]) * np.cos(
+            z
+        )
         noise = rng.integers(0, 512, size=field.shape, dtype=np.uint16)
         arr[:, :, z0 : z0 + 64] = (field + noise).astype(np.uint16).T  # N5 order: x, y, z
 
@@ -70,7 +72,9 @@ def best_each(fns: dict[str, Callable[[int], Any] | None], repeat: int) -> dict[
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
@@ -101,7 +105,11 @@ def main() -> None:
         # the codec on one thread per core, nothing else.
         source = levels.LevelReader(array, n5_order=True).source
         assert source is not None
-        raws = [(path / "s0" / source.key((0, y, x))).read_bytes() for y in range(slabs) for x in range(slabs)]
+        raws = [
+            (path / "s0" / source.key((0, y, x))).read_bytes()
+            for y in range(slabs)
+            for x in range(slabs)
+        ]
         pool = ThreadPoolExecutor(os.cpu_count() or 2)
 
         os.environ[fetch.PREFETCH_ENV] = "0"  # a far jump: nothing to foresee
@@ -120,7 +128,9 @@ def main() -> None:
 
             return run
 
-        os.environ[fetch.PREFETCH_ENV] = "1"  # scrolling: the next slab is decoded in the background
+        os.environ[fetch.PREFETCH_ENV] = (
+            "1"  # scrolling: the next slab is decoded in the background
+        )
         many = best_each({
             "old": scroll(lambda z: np.asarray(old[z])),
             "new": scroll(lambda z: np.asarray(new[z])),
@@ -133,14 +143,23 @@ def main() -> None:
 
     rows = [
         ("one z-plane of level 0 (dask array)", one["old"], one["new"], one["ts"]),
-        ("scrolling 64 consecutive planes, per plane", per_plane(many["old"]), per_plane(many["new"]), per_plane(many["ts"])),
+        (
+            "scrolling 64 consecutive planes, per plane",
+            per_plane(many["old"]),
+            per_plane(many["new"]),
+            per_plane(many["ts"]),
+        ),
     ]
     limit = one["limit"]
     assert limit is not None
-    print(f"{size}^3 uint16, 64^3 gzip blocks, interleaved best of {repeat}; ratios: old / new, tensorstore / new")
+    print(
+        f"{size}^3 uint16, 64^3 gzip blocks, interleaved best of {repeat}; ratios: old / new, tensorstore / new"
+    )
     print(f"decode limit of one plane's {slabs * slabs} blocks on {os.cpu_count()} threads: {limit * 1e3:.1f} ms; "
           f"the new plane read runs at {100 * limit / (one['new'] or 1):.0f}% of it")  # fmt: skip
-    print(f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |")
+    print(
+        f"| {'row':44} | {'old (zarr)':>11} | {'new (blocks)':>12} | {'old/new':>7} | {'tensorstore':>11} | {'ts/new':>6} |"
+    )
     for name, a, b, t in rows:
         assert a is not None
         assert b is not None

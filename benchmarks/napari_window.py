@@ -42,9 +42,7 @@ def main() -> None:
         required=True,
         help="numpy: the levels read into memory before the clock (napari's own floor)",
     )
-    ap.add_argument(
-        "--path", required=True, help="the pyramid folder (s0, s1, ... inside)"
-    )
+    ap.add_argument("--path", required=True, help="the pyramid folder (s0, s1, ... inside)")
     ap.add_argument("--levels", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args()
@@ -68,28 +66,18 @@ def main() -> None:
         """processEvents until all layers are loaded and one frame has been drawn after that."""
         deadline = time.perf_counter() + args.timeout
         loaded_at = (
-            draws[0]
-            if viewer.layers and all(layer.loaded for layer in viewer.layers)
-            else None
+            draws[0] if viewer.layers and all(layer.loaded for layer in viewer.layers) else None
         )
         nudged = False
         t_loaded = time.perf_counter()
         while True:
             app.processEvents()
-            if (
-                loaded_at is None
-                and viewer.layers
-                and all(layer.loaded for layer in viewer.layers)
-            ):
+            if loaded_at is None and viewer.layers and all(layer.loaded for layer in viewer.layers):
                 loaded_at = draws[0]
                 t_loaded = time.perf_counter()
             if loaded_at is not None and draws[0] > loaded_at:
                 return
-            if (
-                loaded_at is not None
-                and not nudged
-                and time.perf_counter() - t_loaded > 0.5
-            ):
+            if loaded_at is not None and not nudged and time.perf_counter() - t_loaded > 0.5:
                 canvas.update()  # nothing scheduled a redraw: ask for one (counted in the time)
                 nudged = True
             if time.perf_counter() > deadline:
@@ -164,7 +152,11 @@ def ts_levels(path: str, n: int) -> list:
     import tensorstore as ts
 
     return [
-        ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": os.path.join(path, f"s{k}")}}).result().T
+        ts.open(
+            {"driver": "n5", "kvstore": {"driver": "file", "path": os.path.join(path, f"s{k}")}}
+        )
+        .result()
+        .T
         for k in range(n)
     ]
 

@@ -29,7 +29,9 @@ BLOCK = 64
 
 def labels(size: int, depth: int) -> np.ndarray:
     """N5 order (x, y, z) fragment ids: 16^3 cubes."""
-    x, y, z = np.meshgrid(np.arange(size) // 16, np.arange(size) // 16, np.arange(depth) // 16, indexing="ij")
+    x, y, z = np.meshgrid(
+        np.arange(size) // 16, np.arange(size) // 16, np.arange(depth) // 16, indexing="ij"
+    )
     return (x + 100 * y + 10_000 * z + 1).astype(np.uint64)
 
 
@@ -46,7 +48,9 @@ def write(root: Path, ids: np.ndarray) -> None:
     import napari_n5zarr
 
     group = napari_n5zarr.open(root, mode="w")
-    plain = napari_n5zarr.create_dataset(group, "plain", shape=ids.shape, dtype="uint64", chunks=(BLOCK,) * 3)
+    plain = napari_n5zarr.create_dataset(
+        group, "plain", shape=ids.shape, dtype="uint64", chunks=(BLOCK,) * 3
+    )
     plain[...] = ids
     ms = root / "multiset"
     ms.mkdir()

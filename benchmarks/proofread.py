@@ -62,7 +62,9 @@ def stroke(level, z: int, y: int, x0: int, x1: int, brush: int, label: int) -> l
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--brush", type=int, default=10)

@@ -40,7 +40,9 @@ def sample(size: int, depth: int) -> np.ndarray:
     rng = np.random.default_rng(0)
     x = np.linspace(0, 4 * np.pi, size, dtype=np.float32)
     z = np.linspace(0, 4 * np.pi, depth, dtype=np.float32)
-    field = 2000 + 1000 * (np.sin(x)[:, None, None] * np.cos(x)[None, :, None] + np.sin(z / 2)[None, None, :])
+    field = 2000 + 1000 * (
+        np.sin(x)[:, None, None] * np.cos(x)[None, :, None] + np.sin(z / 2)[None, None, :]
+    )
     return (field + rng.normal(0, 30, size=(size, size, depth))).astype(np.uint16)
 
 
@@ -56,7 +58,9 @@ def best_of_each(fns: dict, repeat: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size", type=int, default=256, help="edge of the uint16 array (x and y)")
     ap.add_argument("--depth", type=int, help="its third extent (default: --size)")
     ap.add_argument("--block", type=int, default=64, help="edge of the cubic N5 block")
@@ -76,7 +80,9 @@ def main() -> None:
     data = sample(args.size, args.depth or args.size)
     mib = data.nbytes / 2**20
     block = [args.block] * 3
-    print(f"array {data.shape} uint16 = {mib:.0f} MiB, blocks {block}, best of {args.repeat}; MiB/s (ratio to tensorstore)")
+    print(
+        f"array {data.shape} uint16 = {mib:.0f} MiB, blocks {block}, best of {args.repeat}; MiB/s (ratio to tensorstore)"
+    )
     header = f"{'compression':26s} {'tensorstore':>12s} {'open()[...]':>18s} {'zarr.open_array':>18s} {'open() via dask':>18s}"
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,15 +92,35 @@ def main() -> None:
             path = Path(tmp) / f"{name.split()[0]}.n5"
             if comp is not None:
                 spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}
-                meta = {"dimensions": list(data.shape), "blockSize": block, "dataType": "uint16", "compression": comp}
+                meta = {
+                    "dimensions": list(data.shape),
+                    "blockSize": block,
+                    "dataType": "uint16",
+                    "compression": comp,
+                }
                 t = ts.open({**spec, "create": True, "metadata": meta}).result()
                 t[...] = data
                 read_ts = lambda: ts.open(spec).result().read().result()  # noqa: E731
             else:  # tensorstore has no lz4: write with our library
-                doc = attributes_to_zarr({"dimensions": list(data.shape), "blockSize": block, "dataType": "uint16", "compression": {"type": "lz4", "blockSize": 65536}})
+                doc = attributes_to_zarr(
+                    {
+                        "dimensions": list(data.shape),
+                        "blockSize": block,
+                        "dataType": "uint16",
+                        "compression": {"type": "lz4", "blockSize": 65536},
+                    }
+                )
                 root = napari_n5zarr.open(path, mode="w")
-                arr = root.create_array("d", shape=data.shape, dtype="uint16", chunks=block, serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
-                                        compressors=None, chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0)
+                arr = root.create_array(
+                    "d",
+                    shape=data.shape,
+                    dtype="uint16",
+                    chunks=block,
+                    serializer=N5DefaultCodec.from_dict(doc["codecs"][0]),
+                    compressors=None,
+                    chunk_key_encoding={"name": "v2", "separator": "/"},
+                    fill_value=0,
+                )
                 arr[...] = data
                 path = path / "d"
                 read_ts = None
@@ -117,7 +143,9 @@ def main() -> None:
                 return f"{mib / t:8.0f} ({ratio:4.2f}x)"
 
             ts_cell = f"{mib / t_ts:12.0f}" if t_ts == t_ts else f"{'n/a':>12s}"
-            print(f"{name:26s} {ts_cell} {cell(t_fused):>18s} {cell(t_batched):>18s} {cell(t_dask):>18s}")
+            print(
+                f"{name:26s} {ts_cell} {cell(t_fused):>18s} {cell(t_batched):>18s} {cell(t_dask):>18s}"
+            )
 
 
 if __name__ == "__main__":

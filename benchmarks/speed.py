@@ -97,8 +97,7 @@ def sample(size: int) -> np.ndarray:
     rng = np.random.default_rng(0)
     x = np.linspace(0, 4 * np.pi, size, dtype=np.float32)
     field_ = 2000 + 1000 * (
-        np.sin(x)[:, None, None] * np.cos(x)[None, :, None]
-        + np.sin(x / 2)[None, None, :]
+        np.sin(x)[:, None, None] * np.cos(x)[None, :, None] + np.sin(x / 2)[None, None, :]
     )
     out = field_.astype(np.uint16)
     out += rng.integers(0, 100, size=out.shape, dtype=np.uint16)
@@ -234,9 +233,7 @@ def plain_block_decoder(path: Path, swap: bool = True) -> Callable[[bytes], np.n
         if kind == "gzip":
             import zlib
 
-            return zlib.decompress(
-                payload, 15 if attrs["compression"].get("useZlib") else 31
-            )
+            return zlib.decompress(payload, 15 if attrs["compression"].get("useZlib") else 31)
         if kind == "zstd":
             import zstandard
 
@@ -397,6 +394,7 @@ def rows_napari(cfg: Config, pyr: Path, nlevels: int) -> list[Row]:
             if round_ > 0:
                 results.append(json.loads(lines[-1]))
     o, t, floor = runs["ours"], runs["tensorstore"], runs["numpy"]
+
     def best(rs: list, k: str) -> float:
         return min(r[k] for r in rs)
 
@@ -437,9 +435,7 @@ def rows_napari(cfg: Config, pyr: Path, nlevels: int) -> list[Row]:
 
 def plane_limit_row(limit: float, cfg: Config) -> Row:
     n = len(block_keys((cfg.pyramid,) * 3, 0))
-    return Row(
-        "g-plane", f"decode limit: the {n} gzip blocks of one plane (no byte swap)", limit
-    )
+    return Row("g-plane", f"decode limit: the {n} gzip blocks of one plane (no byte swap)", limit)
 
 
 def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
@@ -483,9 +479,7 @@ def rows_plane(cfg: Config, pyr: Path, pool: ThreadPoolExecutor) -> list[Row]:
     ]
 
 
-def rows_reads(
-    cfg: Config, files: dict[str, Path], pool: ThreadPoolExecutor
-) -> list[Row]:
+def rows_reads(cfg: Config, files: dict[str, Path], pool: ThreadPoolExecutor) -> list[Row]:
     """(c) open(path)[...], (d) the reader's dask level computed whole, (g) decode limit, per compression."""
     import tensorstore as ts
 
@@ -500,9 +494,7 @@ def rows_reads(
                 "ts": lambda _i: ts.open(ts_spec(path)).result().read().result(),
                 "open": lambda i: napari_n5zarr.open(copies[i])[...],
                 "dask": lambda i: np.asarray(level0(read_path(copies[cfg.repeat + i]))),
-                "limit": (
-                    limit := decode_job(path, block_keys((cfg.array,) * 3), pool)
-                ),
+                "limit": (limit := decode_job(path, block_keys((cfg.array,) * 3), pool)),
             },
             cfg.repeat,
         )
@@ -536,9 +528,7 @@ def rows_reads(
         )
         expected = ts.open(ts_spec(path)).result().read().result()
         np.testing.assert_array_equal(napari_n5zarr.open(copies[0])[...], expected)
-        np.testing.assert_array_equal(
-            np.asarray(level0(read_path(copies[-1]))), expected.T
-        )
+        np.testing.assert_array_equal(np.asarray(level0(read_path(copies[-1]))), expected.T)
         for c in copies:
             shutil.rmtree(c.parent, ignore_errors=True)
     return out
@@ -561,14 +551,20 @@ def rows_export(cfg: Config) -> list[Row]:
 
         def ours(levels: Any, target: Path, comp: dict[str, Any] = comp) -> Callable[[], None]:
             def run() -> None:
-                napari_n5zarr.export(napari_order, target, compression=comp, chunks=BLOCK, levels=levels)
+                napari_n5zarr.export(
+                    napari_order, target, compression=comp, chunks=BLOCK, levels=levels
+                )
 
             return run
 
         def theirs(comp: dict[str, Any] = comp) -> None:
             ts_write(targets["ts"], data, comp)
 
-        fns = {"ts": theirs, "s0": ours(1, targets["s0"]), "pyramid": ours("auto", targets["pyramid"])}
+        fns = {
+            "ts": theirs,
+            "s0": ours(1, targets["s0"]),
+            "pyramid": ours("auto", targets["pyramid"]),
+        }
         times: dict[str, list[float]] = {k: [] for k in fns}
         for _ in range(cfg.repeat):  # interleaved: each sees the same load
             for key, fn in fns.items():
@@ -646,9 +642,7 @@ def row_http(cfg: Config, pyr: Path) -> list[Row]:
             cfg.repeat,
         )
         t_ours, t_ts = t["ours"], t["ts"]
-        np.testing.assert_array_equal(
-            np.asarray(lvl[zs[0]]), t_arr[:, :, zs[0]].read().result().T
-        )
+        np.testing.assert_array_equal(np.asarray(lvl[zs[0]]), t_arr[:, :, zs[0]].read().result().T)
     finally:
         server.kill()
         server.wait()
@@ -747,9 +741,7 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         ratio = "—" if r.ratio is None else f"{r.ratio:.2f}x"
         limit = fmt(r.limit, r.unit) if r.limit is not None else "—"
-        frac = (
-            f"{100 * r.limit / r.ours:.0f} %" if r.limit is not None and r.ours else "—"
-        )
+        frac = f"{100 * r.limit / r.ours:.0f} %" if r.limit is not None and r.ours else "—"
         what = r.what + (f" ({r.note})" if r.note else "")
         lines.append(
             f"| {what} | {fmt(r.ours, r.unit)} | {fmt(r.ts, r.unit)} | {ratio} | {r.goal} | {limit} | {frac} |"
@@ -772,12 +764,8 @@ def goal_ratio(r: Row) -> float | None:
 
 
 def label(r: Row) -> str:
-    what = r.what.split(" (")[0].replace(
-        "whole-array read open(path)[...]", "open(path)[...]"
-    )
-    what = what.replace(
-        "the reader's dask level computed whole,", "reader's dask level, whole,"
-    )
+    what = r.what.split(" (")[0].replace("whole-array read open(path)[...]", "open(path)[...]")
+    what = what.replace("the reader's dask level computed whole,", "reader's dask level, whole,")
     if r.key.startswith("e-"):
         what = f"export level 0, {r.key[2:]}"
     what = {
@@ -819,9 +807,7 @@ def chart(rows: list[Row], path: Path, title: str) -> None:
     ax.axvline(1.0, color="gray", lw=1, ls="--")
     ax.set_yticks(y, [label(r) for r in shown], fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel(
-        "tensorstore time / ours (log; > 1: ours faster; | = goal)", fontsize=9
-    )
+    ax.set_xlabel("tensorstore time / ours (log; > 1: ours faster; | = goal)", fontsize=9)
     ax.set_title(title, fontsize=9)
     fracs = [100 * r.limit / r.ours if r.limit else 0.0 for r in shown]
     ax2.barh(y, fracs, color="#8d99ae", height=0.6)
@@ -910,9 +896,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument(
-        "--quick", action="store_true", help="small sizes, 1 repeat (< 3 minutes)"
-    )
+    ap.add_argument("--quick", action="store_true", help="small sizes, 1 repeat (< 3 minutes)")
     ap.add_argument("--repeat", type=int, help="best of N (default 3, --quick 1)")
     ap.add_argument(
         "--chart",
@@ -924,9 +908,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         type=Path,
         help="where the data goes (default: a temporary folder, removed)",
     )
-    ap.add_argument(
-        "--rows", default="abcdefg", help="letters of the rows to run (default all)"
-    )
+    ap.add_argument("--rows", default="abcdefg", help="letters of the rows to run (default all)")
     ap.add_argument(
         "--rss",
         type=float,
@@ -989,9 +971,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     finally:
         if tmp is not None:
             tmp.cleanup()
-    result.sort(
-        key=lambda r: next(i for i, p in enumerate(ORDER) if r.key.startswith(p))
-    )
+    result.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r.key.startswith(p)))
     print(f"\n{header}\n")
     print(table(result))
     print(

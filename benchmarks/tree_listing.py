@@ -55,7 +55,9 @@ def make_browser_container(root: Path) -> Path:
     """2,225 nodes: the root, 4 groups of 5 groups, 110 datasets in each (2,200)."""
     from format_cases import write_container
 
-    return write_container(root, [f"a{i}/b{j}/d{k:03d}" for i in range(4) for j in range(5) for k in range(110)])
+    return write_container(
+        root, [f"a{i}/b{j}/d{k:03d}" for i in range(4) for j in range(5) for k in range(110)]
+    )
 
 
 def in_process(path: Path) -> dict[str, float]:
@@ -89,26 +91,41 @@ def cli_json(path: Path, src: str) -> tuple[float, float, int, float]:
     proc.wait()
     total = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return first, total, rows, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return (
+        first,
+        total,
+        rows,
+        (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10k,10k-distinct,2225", help="10k, 10k-distinct, 2225 or a number of datasets (groups of 500)")
+    parser.add_argument(
+        "--sizes",
+        default="10k,10k-distinct,2225",
+        help="10k, 10k-distinct, 2225 or a number of datasets (groups of 500)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old", default=None, help="src folder of the code to compare with")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     new_src = str(HERE / "src")
     sides = [("old", args.old), ("new", new_src)] if args.old else [("this", new_src)]
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (timings move with the load)")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} (timings move with the load)"
+    )
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for size in args.sizes.split(","):
             path = Path(tmp) / f"c{size}.n5"
             if size == "2225":
                 make_browser_container(path)
             else:
-                make_container(path, 10_000 if size.startswith("10k") else int(size), distinct=size.endswith("distinct"))
+                make_container(
+                    path,
+                    10_000 if size.startswith("10k") else int(size),
+                    distinct=size.endswith("distinct"),
+                )
             print(f"{size} container:")
             for key, value in in_process(path).items():
                 text = f"{value:,}" if isinstance(value, int) else f"{value * 1000:,.0f} ms"

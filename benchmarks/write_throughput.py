@@ -27,7 +27,9 @@ COMPRESSIONS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
@@ -41,24 +43,42 @@ def main() -> None:
     napari_data = data.T
     mib = data.nbytes / 2**20
     block = [args.block] * 3
-    print(f"array {data.shape} uint16 = {mib:.0f} MiB, blocks {block}, best of {args.repeat}; MiB/s (ratio to tensorstore)")
+    print(
+        f"array {data.shape} uint16 = {mib:.0f} MiB, blocks {block}, best of {args.repeat}; MiB/s (ratio to tensorstore)"
+    )
     print(f"{'compression':12s} {'tensorstore':>12s} {'export s0':>18s} {'export pyramid':>18s}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, comp in COMPRESSIONS.items():
             targets = {k: Path(tmp) / f"{k}.n5" for k in ("ts", "s0", "pyramid")}
 
             def with_ts(comp=comp) -> None:
-                meta = {"dimensions": list(data.shape), "blockSize": block, "dataType": "uint16", "compression": comp}
-                spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(targets["ts"])}, "create": True, "metadata": meta}
+                meta = {
+                    "dimensions": list(data.shape),
+                    "blockSize": block,
+                    "dataType": "uint16",
+                    "compression": comp,
+                }
+                spec = {
+                    "driver": "n5",
+                    "kvstore": {"driver": "file", "path": str(targets["ts"])},
+                    "create": True,
+                    "metadata": meta,
+                }
                 t = ts.open(spec).result()
                 t[...] = data
 
             def ours(levels, key, comp=comp) -> None:
-                napari_n5zarr.export(napari_data, targets[key], compression=comp, chunks=args.block, levels=levels)
+                napari_n5zarr.export(
+                    napari_data, targets[key], compression=comp, chunks=args.block, levels=levels
+                )
 
             # Interleaved, each folder removed before its run and outside the timing (deleting
             # the files of the run before is no part of a write).
-            fns = {"ts": with_ts, "s0": lambda: ours(1, "s0"), "pyramid": lambda: ours("auto", "pyramid")}
+            fns = {
+                "ts": with_ts,
+                "s0": lambda: ours(1, "s0"),
+                "pyramid": lambda: ours("auto", "pyramid"),
+            }
             times: dict[str, list[float]] = {k: [] for k in fns}
             for _ in range(args.repeat):
                 for key, fn in fns.items():

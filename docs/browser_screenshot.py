@@ -24,15 +24,28 @@ def make_container(root: Path) -> Path:
     common = {"chunks": 64, "scale": (40.0, 4.0, 4.0), "units": "nanometer"}
     export(image, root, path="em/raw", compression="zstd", **common)
     export(labels, root, path="em/labels", labels=True, compression="gzip", **common)
-    export((image[image.shape[0] // 2] // 256).astype("uint8"), root, path="overview", chunks=128, levels=1)
-    attrs = {"dimensions": [512, 512, 64], "blockSize": [64, 64, 64], "dataType": "uint16", "compression": {"type": "zstd", "level": 3}}
+    export(
+        (image[image.shape[0] // 2] // 256).astype("uint8"),
+        root,
+        path="overview",
+        chunks=128,
+        levels=1,
+    )
+    attrs = {
+        "dimensions": [512, 512, 64],
+        "blockSize": [64, 64, 64],
+        "dataType": "uint16",
+        "compression": {"type": "zstd", "level": 3},
+    }
     for i in range(1000):
         d = root / "tiles" / f"tile{i:04d}"
         d.mkdir(parents=True)
         (d / "attributes.json").write_text(json.dumps(attrs))
     bad = root / "broken"
     bad.mkdir()
-    (bad / "attributes.json").write_text(json.dumps({**attrs, "compression": {"type": "zstd", "level": 10**9}}))
+    (bad / "attributes.json").write_text(
+        json.dumps({**attrs, "compression": {"type": "zstd", "level": 10**9}})
+    )
     return root
 
 
@@ -60,7 +73,13 @@ def main(out: str = "docs/browser.png") -> None:
         widget._items[path].setExpanded(True)
     settle(lambda: not widget.busy and not widget._loading)
     widget.tree.setCurrentItem(widget._items["em/raw"])
-    settle(lambda: widget.thumbnail.pixmap() is not None and not widget.thumbnail.pixmap().isNull() and not widget.busy)
+    settle(
+        lambda: (
+            widget.thumbnail.pixmap() is not None
+            and not widget.thumbnail.pixmap().isNull()
+            and not widget.busy
+        )
+    )
     for _ in range(50):
         app.processEvents()
         time.sleep(0.01)

@@ -18,7 +18,9 @@ from napari_n5zarr import export
 def main() -> None:
     work = Path(tempfile.mkdtemp())
     _z, y, x = np.mgrid[0:32, 0:256, 0:256]
-    seg = (((y // 48) * 7 + (x // 48) * 3) % 9 + 1).astype(np.uint64) * ((y - 128) ** 2 + (x - 128) ** 2 < 110**2)
+    seg = (((y // 48) * 7 + (x // 48) * 3) % 9 + 1).astype(np.uint64) * (
+        (y - 128) ** 2 + (x - 128) ** 2 < 110**2
+    )
     export(seg, work / "seg.n5", labels=True, chunks=64)
     viewer = napari.Viewer()
     viewer.window._qt_window.resize(1400, 800)

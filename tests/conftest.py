@@ -42,7 +42,10 @@ _OPTIONAL_TOOLS = frozenset({"tensorstore", "z5py"})
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _DISPLAY_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.nodeid in _DISPLAY_TESTS:
+        if (
+            _DISPLAY_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or item.nodeid in _DISPLAY_TESTS
+        ):
             item.add_marker(pytest.mark.napari)
 
 
@@ -52,9 +55,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     that reason (as ``pytest.importorskip`` would do inside the test)."""
     report = yield
     error = call.excinfo
-    if report.failed and error is not None and error.errisinstance(ModuleNotFoundError) and error.value.name in _OPTIONAL_TOOLS:
+    if (
+        report.failed
+        and error is not None
+        and error.errisinstance(ModuleNotFoundError)
+        and error.value.name in _OPTIONAL_TOOLS
+    ):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {error.value.name} is not installed")
+        report.longrepr = (
+            str(item.path),
+            item.location[1] or 0,
+            f"Skipped: {error.value.name} is not installed",
+        )
     return report
 
 
@@ -141,14 +153,27 @@ def s3_bucket() -> dict:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+    creds = {
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "region_name": "us-east-1",
+    }
     s3 = boto3.client("s3", endpoint_url=endpoint, **creds)
     s3.create_bucket(Bucket="n5-data")
     java = DATA / "corpus/zarr_implementations/data/n5-java.n5"
     for f in java.rglob("*"):
         if f.is_file():
-            s3.put_object(Bucket="n5-data", Key="java.n5/" + f.relative_to(java).as_posix(), Body=f.read_bytes())
-    yield {"endpoint_url": endpoint, "key": "testing", "secret": "testing", "client_kwargs": {"region_name": "us-east-1"}}
+            s3.put_object(
+                Bucket="n5-data",
+                Key="java.n5/" + f.relative_to(java).as_posix(),
+                Body=f.read_bytes(),
+            )
+    yield {
+        "endpoint_url": endpoint,
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
     server.stop()
 
 
@@ -227,7 +252,11 @@ def _n5_pattern_offer_forgotten():
 
 
 _JAVA = DATA / "corpus/zarr_implementations/data/n5-java.n5"
-_ADMIN = {"aws_access_key_id": "admin", "aws_secret_access_key": "admin", "region_name": "us-east-1"}
+_ADMIN = {
+    "aws_access_key_id": "admin",
+    "aws_secret_access_key": "admin",
+    "region_name": "us-east-1",
+}
 
 
 def _free_port() -> int:
@@ -241,7 +270,12 @@ def _moto(env_extra: dict[str, str]) -> Iterator[str]:
     anyone, as public datasets are) and in bucket ``private``."""
     pytest.importorskip("moto.server")
     port = _free_port()
-    env = {**os.environ, **env_extra, "AWS_ACCESS_KEY_ID": "admin", "AWS_SECRET_ACCESS_KEY": "admin"}
+    env = {
+        **os.environ,
+        **env_extra,
+        "AWS_ACCESS_KEY_ID": "admin",
+        "AWS_SECRET_ACCESS_KEY": "admin",
+    }
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     endpoint = f"http://127.0.0.1:{port}"

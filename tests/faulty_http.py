@@ -50,7 +50,9 @@ class FaultyServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, root: Path | None = None, upstream: str | None = None, s3: bool = False) -> None:
+    def __init__(
+        self, root: Path | None = None, upstream: str | None = None, s3: bool = False
+    ) -> None:
         super().__init__(("127.0.0.1", 0), FaultyHandler)
         self.root, self.upstream, self.s3 = root, upstream, s3
         self.faults: dict[str, str] = {}
@@ -87,7 +89,9 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
                 return fault
         return None
 
-    def _send(self, status: int, body: bytes, content_type: str = "text/plain", length: int | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str = "text/plain", length: int | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body) if length is None else length))
@@ -97,7 +101,9 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
 
     def _error(self, status: int) -> None:
         if self.server.s3:
-            code, message = S3_ERRORS.get(status, ("NoSuchKey", "The specified key does not exist."))
+            code, message = S3_ERRORS.get(
+                status, ("NoSuchKey", "The specified key does not exist.")
+            )
             body = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
             self._send(status, body.encode(), "application/xml")
         else:
@@ -113,7 +119,11 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             conn.request(self.command, self.path, body=body, headers=dict(self.headers))
             resp = conn.getresponse()
             data = resp.read()
-            headers = {k: v for k, v in resp.getheaders() if k.lower() not in ("transfer-encoding", "connection", "content-length")}
+            headers = {
+                k: v
+                for k, v in resp.getheaders()
+                if k.lower() not in ("transfer-encoding", "connection", "content-length")
+            }
             conn.close()
             return resp.status, headers, data
         path = Path(self.translate_path(self.path))
@@ -129,7 +139,11 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
         if fault and fault.startswith("flaky"):  # 503 for the first N GETs, then the real answer
             fault = "503" if self.server.hits[path] <= int(fault.split(":")[1]) else None
         if fault is None or (self.command == "HEAD" and fault in ("truncated", "html", "empty")):
-            if not self.server.upstream and self.server.root and (Path(self.translate_path(self.path))).is_dir():
+            if (
+                not self.server.upstream
+                and self.server.root
+                and (Path(self.translate_path(self.path))).is_dir()
+            ):
                 if self.command == "GET":
                     super().do_GET()
                 else:
@@ -226,7 +240,10 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
             yield b"<html><body><a href='k0/'>k0/</a>\n"
             if kind == "links":
                 for start in range(1, int(count), 1000):
-                    yield b"".join(b"<a href='k%d/'>k%d/</a>\n" % (i, i) for i in range(start, min(start + 1000, int(count))))
+                    yield b"".join(
+                        b"<a href='k%d/'>k%d/</a>\n" % (i, i)
+                        for i in range(start, min(start + 1000, int(count)))
+                    )
             else:
                 filler = b"<p>" + b"x" * (2**20 - 8) + b"</p>\n"
                 for _ in range(int(count)):

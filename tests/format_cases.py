@@ -32,7 +32,18 @@ TENSORSTORE_COMPRESSIONS = {name: c for name, c in COMPRESSIONS.items() if c["ty
 COMPRESSION_TYPES = list(dict.fromkeys(c["type"] for c in COMPRESSIONS.values()))
 """Each N5 compression type once (``raw``, ``gzip``, ``bzip2``, ``xz``, ``lz4``, ``blosc``,
 ``zstd``): what the writers are asked for by name."""
-DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
+DTYPES = [
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+]
 PAD = 99
 """What padded edge blocks hold beyond the array (readers crop it away)."""
 
@@ -46,7 +57,17 @@ def sample(shape, dtype, seed=0) -> np.ndarray:
     return rng.normal(size=shape).astype(dtype)
 
 
-def write_blockwise(root: Path, path: str, data: np.ndarray, block, compression, *, boundary="truncate", skip=(), attrs=None):
+def write_blockwise(
+    root: Path,
+    path: str,
+    data: np.ndarray,
+    block,
+    compression,
+    *,
+    boundary="truncate",
+    skip=(),
+    attrs=None,
+):
     """``data`` (N5 order) as the N5 dataset ``path`` of ``root``, written block by block:
     edge blocks truncated, padded (with :data:`PAD`) or mixed (every other one padded);
     blocks in ``skip`` not written (fill value). Returns the dataset opened."""
@@ -59,12 +80,23 @@ def write_blockwise(root: Path, path: str, data: np.ndarray, block, compression,
     for n, pos in enumerate(itertools.product(*map(range, grid))):
         if pos in skip:
             continue
-        piece = data[tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))]
-        if piece.shape != tuple(block) and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
+        piece = data[
+            tuple(
+                slice(p * b, min((p + 1) * b, s))
+                for p, b, s in zip(pos, block, data.shape, strict=True)
+            )
+        ]
+        if piece.shape != tuple(block) and (
+            boundary == "pad" or (boundary == "mixed" and n % 2 == 0)
+        ):
             padded = np.full(block, PAD, dtype=data.dtype)
             padded[tuple(slice(0, s) for s in piece.shape)] = piece
             piece = padded
-        sync(store.set(f"{path}/" + "/".join(map(str, pos)), Buffer.from_bytes(codec.encode_block(piece))))
+        sync(
+            store.set(
+                f"{path}/" + "/".join(map(str, pos)), Buffer.from_bytes(codec.encode_block(piece))
+            )
+        )
     return napari_n5zarr.open(root / path)
 
 

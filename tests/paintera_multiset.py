@@ -62,7 +62,9 @@ def expected_s0() -> np.ndarray:
 
 def s1_lists() -> np.ndarray:
     """s1's multisets (object array, N5 order): the 2x2x1 windows of s0's labels."""
-    s1 = np.empty(tuple(math.ceil(s / f) for s, f in zip(IDS.shape, (2, 2, 1), strict=True)), object)
+    s1 = np.empty(
+        tuple(math.ceil(s / f) for s, f in zip(IDS.shape, (2, 2, 1), strict=True)), object
+    )
     for idx in np.ndindex(s1.shape):
         window = IDS[2 * idx[0] : 2 * idx[0] + 2, 2 * idx[1] : 2 * idx[1] + 2, idx[2]]
         s1[idx] = Counter(int(v) for v in window.ravel())
@@ -90,7 +92,9 @@ def multiset_payload(lists: list[Counter], store_argmax: bool = False) -> bytes:
         offsets.append(seen[key])
     head = struct.pack(">i", 0)
     if store_argmax:
-        head = struct.pack(">i", len(lists)) + struct.pack(f">{len(lists)}q", *(argmax(c) for c in lists))
+        head = struct.pack(">i", len(lists)) + struct.pack(
+            f">{len(lists)}q", *(argmax(c) for c in lists)
+        )
     return head + struct.pack(f">{len(offsets)}i", *offsets) + bytes(data)
 
 
@@ -122,13 +126,21 @@ def write_multiset_level(
         if index == skip:
             continue
         cell = lists[tuple(slice(i * b, (i + 1) * b) for i, b in zip(index, BLOCK, strict=True))]
-        payload = multiset_payload(list(cell.ravel(order="F")), bool(argmax_every) and k % argmax_every == 0)  # x fastest
+        payload = multiset_payload(
+            list(cell.ravel(order="F")), bool(argmax_every) and k % argmax_every == 0
+        )  # x fastest
         path = folder.joinpath(*map(str, index))
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(varlength_block(BLOCK if full_headers else cell.shape, payload, len(payload), compression))
+        path.write_bytes(
+            varlength_block(
+                BLOCK if full_headers else cell.shape, payload, len(payload), compression
+            )
+        )
 
 
-def write_paintera_container(root: Path, compression: str = "gzip", assignment: bool = False, block_lookup: bool = False) -> Path:
+def write_paintera_container(
+    root: Path, compression: str = "gzip", assignment: bool = False, block_lookup: bool = False
+) -> Path:
     """``root`` (``c.n5``) as in the module docstring (with ``block_lookup``, Paintera's
     ``label-to-block-mapping`` too: :func:`write_label_to_block_mapping`); returns it."""
     import napari_n5zarr
@@ -139,12 +151,19 @@ def write_paintera_container(root: Path, compression: str = "gzip", assignment: 
     fragments = root / "labels" / "fragments"
     _json(root / "labels", {})
     _json(fragments, {"painteraData": {"type": "label"}, "maxId": int(IDS.max())})
-    _json(fragments / "data", {"multiScale": True, "resolution": [4.0, 4.0, 40.0], "offset": [0.0, 0.0, 0.0]})
+    _json(
+        fragments / "data",
+        {"multiScale": True, "resolution": [4.0, 4.0, 40.0], "offset": [0.0, 0.0, 0.0]},
+    )
     s0 = np.empty(IDS.shape, object)
     for idx in np.ndindex(IDS.shape):
         s0[idx] = Counter({int(IDS[idx]): 1})
-    write_multiset_level(fragments / "data" / "s0", s0, None, compression, argmax_every=2, skip=MISSING)
-    write_multiset_level(fragments / "data" / "s1", s1_lists(), (2.0, 2.0, 1.0), compression, full_headers=True)
+    write_multiset_level(
+        fragments / "data" / "s0", s0, None, compression, argmax_every=2, skip=MISSING
+    )
+    write_multiset_level(
+        fragments / "data" / "s1", s1_lists(), (2.0, 2.0, 1.0), compression, full_headers=True
+    )
     unique = np.unique(IDS)
     _json(fragments / "unique-labels", {"multiScale": True})
     _json(fragments / "unique-labels" / "s0", {"dataType": "uint64", "dimensions": list(IDS.shape), "blockSize": list(IDS.shape),
@@ -163,10 +182,20 @@ def write_paintera_container(root: Path, compression: str = "gzip", assignment: 
 def write_assignment(folder: Path, pairs: dict[int, int]) -> None:
     """As Paintera's N5FragmentSegmentAssignmentPersister: [N, 2] uint64, blocks [N, 1]."""
     n = len(pairs)
-    _json(folder, {"dataType": "uint64", "dimensions": [n, 2], "blockSize": [max(n, 1), 1], "compression": {"type": "raw"}})
+    _json(
+        folder,
+        {
+            "dataType": "uint64",
+            "dimensions": [n, 2],
+            "blockSize": [max(n, 1), 1],
+            "compression": {"type": "raw"},
+        },
+    )
     for column, values in enumerate((list(pairs), list(pairs.values()))):
         (folder / "0").mkdir(exist_ok=True)
-        (folder / "0" / str(column)).write_bytes(struct.pack(">HHII", 0, 2, n, 1) + struct.pack(f">{n}Q", *values))
+        (folder / "0" / str(column)).write_bytes(
+            struct.pack(">HHII", 0, 2, n, 1) + struct.pack(f">{n}Q", *values)
+        )
 
 
 LONG_MAX = 2**63 - 1
@@ -180,7 +209,15 @@ def write_label_to_block_mapping(fragments: Path, levels: int = 3, step: int = 1
     holds the serialized map as a ``ByteArrayDataBlock`` of size ``[step]`` whose byte count
     differs from it (n5-java writes it in varlength mode)."""
     group = fragments / "label-to-block-mapping"
-    _json(group, {"labelBlockLookup": {"type": "n5-filesystem-relative", "scaleDatasetPattern": "label-to-block-mapping/s%d"}})
+    _json(
+        group,
+        {
+            "labelBlockLookup": {
+                "type": "n5-filesystem-relative",
+                "scaleDatasetPattern": "label-to-block-mapping/s%d",
+            }
+        },
+    )
     for level in range(levels):
         folder = group / f"s{level}"
         _json(folder, {"dataType": "int8", "dimensions": [LONG_MAX], "blockSize": [step],

@@ -52,7 +52,9 @@ def test_http_row_reads_over_a_slow_local_server(speed, tmp_path: Path) -> None:
     assert row.ts >= speed.HTTP_DELAY_S
     assert opening.key == "f-open"
     assert opening.ts is None
-    assert opening.ours >= 4 * speed.HTTP_DELAY_S  # root metadata, listing, levels, a block: one after another
+    assert (
+        opening.ours >= 4 * speed.HTTP_DELAY_S
+    )  # root metadata, listing, levels, a block: one after another
 
 
 def test_chart_is_a_png(speed, tmp_path: Path) -> None:
@@ -79,9 +81,7 @@ def test_export_rows(speed, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_plain_decoder_matches_ours(speed, tmp_path: Path) -> None:
     """The fallback decode limit (if our codec's API moves) decodes the same blocks to the same arrays."""
-    data = speed.sample(64)[
-        :, :40, :
-    ].copy()  # an edge block: tensorstore pads it to 64^3
+    data = speed.sample(64)[:, :40, :].copy()  # an edge block: tensorstore pads it to 64^3
     for name, comp in speed.COMPRESSIONS.items():
         path = tmp_path / f"{name}.n5"
         speed.ts_write(path, data, comp)
@@ -99,9 +99,30 @@ def test_read_throughput_runs_every_compression(tmp_path: Path) -> None:
 
     script = SPEED.parent / "read_throughput.py"
     src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TMPDIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(script), "--size", "24", "--depth", "10", "--block", "8", "--repeat", "1"],
-                         capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "TMPDIR": str(tmp_path),
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--size",
+            "24",
+            "--depth",
+            "10",
+            "--block",
+            "8",
+            "--repeat",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    ).stdout
     rows = [line.split()[0] for line in out.splitlines()[2:]]
     assert rows == ["raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz", "lz4"]
 
@@ -115,7 +136,29 @@ def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> N
     script = SPEED.parent / "issue28.py"
     src = Path(__file__).resolve().parents[1] / "src"
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    args = ["--rows", "read,multiset", "--size", "24", "--depth", "10", "--plane", "80", "--repeat", "1", "--workdir", str(tmp_path)]
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    args = [
+        "--rows",
+        "read,multiset",
+        "--size",
+        "24",
+        "--depth",
+        "10",
+        "--plane",
+        "80",
+        "--repeat",
+        "1",
+        "--workdir",
+        str(tmp_path),
+    ]
+    out = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    ).stdout
     rows = [line.split("|")[0].strip() for line in out.splitlines()[2:]]
-    assert rows == [f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")] + ["multiset plane"]
+    assert rows == [
+        f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")
+    ] + ["multiset plane"]

@@ -22,13 +22,22 @@ pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:U
 
 
 def snapshot(path: Path, skip: str = "zarr.json") -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file() and p.name != skip}
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != skip
+    }
 
 
 def tensorstore_read(path: Path) -> np.ndarray:
     import tensorstore as ts
 
-    return ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}).result().read().result()
+    return (
+        ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}})
+        .result()
+        .read()
+        .result()
+    )
 
 
 def zarr_read_subprocess(paths: list[Path], out: Path) -> list[np.ndarray]:
@@ -52,7 +61,10 @@ def test_tree(calibrated_pyramid, capsys):
 
 
 def test_tree_marks_n5_only_nodes(corpus_dir, capsys):
-    assert main(["tree", str(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-2.5.1.n5")]) == 0
+    assert (
+        main(["tree", str(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-2.5.1.n5")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "raw  5×7 yx  uint8  blocks 4×5  raw  35 B  (N5 only)" in out
 
@@ -79,7 +91,9 @@ def test_commands_do_not_import_napari(calibrated_pyramid, tmp_path):
         print(sorted({{m.split(".")[0] for m in sys.modules}} & {{"napari", "qtpy", "PyQt6", "magicgui"}}))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
@@ -91,19 +105,43 @@ def test_convert_keeps_levels_and_metadata(calibrated_pyramid, tmp_path, capsys)
     dest = tmp_path / "out.n5"
     assert main(["convert", str(src), str(dest), "--compression", "zstd:3"]) == 0
     for k in range(3):
-        np.testing.assert_array_equal(tensorstore_read(dest / f"s{k}"), tensorstore_read(src / f"s{k}"))
-        assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {"type": "zstd", "level": 3}
+        np.testing.assert_array_equal(
+            tensorstore_read(dest / f"s{k}"), tensorstore_read(src / f"s{k}")
+        )
+        assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {
+            "type": "zstd",
+            "level": 3,
+        }
     attrs = json.loads((dest / "attributes.json").read_text())
     assert attrs["resolution"] == [1.0, 1.0, 3.0]
     assert attrs["offset"] == [3.0, 2.0, 1.0]
     assert attrs["units"] == ["um"] * 3
-    assert json.loads((dest / "s2/attributes.json").read_text())["blockSize"] == [8, 5, 5]  # the source's blocks
+    assert json.loads((dest / "s2/attributes.json").read_text())["blockSize"] == [
+        8,
+        5,
+        5,
+    ]  # the source's blocks
 
 
 def test_convert_rebuilds_levels_and_chunks(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
-    assert main(["convert", str(src), str(dest), "--levels", "3", "--chunks", "8,16,16", "--boundary", "pad"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                str(src),
+                str(dest),
+                "--levels",
+                "3",
+                "--chunks",
+                "8,16,16",
+                "--boundary",
+                "pad",
+            ]
+        )
+        == 0
+    )
     assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 8]
     assert sorted(p.name for p in dest.iterdir() if p.is_dir()) == ["s0", "s1", "s2"]
     np.testing.assert_array_equal(tensorstore_read(dest / "s0"), a.T)
@@ -126,7 +164,9 @@ def test_convert_plain_zarr_source(tmp_path):
     import zarr
 
     a = (np.arange(6 * 10 * 14).reshape(6, 10, 14) % 200).astype("int16")
-    src = zarr.create_array(tmp_path / "plain.zarr", shape=a.shape, chunks=(3, 5, 7), dtype=a.dtype)  # C order
+    src = zarr.create_array(
+        tmp_path / "plain.zarr", shape=a.shape, chunks=(3, 5, 7), dtype=a.dtype
+    )  # C order
     src[...] = a
     dest = tmp_path / "from_zarr.n5"
     assert main(["convert", str(tmp_path / "plain.zarr"), str(dest), "--levels", "1"]) == 0
@@ -154,12 +194,23 @@ def test_convert_on_a_distributed_cluster(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     local, remote = tmp_path / "local.n5", tmp_path / "cluster.n5"
     assert main(["convert", str(src), str(local), "--levels", "auto", "--chunks", "8"]) == 0
-    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
-        argv = ["convert", str(src), str(remote), "--levels", "auto", "--chunks", "8", "--scheduler", cluster.scheduler_address]
+    with LocalCluster(
+        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        argv = [
+            "convert",
+            str(src),
+            str(remote),
+            "--levels",
+            "auto",
+            "--chunks",
+            "8",
+            "--scheduler",
+            cluster.scheduler_address,
+        ]
         assert main(argv) == 0
     assert snapshot(remote, skip="") == snapshot(local, skip="")
     np.testing.assert_array_equal(napari_n5zarr.open(remote)["s0"][...], a.T)
-
 
 
 def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_path, capsys):
@@ -178,11 +229,25 @@ def test_convert_on_a_cluster_that_loses_its_workers(calibrated_pyramid, tmp_pat
     dest = tmp_path / "cluster.n5"
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-        LocalCluster(processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1") as cluster,
+        LocalCluster(
+            processes=True,
+            n_workers=2,
+            threads_per_worker=1,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
         Client(cluster) as client,
     ):
         client.register_plugin(KillOnStore())
-        argv = ["convert", str(src), str(dest), "--chunks", "8", "--scheduler", cluster.scheduler_address]
+        argv = [
+            "convert",
+            str(src),
+            str(dest),
+            "--chunks",
+            "8",
+            "--scheduler",
+            cluster.scheduler_address,
+        ]
         assert main(argv) == 4  # cannot write: the cluster failed
     err = capsys.readouterr().err.strip()
     assert err.startswith("n5zarr: error: a dask worker died while running task"), err
@@ -197,14 +262,25 @@ def test_convert_without_workers_stops_after_worker_timeout(calibrated_pyramid, 
 
     src, _ = calibrated_pyramid
     dest = tmp_path / "cluster.n5"
-    with LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster:
-        argv = ["convert", str(src), str(dest), "--scheduler", cluster.scheduler_address, "--worker-timeout", "0.5"]
+    with LocalCluster(
+        processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1"
+    ) as cluster:
+        argv = [
+            "convert",
+            str(src),
+            str(dest),
+            "--scheduler",
+            cluster.scheduler_address,
+            "--worker-timeout",
+            "0.5",
+        ]
         assert main(argv) == 4
     err = capsys.readouterr().err.strip()
     assert err.startswith("n5zarr: error: the dask cluster at tcp://127.0.0.1:"), err
     assert "no worker for 0.5 s (--worker-timeout)" in err, err
     assert "\n" not in err
     assert not dest.exists()
+
 
 # -- add-zarr-metadata ------------------------------------------------------------------------
 
@@ -220,7 +296,9 @@ def test_add_zarr_metadata_to_foreign_containers(corpus_dir, tmp_path, writer, c
     assert all((dest / n / "zarr.json").is_file() for n in names)
     assert (dest / "zarr.json").is_file()
     expected = np.load(corpus_dir / "expected_derived/zarr_implementations_reference_image.npy")
-    for name, got in zip(names, zarr_read_subprocess([dest / n for n in names], tmp_path / "z.npz"), strict=True):
+    for name, got in zip(
+        names, zarr_read_subprocess([dest / n for n in names], tmp_path / "z.npz"), strict=True
+    ):
         np.testing.assert_array_equal(got, expected.T, err_msg=name)
     capsys.readouterr()
     assert main(["add-zarr-metadata", str(dest)]) == 0  # idempotent
@@ -236,7 +314,12 @@ def test_add_zarr_metadata_reports_what_cannot_be_expressed(tmp_path, capsys):
     def dataset(name: str, **attrs) -> Path:
         path = root / name
         path.mkdir(parents=True)
-        base = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "raw"}}
+        base = {
+            "dimensions": [4],
+            "blockSize": [4],
+            "dataType": "uint8",
+            "compression": {"type": "raw"},
+        }
         (path / "attributes.json").write_text(json.dumps({**base, **attrs}))
         return path
 
@@ -257,20 +340,30 @@ def test_add_zarr_metadata_reports_what_cannot_be_expressed(tmp_path, capsys):
     assert "snappy" in out
     assert "4 node(s) cannot be expressed" in out
     assert snapshot(root) == before
-    [good, _good2] = zarr_read_subprocess([root / "good" / "s0", root / "group" / "good2" / "s0"], tmp_path / "z.npz")
+    [good, _good2] = zarr_read_subprocess(
+        [root / "good" / "s0", root / "group" / "good2" / "s0"], tmp_path / "z.npz"
+    )
     np.testing.assert_array_equal(good, np.arange(12).reshape(3, 4).T)
     assert json.loads((root / "group" / "zarr.json").read_text())["node_type"] == "group"
-    assert json.loads((root / "zarr.json").read_text()) == {"zarr_format": 3, "node_type": "group", "attributes": {}}
+    assert json.loads((root / "zarr.json").read_text()) == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {},
+    }
 
 
 def test_add_zarr_metadata_dry_run(corpus_dir, tmp_path, capsys):
-    dest = shutil.copytree(corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-1.5.0.n5", tmp_path / "old.n5")
+    dest = shutil.copytree(
+        corpus_dir / "saalfeldlab-n5/src/test/resources/backward/data-1.5.0.n5", tmp_path / "old.n5"
+    )
     assert main(["add-zarr-metadata", "--dry-run", str(dest)]) == 0
     assert not list(dest.rglob("zarr.json"))
     assert "would write raw/zarr.json" in capsys.readouterr().out
     assert main(["add-zarr-metadata", str(dest)]) == 0
     [got] = zarr_read_subprocess([dest / "raw"], tmp_path / "z.npz")
-    np.testing.assert_array_equal(got, np.load(corpus_dir / "expected_derived/saalfeldlab-n5_backward_raw.npy").T)
+    np.testing.assert_array_equal(
+        got, np.load(corpus_dir / "expected_derived/saalfeldlab-n5_backward_raw.npy").T
+    )
 
 
 def test_add_zarr_metadata_without_n5(tmp_path, capsys):
@@ -285,7 +378,9 @@ def test_view_calls_the_launcher(monkeypatch, calibrated_pyramid):
     from napari_n5zarr._napari import viewer_launch
 
     seen = []
-    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None, **_: seen.append((path, screenshot)))
+    monkeypatch.setattr(
+        viewer_launch, "view", lambda path, screenshot=None, **_: seen.append((path, screenshot))
+    )
     assert main(["view", str(calibrated_pyramid[0])]) == 0
     assert seen == [(str(calibrated_pyramid[0]), None)]
 
@@ -304,7 +399,10 @@ def test_view_command_headless_screenshot(tmp_path, calibrated_pyramid):
 
     exe = Path(sys.executable).with_name("n5zarr")
     env = {**os.environ, "NAPARI_N5ZARR_CACHE": str(tmp_path / "cache")}
-    for target, png in ((None, tmp_path / "sample.png"), (str(calibrated_pyramid[0]), tmp_path / "data.png")):
+    for target, png in (
+        (None, tmp_path / "sample.png"),
+        (str(calibrated_pyramid[0]), tmp_path / "data.png"),
+    ):
         cmd = [str(exe), "view", *([target] if target else []), "--screenshot", str(png)]
         subprocess.run(cmd, check=True, capture_output=True, timeout=180, env=env)
         pixels = np.asarray(Image.open(png).convert("L"))
@@ -327,7 +425,12 @@ def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.Compl
 
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "napari_n5zarr.cli", *args], capture_output=True, text=True, timeout=120, env=full_env, check=False
+        [sys.executable, "-m", "napari_n5zarr.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full_env,
+        check=False,
     )
 
 
@@ -344,7 +447,9 @@ def run_cli(*args: str, env: dict | None = None, stdin=None) -> subprocess.Compl
         (["convert", "{pyr}", "{tmp}/out.n5", "--chunks", "a,b"], 2),
     ],
 )
-def test_user_errors_give_one_line_and_their_exit_status(calibrated_pyramid, tmp_path, args, status):
+def test_user_errors_give_one_line_and_their_exit_status(
+    calibrated_pyramid, tmp_path, args, status
+):
     args = [a.format(pyr=calibrated_pyramid[0], tmp=tmp_path) for a in args]
     run = run_cli(*args)
     assert run.returncode == status, (run.stdout, run.stderr)
@@ -376,10 +481,14 @@ def test_missing_remote_extra_is_named(tmp_path):
     block = tmp_path / "block"
     block.mkdir()
     for module in ("s3fs", "aiohttp"):
-        (block / f"{module}.py").write_text(f"raise ModuleNotFoundError(\"No module named '{module}'\", name='{module}')\n")
+        (block / f"{module}.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{module}'\", name='{module}')\n"
+        )
     import os
 
-    env = {"PYTHONPATH": os.pathsep.join([str(block), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(block), *filter(None, [os.environ.get("PYTHONPATH")])])
+    }
     for url, extra in (("s3://bucket/data.n5", "s3"), ("https://127.0.0.1:9/data.n5", "http")):
         for command in ("info", "view", "convert"):
             args = [command, url] + ([str(tmp_path / "o.n5")] if command == "convert" else [])
@@ -407,7 +516,9 @@ def test_default_install_reads_http():
     """aiohttp and requests are core dependencies: http(s) URLs work without an extra."""
     import tomllib
 
-    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"][
+        "dependencies"
+    ]
     assert any(d.startswith("aiohttp") for d in deps)
     assert any(d.startswith("requests") for d in deps)
 
@@ -419,7 +530,13 @@ def test_broken_pipe_is_silent(tmp_path):
         for j in range(12):
             g.create_group(f"subgroup_with_a_long_name_{j:03d}")
     script = f"{sys.executable} -m napari_n5zarr.cli tree {tmp_path / 'wide.n5'} | head -1"
-    run = subprocess.run(["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    run = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.stderr == "", run.stderr
     assert len(run.stdout.splitlines()) == 1
 

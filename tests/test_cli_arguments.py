@@ -50,11 +50,20 @@ def test_scheduler_arg():
 @pytest.mark.parametrize(
     ("args", "culprit"),
     [
-        (["convert", "a", "b", "--chunks", "a,b"], "argument --chunks: expected a positive whole number"),
+        (
+            ["convert", "a", "b", "--chunks", "a,b"],
+            "argument --chunks: expected a positive whole number",
+        ),
         (["convert", "a", "b", "--levels", "0"], "argument --levels: expected 'auto'"),
-        (["convert", "a", "b", "--compression", "zstd:x"], "argument --compression: the level in 'zstd:x'"),
+        (
+            ["convert", "a", "b", "--compression", "zstd:x"],
+            "argument --compression: the level in 'zstd:x'",
+        ),
         (["convert", "a", "b", "--scheduler", "nowhere"], "argument --scheduler: expected threads"),
-        (["convert", "a", "b", "--boundary", "wrap"], "argument --boundary: invalid choice: 'wrap'"),
+        (
+            ["convert", "a", "b", "--boundary", "wrap"],
+            "argument --boundary: invalid choice: 'wrap'",
+        ),
         (["tree"], "the following arguments are required: path"),
         (["nonsense"], "argument command: invalid choice: 'nonsense'"),
     ],
@@ -71,7 +80,13 @@ def test_usage_errors_are_one_line_exit_2(args, culprit, capsys):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "napari_n5zarr.cli", *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "napari_n5zarr.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_verbose_shows_debug_log_on_stderr(tmp_path):
@@ -83,7 +98,9 @@ def test_verbose_shows_debug_log_on_stderr(tmp_path):
     assert "would write s0/zarr.json" in loud.stdout  # the report is the same
     assert quiet.stderr == ""
     assert "DEBUG napari_n5zarr.write.convert.zarr_metadata: adding zarr.json under" in loud.stderr
-    assert "DEBUG napari_n5zarr.write.convert.zarr_metadata: would write s0/zarr.json" in loud.stderr
+    assert (
+        "DEBUG napari_n5zarr.write.convert.zarr_metadata: would write s0/zarr.json" in loud.stderr
+    )
 
 
 def _noisy_command(args: argparse.Namespace) -> int:
@@ -96,8 +113,20 @@ def _noisy_command(args: argparse.Namespace) -> int:
 @pytest.mark.parametrize(
     ("flags", "shown", "hidden"),
     [
-        ([], ["WARNING napari_n5zarr.some.module: a logged warning", "a logged error", "a python warning"], []),
-        (["-q"], ["ERROR napari_n5zarr.some.module: a logged error"], ["a logged warning", "a python warning"]),
+        (
+            [],
+            [
+                "WARNING napari_n5zarr.some.module: a logged warning",
+                "a logged error",
+                "a python warning",
+            ],
+            [],
+        ),
+        (
+            ["-q"],
+            ["ERROR napari_n5zarr.some.module: a logged error"],
+            ["a logged warning", "a python warning"],
+        ),
         (["-qq"], [], ["a logged warning", "a logged error", "a python warning"]),
     ],
 )
@@ -113,4 +142,8 @@ def test_quiet_silences_warnings(monkeypatch, capsys, tmp_path, flags, shown, hi
         assert text in err
     for text in hidden:
         assert text not in err
-    assert (package.level, list(package.handlers), package.propagate) == before  # restored after the command
+    assert (
+        package.level,
+        list(package.handlers),
+        package.propagate,
+    ) == before  # restored after the command

@@ -30,15 +30,21 @@ def test_convert_refuses_the_block_sizes_the_widget_refuses(source, tmp_path, ca
     assert code == ExitCode.USAGE, err
     [line] = err.strip().splitlines()
     small = min(int(c) for c in chunks.split(","))
-    assert line.startswith(f"n5zarr: error: --chunks: block size {small} is too small (at least {MIN_BLOCK}"), line
+    assert line.startswith(
+        f"n5zarr: error: --chunks: block size {small} is too small (at least {MIN_BLOCK}"
+    ), line
     assert not dest.exists()  # refused before anything was written
-    assert block_edge_problem(small) in check_block_size(10, 100, small)  # the widget's reason, the same words
+    assert block_edge_problem(small) in check_block_size(
+        10, 100, small
+    )  # the widget's reason, the same words
 
 
 def test_a_channel_axis_of_1_is_allowed(tmp_path, capsys):
     src = tmp_path / "c.n5"
     export(np.zeros((2, 16, 16), "uint8"), src, axis_labels=["c", "y", "x"], chunks=8, levels=1)
-    assert main(["convert", str(src), str(tmp_path / "out.n5"), "--chunks", "1,8,8"]) == 0, capsys.readouterr().err
+    assert main(["convert", str(src), str(tmp_path / "out.n5"), "--chunks", "1,8,8"]) == 0, (
+        capsys.readouterr().err
+    )
 
 
 def test_progress_bar_on_a_terminal_quiet_when_piped(source, tmp_path, capsys, monkeypatch):
@@ -66,7 +72,10 @@ def test_help_says_what_a_location_can_be(capsys):
                            ("add-zarr-metadata", ["path"])):  # fmt: skip
         text = help_text(command, capsys)
         for name in names:
-            assert re.search(rf"^  {name} +\S", text, re.M), (command, name)  # a help text beside the name
+            assert re.search(rf"^  {name} +\S", text, re.M), (
+                command,
+                name,
+            )  # a help text beside the name
         if command != "add-zarr-metadata":
             flat = " ".join(text.split())
             for form in (".zip", "BigDataViewer .xml", "s3://", "http://", "https://"):

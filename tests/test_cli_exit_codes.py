@@ -13,12 +13,23 @@ from faulty_http import FaultyServer, serve
 from napari_n5zarr import export
 from napari_n5zarr.cli import EXIT_CODES, ExitCode, main
 
-FAST = {"N5ZARR_RETRIES": "0", "N5ZARR_READ_TIMEOUT": "5", "N5ZARR_CONNECT_TIMEOUT": "5", "N5ZARR_RETRY_BACKOFF": "0.01"}
+FAST = {
+    "N5ZARR_RETRIES": "0",
+    "N5ZARR_READ_TIMEOUT": "5",
+    "N5ZARR_CONNECT_TIMEOUT": "5",
+    "N5ZARR_RETRY_BACKOFF": "0.01",
+}
 
 
 def commands(src: str, tmp) -> list[list[str]]:
     """Every command that reads ``src``."""
-    return [["tree", src], ["info", src], ["convert", src, str(tmp / "out.n5")], ["add-zarr-metadata", src], ["view", src]]
+    return [
+        ["tree", src],
+        ["info", src],
+        ["convert", src, str(tmp / "out.n5")],
+        ["add-zarr-metadata", src],
+        ["view", src],
+    ]
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -70,7 +81,10 @@ def test_a_server_that_is_down_is_unreachable_for_every_command(dead_port, fast,
         assert f"127.0.0.1:{dead_port}" in line, (argv, line)
         assert "ssl:default" not in line, (argv, line)
         assert "connection refused" in line, (argv, line)
-        assert not ("zarr.json" in line and "attributes.json" in line), (argv, line)  # one file named, not two
+        assert not ("zarr.json" in line and "attributes.json" in line), (
+            argv,
+            line,
+        )  # one file named, not two
         assert "Traceback" not in err
 
 
@@ -101,7 +115,9 @@ def test_invalid_metadata_is_invalid_data(tmp_path, capsys):
     bad = tmp_path / "bad.n5"
     bad.mkdir()
     (bad / "attributes.json").write_text("this is not JSON")
-    for argv in commands(str(bad), tmp_path):  # add-zarr-metadata too: the root's own document (issue 27)
+    for argv in commands(
+        str(bad), tmp_path
+    ):  # add-zarr-metadata too: the root's own document (issue 27)
         code, _, err = run(argv, capsys)
         [line] = fault_lines(err)
         assert code == ExitCode.INVALID_DATA == 5, (argv, err)
@@ -113,7 +129,10 @@ def test_bad_arguments_are_usage_errors(tmp_path, capsys):
     src = tmp_path / "a.n5"
     export(np.zeros((16, 16), "uint8"), src, chunks=8)
     export(np.zeros((16, 16), "uint8"), tmp_path / "exists.n5", chunks=8)
-    for argv in (["convert", str(src), str(tmp_path / "exists.n5")], ["convert", str(src), str(src / "inside.n5")]):
+    for argv in (
+        ["convert", str(src), str(tmp_path / "exists.n5")],
+        ["convert", str(src), str(src / "inside.n5")],
+    ):
         code, _, err = run(argv, capsys)
         assert code == ExitCode.USAGE == 2, (argv, err)
         assert len(err.strip().splitlines()) == 1

@@ -26,7 +26,12 @@ from napari_n5zarr import export
 from napari_n5zarr.cli import ExitCode
 
 COMMANDS = ("tree", "info", "convert", "add-zarr-metadata", "view")
-FAST = {"N5ZARR_RETRIES": "0", "N5ZARR_CONNECT_TIMEOUT": "5", "N5ZARR_READ_TIMEOUT": "5", "N5ZARR_RETRY_BACKOFF": "0.01"}
+FAST = {
+    "N5ZARR_RETRIES": "0",
+    "N5ZARR_CONNECT_TIMEOUT": "5",
+    "N5ZARR_READ_TIMEOUT": "5",
+    "N5ZARR_RETRY_BACKOFF": "0.01",
+}
 WAITING = "n5zarr: waiting for "
 """``tree`` names a slow request on stderr (a loaded machine): progress, not a fault."""
 
@@ -55,28 +60,75 @@ class Fault:
 
 
 FAULTS: dict[str, Fault] = {
-    "missing folder": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.n5"), lambda d, _: [str(d / "missing.n5")]),
-    "missing zip": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.zip"), lambda d, _: [str(d / "missing.zip")]),
-    "symlink loop": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "loop.n5"), lambda d, _: [str(d / "loop.n5")]),
-    "missing xml": Fault(ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.xml"), lambda d, _: [str(d / "missing.xml")]),
-    "not a zip": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "text.zip"), lambda d, _: [str(d / "text.zip"), "not a zip archive"]),
-    "truncated zip": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "cut.zip"), lambda d, _: [str(d / "cut.zip"), "truncated"]),
-    "corrupt JSON": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "bad.n5"),
-                          lambda d, _: [str(d / "bad.n5" / "attributes.json"), "not valid JSON"]),
-    "foreign xml": Fault(ExitCode.INVALID_DATA, lambda d, _: str(d / "other.xml"),
-                         lambda d, _: [str(d / "other.xml"), "not a BigDataViewer XML"]),
-    "unreachable URL": Fault(ExitCode.UNREACHABLE, lambda _, port: f"http://127.0.0.1:{port}/c.n5",
-                             lambda _, port: [f"http://127.0.0.1:{port}/c.n5", "connection refused"], env=FAST),
-    "unknown URL scheme": Fault(ExitCode.USAGE, lambda *_: "nosuch://bucket/c.n5", lambda *_: ["nosuch://bucket/c.n5"]),
-    "bad env variable": Fault(ExitCode.USAGE, lambda d, _: str(d / "good.n5"), lambda *_: ["N5ZARR_MAX_BLOCK_BYTES", "'lots'"],
-                              env={"N5ZARR_MAX_BLOCK_BYTES": "lots"}),
-    "bad usage": Fault(ExitCode.USAGE, lambda d, _: str(d / "good.n5"), lambda *_: ["--no-such-option"], extra=("--no-such-option",)),
-    "missing package": Fault(ExitCode.MISSING_PACKAGE, lambda *_: "s3://bucket/c.n5",
-                             lambda *_: ["s3://bucket/c.n5", "s3fs", "pip install 'napari-n5zarr[s3]'"], blocked=("s3fs",)),
+    "missing folder": Fault(
+        ExitCode.NOT_FOUND, lambda d, _: str(d / "missing.n5"), lambda d, _: [str(d / "missing.n5")]
+    ),
+    "missing zip": Fault(
+        ExitCode.NOT_FOUND,
+        lambda d, _: str(d / "missing.zip"),
+        lambda d, _: [str(d / "missing.zip")],
+    ),
+    "symlink loop": Fault(
+        ExitCode.NOT_FOUND, lambda d, _: str(d / "loop.n5"), lambda d, _: [str(d / "loop.n5")]
+    ),
+    "missing xml": Fault(
+        ExitCode.NOT_FOUND,
+        lambda d, _: str(d / "missing.xml"),
+        lambda d, _: [str(d / "missing.xml")],
+    ),
+    "not a zip": Fault(
+        ExitCode.INVALID_DATA,
+        lambda d, _: str(d / "text.zip"),
+        lambda d, _: [str(d / "text.zip"), "not a zip archive"],
+    ),
+    "truncated zip": Fault(
+        ExitCode.INVALID_DATA,
+        lambda d, _: str(d / "cut.zip"),
+        lambda d, _: [str(d / "cut.zip"), "truncated"],
+    ),
+    "corrupt JSON": Fault(
+        ExitCode.INVALID_DATA,
+        lambda d, _: str(d / "bad.n5"),
+        lambda d, _: [str(d / "bad.n5" / "attributes.json"), "not valid JSON"],
+    ),
+    "foreign xml": Fault(
+        ExitCode.INVALID_DATA,
+        lambda d, _: str(d / "other.xml"),
+        lambda d, _: [str(d / "other.xml"), "not a BigDataViewer XML"],
+    ),
+    "unreachable URL": Fault(
+        ExitCode.UNREACHABLE,
+        lambda _, port: f"http://127.0.0.1:{port}/c.n5",
+        lambda _, port: [f"http://127.0.0.1:{port}/c.n5", "connection refused"],
+        env=FAST,
+    ),
+    "unknown URL scheme": Fault(
+        ExitCode.USAGE, lambda *_: "nosuch://bucket/c.n5", lambda *_: ["nosuch://bucket/c.n5"]
+    ),
+    "bad env variable": Fault(
+        ExitCode.USAGE,
+        lambda d, _: str(d / "good.n5"),
+        lambda *_: ["N5ZARR_MAX_BLOCK_BYTES", "'lots'"],
+        env={"N5ZARR_MAX_BLOCK_BYTES": "lots"},
+    ),
+    "bad usage": Fault(
+        ExitCode.USAGE,
+        lambda d, _: str(d / "good.n5"),
+        lambda *_: ["--no-such-option"],
+        extra=("--no-such-option",),
+    ),
+    "missing package": Fault(
+        ExitCode.MISSING_PACKAGE,
+        lambda *_: "s3://bucket/c.n5",
+        lambda *_: ["s3://bucket/c.n5", "s3fs", "pip install 'napari-n5zarr[s3]'"],
+        blocked=("s3fs",),
+    ),
 }
 
 
-def cli(args: list[str], env: dict[str, str] | None = None, blocked: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def cli(
+    args: list[str], env: dict[str, str] | None = None, blocked: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """The CLI in a process of its own (``blocked`` modules hidden in it)."""
     prefix = ["-c", BLOCKED_RUN, ",".join(blocked)] if blocked else ["-m", "napari_n5zarr.cli"]
     return subprocess.run([sys.executable, *prefix, *args], capture_output=True, text=True, timeout=120,
@@ -85,7 +137,9 @@ def cli(args: list[str], env: dict[str, str] | None = None, blocked: tuple[str, 
 
 def fault_line(run: subprocess.CompletedProcess[str]) -> str:
     """The one line on stderr (fails unless there is exactly one, progress lines aside)."""
-    lines = [line for line in run.stderr.splitlines() if line.strip() and not line.startswith(WAITING)]
+    lines = [
+        line for line in run.stderr.splitlines() if line.strip() and not line.startswith(WAITING)
+    ]
     assert len(lines) == 1, f"expected one line on stderr, got {run.stderr!r}"
     return lines[0]
 
@@ -102,7 +156,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "text.zip").write_text("these are notes, not a zip archive\n")
     (d / "bad.n5").mkdir()
     (d / "bad.n5" / "attributes.json").write_text("this is not JSON")
-    (d / "other.xml").write_text('<?xml version="1.0"?><project><name>not BigDataViewer</name></project>')
+    (d / "other.xml").write_text(
+        '<?xml version="1.0"?><project><name>not BigDataViewer</name></project>'
+    )
     (d / "loop.n5").symlink_to("loop.n5")
     return d
 
@@ -116,7 +172,9 @@ def closed_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def table(data: Path, closed_port: int) -> Callable[[str], dict[str, subprocess.CompletedProcess[str]]]:
+def table(
+    data: Path, closed_port: int
+) -> Callable[[str], dict[str, subprocess.CompletedProcess[str]]]:
     """fault -> {command: finished process}: a row's five commands run at once, once."""
     rows: dict[str, dict[str, subprocess.CompletedProcess[str]]] = {}
 
@@ -158,11 +216,15 @@ def test_fault_table(table, data: Path, closed_port: int, fault: str, command: s
 # -- missing packages beyond a URL's backend -----------------------------------------------
 
 
-def test_convert_to_a_scheduler_without_distributed_is_a_missing_package(data: Path, closed_port: int) -> None:
+def test_convert_to_a_scheduler_without_distributed_is_a_missing_package(
+    data: Path, closed_port: int
+) -> None:
     run = cli(["convert", str(data / "good.n5"), str(data / "out-sched.n5"), "--scheduler", f"tcp://127.0.0.1:{closed_port}"],
               blocked=("distributed",))  # fmt: skip
     line = fault_line(run)
-    assert run.returncode == ExitCode.MISSING_PACKAGE, line  # was 5 (a ValueError): invalid data it is not
+    assert run.returncode == ExitCode.MISSING_PACKAGE, (
+        line
+    )  # was 5 (a ValueError): invalid data it is not
     assert f"--scheduler tcp://127.0.0.1:{closed_port}" in line, line
     assert "pip install 'napari-n5zarr[distributed]'" in line, line
     assert not (data / "out-sched.n5").exists()
@@ -192,7 +254,9 @@ BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 def bdv_xml(tmp_path: Path) -> Path:
     root = tmp_path / "c.n5"
     export(np.ones((8, 8, 8), "uint16"), root, path="setup0/timepoint0", levels=1, zarr_json=False)
-    (root / "setup0" / "attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"}))
+    (root / "setup0" / "attributes.json").write_text(
+        json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"})
+    )
     xml = tmp_path / "dataset.xml"
     xml.write_text(BDV_XML)
     return xml
@@ -207,11 +271,15 @@ def test_a_bigdataviewer_xml_is_a_path_for_every_command(bdv_xml: Path, tmp_path
     assert ms["units"] == ["nm"] * 3
     convert = cli(["convert", str(bdv_xml), str(tmp_path / "out.n5")])
     assert convert.returncode == 0, convert.stderr
-    assert json.loads((tmp_path / "out.n5" / "s0" / "attributes.json").read_text())["dimensions"] == [8, 8, 8]
+    assert json.loads((tmp_path / "out.n5" / "s0" / "attributes.json").read_text())[
+        "dimensions"
+    ] == [8, 8, 8]
     add = cli(["add-zarr-metadata", str(bdv_xml)])
     assert add.returncode == 0, add.stderr
     assert (tmp_path / "c.n5" / "setup0" / "timepoint0" / "s0" / "zarr.json").is_file()
-    refused = cli(["convert", str(bdv_xml), str(tmp_path / "c.n5" / "inside.n5")])  # into its own N5 folder
+    refused = cli(
+        ["convert", str(bdv_xml), str(tmp_path / "c.n5" / "inside.n5")]
+    )  # into its own N5 folder
     assert refused.returncode == ExitCode.USAGE, refused.stderr
     assert "overlap" in fault_line(refused)
 
@@ -244,7 +312,9 @@ def test_a_zip_that_is_no_archive_is_not_written_into(data: Path, tmp_path: Path
 
 @pytest.mark.parametrize("dest", ["notes.txt", "notes.txt/out.n5", "notes.txt/a/out.n5", "notes.txt/out.zip", "text.zip",
                                   "loop.n5", "loop.n5/out.n5", "dangling.n5"])  # fmt: skip
-def test_a_dest_with_a_file_in_the_way_is_refused_naming_it(data: Path, tmp_path: Path, dest: str) -> None:
+def test_a_dest_with_a_file_in_the_way_is_refused_naming_it(
+    data: Path, tmp_path: Path, dest: str
+) -> None:
     """It was "[Errno 17] File exists: 'notes.txt'", "cannot lock ... (File exists)", or
     exit 7 "RuntimeError: Symlink loop" for a link to itself."""
     (tmp_path / "notes.txt").write_text("notes")
@@ -261,7 +331,9 @@ def test_a_dest_with_a_file_in_the_way_is_refused_naming_it(data: Path, tmp_path
     assert (tmp_path / "notes.txt").read_text() == "notes"
 
 
-def test_add_zarr_metadata_names_a_first_block_that_is_no_n5_block(data: Path, tmp_path: Path) -> None:
+def test_add_zarr_metadata_names_a_first_block_that_is_no_n5_block(
+    data: Path, tmp_path: Path
+) -> None:
     """It exited 5 with "unknown block mode 26465 (...)", naming no block; the dataset is
     now skipped and listed (exit 1), the rest written."""
     root = tmp_path / "c.n5"

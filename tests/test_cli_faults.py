@@ -62,7 +62,12 @@ def test_add_zarr_metadata_refuses_bad_attributes_and_goes_on(tmp_path):
 # -- remote faults: tree and info over HTTP ---------------------------------------------
 
 
-FAST = {"N5ZARR_RETRIES": "0", "N5ZARR_READ_TIMEOUT": "2", "N5ZARR_CONNECT_TIMEOUT": "2", "N5ZARR_RETRY_BACKOFF": "0.01"}
+FAST = {
+    "N5ZARR_RETRIES": "0",
+    "N5ZARR_READ_TIMEOUT": "2",
+    "N5ZARR_CONNECT_TIMEOUT": "2",
+    "N5ZARR_RETRY_BACKOFF": "0.01",
+}
 
 
 @pytest.fixture
@@ -82,7 +87,9 @@ def test_tree_reports_a_failing_child_in_place(served):
     run = run_cli("tree", url, env=FAST)
     assert_no_traceback(run)
     assert run.returncode == 1, (run.stdout, run.stderr)  # 1: something unreadable, listed
-    names = [line.lstrip("│├└─ ").split()[0] if line.strip() else "" for line in run.stdout.splitlines()]
+    names = [
+        line.lstrip("│├└─ ").split()[0] if line.strip() else "" for line in run.stdout.splitlines()
+    ]
     lines = run.stdout.splitlines()
     a, b, c = names.index("a/"), names.index("b"), names.index("c/")
     assert a < b < c  # b reported in its place among its siblings
@@ -100,7 +107,10 @@ def test_info_on_a_failing_root_is_one_line(served):
     server.faults["/c.n5/zarr.json"] = "500"
     run = run_cli("info", url, env=FAST)
     assert_no_traceback(run)
-    assert run.returncode == 4, (run.stdout, run.stderr)  # 4: unreachable (a server error), one line on stderr
+    assert run.returncode == 4, (
+        run.stdout,
+        run.stderr,
+    )  # 4: unreachable (a server error), one line on stderr
     [line] = run.stderr.strip().splitlines()
     assert url in line
     assert "500" in line

@@ -20,8 +20,16 @@ def n5_viewer_pyramid(root: Path) -> Path:
     """An N5 Viewer pyramid as tensorstore writes it: ``pixelResolution`` on the group only,
     each level ``sN`` with its ``downsamplingFactors`` and nothing else (4 x 1 x 1 um, zyx)."""
     dest = root / "PYR.n5"
-    export(np.arange(16 * 32 * 32, dtype="uint16").reshape(16, 32, 32), dest, chunks=8, levels=3, zarr_json=False)
-    (dest / "attributes.json").write_text(json.dumps({"n5": "4.0.0", "pixelResolution": {"unit": "um", "dimensions": [1, 1, 4]}}))
+    export(
+        np.arange(16 * 32 * 32, dtype="uint16").reshape(16, 32, 32),
+        dest,
+        chunks=8,
+        levels=3,
+        zarr_json=False,
+    )
+    (dest / "attributes.json").write_text(
+        json.dumps({"n5": "4.0.0", "pixelResolution": {"unit": "um", "dimensions": [1, 1, 4]}})
+    )
     for k in range(3):
         path = dest / f"s{k}" / "attributes.json"
         doc = json.loads(path.read_text())
@@ -54,13 +62,17 @@ def test_info_of_a_level_gives_the_voxel_size_tree_gives(where, capsys):
 
     assert main(["info", f"{where}/s1"]) == 0
     out = capsys.readouterr().out
-    assert "  voxel       8 × 2 × 2 µm" in out, out  # physical, from the pyramid's metadata; not "2 × 2 × 2 px"
+    assert "  voxel       8 × 2 × 2 µm" in out, (
+        out
+    )  # physical, from the pyramid's metadata; not "2 × 2 × 2 px"
     assert "scale      x=2 y=2 z=8" in out  # the pyramid section agrees
     assert "px" not in out
 
     assert main(["info", "--json", f"{where}/s1"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["scale"] == [8.0, 2.0, 2.0] and doc["units"] == ["micrometer"] * 3) or doc["units"] == ["um"] * 3
+    assert (doc["scale"] == [8.0, 2.0, 2.0] and doc["units"] == ["micrometer"] * 3) or doc[
+        "units"
+    ] == ["um"] * 3
 
 
 def test_info_fields_are_apart_from_their_values(calibrated_pyramid, capsys):

@@ -38,7 +38,9 @@ def rgb_image(channels: int, shape=(300, 400)) -> np.ndarray:
 def test_rgb_layer_round_trips(tmp_path, channels, units):
     napari = pytest.importorskip("napari")
     image = rgb_image(channels)
-    layer = napari.layers.Image(image, rgb=True, scale=(2.0, 3.0), translate=(10.0, 20.0), units=units, name="photo")
+    layer = napari.layers.Image(
+        image, rgb=True, scale=(2.0, 3.0), translate=(10.0, 20.0), units=units, name="photo"
+    )
     data, meta, _ = layer.as_layer_data_tuple()
     dest = tmp_path / "photo.n5"
     writer.write_image(str(dest), data, meta)
@@ -53,7 +55,9 @@ def test_rgb_layer_round_trips(tmp_path, channels, units):
     for level in levels(back):
         assert level.shape[-1] == channels  # the colour axis is never downsampled
     np.testing.assert_array_equal(np.asarray(levels(back)[0]), image)
-    napari.layers.Image(data2, **{k: v for k, v in kw.items() if k != "metadata"})  # napari accepts it
+    napari.layers.Image(
+        data2, **{k: v for k, v in kw.items() if k != "metadata"}
+    )  # napari accepts it
 
 
 @pytest.mark.parametrize("calibrated", [False, True])
@@ -111,7 +115,9 @@ def test_convert_never_downsamples_colour(tmp_path):
     """An uncalibrated C-order RGB dataset (what a tool without metadata writes)."""
     image = rgb_image(3, shape=(256, 320))
     root = napari_n5zarr.open(tmp_path / "astronaut.n5", mode="w")
-    napari_n5zarr.create_dataset(root, "rgb", shape=image.T.shape, dtype="uint8", chunks=(3, 64, 64))[...] = image.T
+    napari_n5zarr.create_dataset(
+        root, "rgb", shape=image.T.shape, dtype="uint8", chunks=(3, 64, 64)
+    )[...] = image.T
     dest = tmp_path / "out.n5"
     run = subprocess.run(
         [sys.executable, "-m", "napari_n5zarr.cli", "convert", str(tmp_path / "astronaut.n5"), str(dest), "--levels", "auto", "--chunks", "32"],

@@ -15,7 +15,9 @@ import zarr
 CONFTEST = Path(__file__).with_name("conftest.py")
 
 
-def _pytest(folder: Path, tests: str, *args: str, block: str | None = None) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    folder: Path, tests: str, *args: str, block: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """pytest in its own process, headless (no display, no Xvfb), on ``tests`` written into
     ``folder`` beside a copy of this conftest; ``block`` makes that module unimportable
     there, as if it were not installed."""
@@ -26,7 +28,14 @@ def _pytest(folder: Path, tests: str, *args: str, block: str | None = None) -> s
         code += f"sys.modules[{block!r}] = None\n"
     code += f"sys.exit(pytest.main({['-p', 'no:cacheprovider', '-p', 'no:xvfb', '-q', '-rs', *args]!r}))"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "DISPLAY": ""}
-    return subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_viewer_tests_are_marked_napari(tmp_path: Path) -> None:

@@ -81,15 +81,20 @@ def test_an_existing_node_is_node_exists_and_file_exists(tmp_path: Path) -> None
 
 def test_create_dataset_refuses_what_n5_cannot_store_naming_it(tmp_path: Path) -> None:
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    with pytest.raises(errors.N5MetadataError, match=r"^raw: N5 dataType 'complex64' is not supported"):
+    with pytest.raises(
+        errors.N5MetadataError, match=r"^raw: N5 dataType 'complex64' is not supported"
+    ):
         create_dataset(root, "raw", shape=(4,), dtype="complex64", chunks=(4,))
     with pytest.raises(errors.N5MetadataError, match=r"^raw: .*\['dataType'\] are reserved"):
-        create_dataset(root, "raw", shape=(4,), dtype="uint8", chunks=(4,), attributes={"dataType": "x"})
+        create_dataset(
+            root, "raw", shape=(4,), dtype="uint8", chunks=(4,), attributes={"dataType": "x"}
+        )
     assert not (tmp_path / "c.n5" / "raw").exists()
-    arr = create_dataset(root, "raw", shape=(5, 3), dtype="uint16", chunks=(2, 2), compression={"type": "gzip"})
+    arr = create_dataset(
+        root, "raw", shape=(5, 3), dtype="uint16", chunks=(2, 2), compression={"type": "gzip"}
+    )
     assert isinstance(arr, zarr.Array)
     assert arr.shape == (5, 3)
-
 
 
 def test_export_onto_a_node_is_node_exists_and_file_exists(tmp_path: Path) -> None:
@@ -132,7 +137,13 @@ _INTERNAL: set[str] = set()  # none today (read/local.py's NeedsZarr went with t
 
 
 def _is_exception_base(base: ast.expr) -> bool:
-    name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+    name = (
+        base.id
+        if isinstance(base, ast.Name)
+        else base.attr
+        if isinstance(base, ast.Attribute)
+        else ""
+    )
     builtin = getattr(builtins, name, None)
     return (isinstance(builtin, type) and issubclass(builtin, BaseException)) or name.endswith(
         ("Error", "Exception", "Warning", "Exceeded", "Cancelled")
@@ -152,5 +163,9 @@ def test_every_public_error_is_defined_in_errors_py() -> None:
                     and f"{where}:{node.name}" not in _INTERNAL):  # fmt: skip
                 elsewhere.append(f"{where}:{node.name}")
     assert elsewhere == []
-    public = {name for name, value in vars(errors).items() if isinstance(value, type) and issubclass(value, BaseException)}
+    public = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
     assert public <= set(errors.__all__)

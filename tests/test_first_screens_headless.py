@@ -16,12 +16,24 @@ import napari_n5zarr
 from napari_n5zarr._napari import preferences
 from napari_n5zarr.read.tree import open_tree
 
-SRC = Path(napari_n5zarr.__file__).resolve().parents[1]  # the package under test, in the subprocesses too
+SRC = (
+    Path(napari_n5zarr.__file__).resolve().parents[1]
+)  # the package under test, in the subprocesses too
 
 
 def _run(code: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 def test_view_on_a_folder_without_n5_is_one_line_exit_3_before_napari(tmp_path: Path) -> None:
@@ -36,14 +48,19 @@ def test_view_on_a_folder_without_n5_is_one_line_exit_3_before_napari(tmp_path: 
         code = main(["view", {str(folder)!r}, "--screenshot", {str(shot)!r}])
         print(code, "napari" in sys.modules)
     """)
-    assert done.stdout.split() == ["3", "False"], (done.stdout, done.stderr)  # not found; napari never imported
+    assert done.stdout.split() == ["3", "False"], (
+        done.stdout,
+        done.stderr,
+    )  # not found; napari never imported
     assert done.stderr.strip().splitlines() == [f"n5zarr: error: no N5 or Zarr v3 data in {folder}"]
     assert not shot.exists()
 
 
 def _export(path: Path) -> Path:
     data = np.arange(16 * 32 * 32, dtype="uint16").reshape(16, 32, 32)
-    napari_n5zarr.export(data, path, scale=(2.0, 0.5, 0.5), units="micrometer", axis_labels=("z", "y", "x"), levels=2)
+    napari_n5zarr.export(
+        data, path, scale=(2.0, 0.5, 0.5), units="micrometer", axis_labels=("z", "y", "x"), levels=2
+    )
     return path
 
 
@@ -57,7 +74,9 @@ def test_the_plugins_own_export_is_labelled_n5_viewer(tmp_path: Path) -> None:
         main(["tree", {str(path)!r}]); main(["info", {str(path)!r}])
     """)
     assert done.stdout.splitlines()[0].startswith(f"{path}/  [N5 Viewer, 2 levels]"), done.stdout
-    assert "/: image uint16, 2 level(s), convention N5 Viewer" in done.stdout.splitlines(), done.stdout
+    assert "/: image uint16, 2 level(s), convention N5 Viewer" in done.stdout.splitlines(), (
+        done.stdout
+    )
     assert "neuroglancer" not in done.stdout
 
 
@@ -67,7 +86,9 @@ def test_suggested_export_name_never_doubles_a_suffix() -> None:
     assert suggested_name("vol.n5") == "vol.n5"
     assert suggested_name("vol.N5") == "vol.n5"
     assert suggested_name("scan.n5.zip") == "scan.n5"
-    assert suggested_name("em/raw") == "raw.n5"  # a layer of a nested group: no folders made on the way
+    assert (
+        suggested_name("em/raw") == "raw.n5"
+    )  # a layer of a nested group: no folders made on the way
     assert suggested_name("blobs") == "blobs.n5"
     assert suggested_name(".n5") == "layer.n5"
     taken = {"vol.n5", "vol-copy.n5"}  # e.g. the folder the layer was read from

@@ -18,7 +18,11 @@ def long_functions(source: str, most: int = MOST_LINES) -> list[tuple[str, int]]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             lines = (node.end_lineno or node.lineno) - node.lineno + 1
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 lines -= (first.end_lineno or first.lineno) - first.lineno + 1
             if lines > most:
                 found.append((node.name, lines))

@@ -60,11 +60,15 @@ def graph_size(level) -> int:
         ((100000, 100000, 20000), (64, 64, 64), "uint8"),  # N5 order: x, y, z
     ],
 )
-def test_huge_sparse_dataset_opens_with_metadata_and_a_bounded_sample(tmp_path, count_reads, shape, blocks, dtype):
+def test_huge_sparse_dataset_opens_with_metadata_and_a_bounded_sample(
+    tmp_path, count_reads, shape, blocks, dtype
+):
     root = napari_n5zarr.open(tmp_path / "h.n5", mode="w")
     array = napari_n5zarr.create_dataset(root, "big", shape=shape, dtype=dtype, chunks=blocks)
     centre = tuple(s // 2 for s in shape)  # 4 x 4 pixels of data at the centre
-    array[tuple(slice(c, c + 4) for c in centre[:2]) + tuple(slice(c, c + 1) for c in centre[2:])] = 7
+    array[
+        tuple(slice(c, c + 4) for c in centre[:2]) + tuple(slice(c, c + 1) for c in centre[2:])
+    ] = 7
     count_reads.clear()
     (layer,) = read_path(tmp_path / "h.n5" / "big", notify=pytest.fail)
     data, kwargs, _ = layer
@@ -73,7 +77,10 @@ def test_huge_sparse_dataset_opens_with_metadata_and_a_bounded_sample(tmp_path, 
     assert len(data_reads(count_reads)) <= lv.SAMPLE_BLOCKS  # the contrast sample only
     assert all(graph_size(level) <= lv.MAX_TASKS for level in levels)
     assert max(levels[-1].shape[-2:]) <= lv.PREVIEW_EDGE  # napari can show the coarsest whole
-    assert kwargs["contrast_limits"] in ((0.0, 1.0), (0.0, 7.0))  # a sparse sample: fill value, maybe the data
+    assert kwargs["contrast_limits"] in (
+        (0.0, 1.0),
+        (0.0, 7.0),
+    )  # a sparse sample: fill value, maybe the data
     # a tile at the centre reads the blocks it shows, and holds the data
     count_reads.clear()
     c = tuple(s // 2 for s in shape[::-1])
@@ -87,11 +94,16 @@ def test_ordinary_levels_have_dask_views_with_whole_blocks(tmp_path):
     import dask.array as da
 
     root = napari_n5zarr.open(tmp_path / "n.n5", mode="w")
-    napari_n5zarr.create_dataset(root, "a", shape=(1000, 800, 60), dtype="uint16", chunks=(64, 64, 16))
+    napari_n5zarr.create_dataset(
+        root, "a", shape=(1000, 800, 60), dtype="uint16", chunks=(64, 64, 16)
+    )
     (layer,) = read_path(tmp_path / "n.n5" / "a", notify=pytest.fail)
     view = layer[0].to_dask()  # napari gets the reader; dask users its dask view
     assert isinstance(view, da.Array)
-    assert all(c % b == 0 or c == s for c, b, s in zip(view.chunksize, (16, 64, 64), (60, 800, 1000), strict=True))
+    assert all(
+        c % b == 0 or c == s
+        for c, b, s in zip(view.chunksize, (16, 64, 64), (60, 800, 1000), strict=True)
+    )
 
 
 def test_thousands_of_datasets_open_nothing_and_say_so(tmp_path, count_reads):
@@ -135,7 +147,9 @@ def test_dropping_thousands_of_datasets_opens_the_browser(make_napari_viewer, tm
 def _corrupt(tmp_path) -> tuple[Path, np.ndarray]:
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
     data = (np.arange(64 * 64).reshape(64, 64) % 200 + 20).astype("uint8")  # napari order y, x
-    napari_n5zarr.create_dataset(root, "img", shape=(64, 64), dtype="uint8", chunks=(32, 32), compression={"type": "gzip"})[...] = data.T
+    napari_n5zarr.create_dataset(
+        root, "img", shape=(64, 64), dtype="uint8", chunks=(32, 32), compression={"type": "gzip"}
+    )[...] = data.T
     block = tmp_path / "c.n5" / "img" / "1" / "0"  # N5 block x=1, y=0: napari [0:32, 32:64]
     raw = block.read_bytes()
     block.write_bytes(raw[:16] + b"\x00garbage, not gzip" * 4)
@@ -156,7 +170,9 @@ def test_corrupt_block_reads_as_fill_value_with_one_notice(tmp_path):
 
 
 @pytest.mark.napari
-def test_corrupt_block_in_first_slice_leaves_a_drawn_layer(make_napari_viewer, tmp_path, monkeypatch):
+def test_corrupt_block_in_first_slice_leaves_a_drawn_layer(
+    make_napari_viewer, tmp_path, monkeypatch
+):
     path, _data = _corrupt(tmp_path)
     notes = []
     monkeypatch.setattr(reader, "_notify", lambda level, msg: notes.append(msg))
@@ -172,7 +188,14 @@ def test_corrupt_block_in_first_slice_leaves_a_drawn_layer(make_napari_viewer, t
 @pytest.mark.napari
 def test_huge_single_level_is_shown_through_preview_levels(make_napari_viewer, tmp_path):
     root = napari_n5zarr.open(tmp_path / "h.n5", mode="w")
-    array = napari_n5zarr.create_dataset(root, "big", shape=(100000, 100000), dtype="uint8", chunks=(1024, 1024), compression={"type": "gzip"})
+    array = napari_n5zarr.create_dataset(
+        root,
+        "big",
+        shape=(100000, 100000),
+        dtype="uint8",
+        chunks=(1024, 1024),
+        compression={"type": "gzip"},
+    )
     array[45056:55296, 45056:55296] = 200  # a bright square in the middle (N5 order x, y)
     viewer = make_napari_viewer(show=True)
     viewer.open(str(tmp_path / "h.n5" / "big"), plugin="napari-n5zarr")

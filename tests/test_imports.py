@@ -104,9 +104,16 @@ KNOWN_CYCLES: list[set[str]] = []  # none: keep it so
 
 def test_the_package_has_no_import_cycle():
     graph = import_graph(_modules())
-    assert graph["napari_n5zarr.access"], "the graph must see imports (else this test proves nothing)"
+    assert graph["napari_n5zarr.access"], (
+        "the graph must see imports (else this test proves nothing)"
+    )
     found = [c for c in cycles(graph) if set(c) not in KNOWN_CYCLES]
-    detail = [" <-> ".join(c) + ": " + "; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c) for c in found]
+    detail = [
+        " <-> ".join(c)
+        + ": "
+        + "; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c)
+        for c in found
+    ]
     assert not found, "import cycles:\n" + "\n".join(detail)
 
 
@@ -175,9 +182,16 @@ def test_lazy_and_type_checking_imports_count(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("def f():\n    from p import b\n")
-    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p.a import f\nfrom . import c\n")
+    (pkg / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p.a import f\nfrom . import c\n"
+    )
     (pkg / "c.py").write_text("")
-    modules = {"p": pkg / "__init__.py", "p.a": pkg / "a.py", "p.b": pkg / "b.py", "p.c": pkg / "c.py"}
+    modules = {
+        "p": pkg / "__init__.py",
+        "p.a": pkg / "a.py",
+        "p.b": pkg / "b.py",
+        "p.c": pkg / "c.py",
+    }
     graph = import_graph(modules)
     assert graph == {"p": set(), "p.a": {"p.b"}, "p.b": {"p.a", "p.c"}, "p.c": set()}
     assert cycles(graph) == [["p.a", "p.b"]]
@@ -187,7 +201,15 @@ def test_lazy_and_type_checking_imports_count(tmp_path):
 
 SEAM = f"{PACKAGE}.zarr_internals"
 ZARR_PRIVATE_ATTRIBUTES = frozenset(
-    {"_async_group", "_async_array", "_codec_registries", "_normalize_byte_range_index", "_zf", "_zipfile", "_sync_open"}
+    {
+        "_async_group",
+        "_async_array",
+        "_codec_registries",
+        "_normalize_byte_range_index",
+        "_zf",
+        "_zipfile",
+        "_sync_open",
+    }
 )
 """Private attributes of zarr's concrete classes and modules the project has needed: only the
 seam reads them. (The ``zarr.abc`` hooks a subclass implements, ``_get_many``, ``_store``,
@@ -196,22 +218,40 @@ seam reads them. (The ``zarr.abc`` hooks a subclass implements, ``_get_many``, `
 
 def _internal_zarr_module(name: str) -> bool:
     parts = name.split(".")
-    return parts[0] == "zarr" and len(parts) > 1 and (parts[1] == "core" or any(p.startswith("_") for p in parts[1:]))
+    return (
+        parts[0] == "zarr"
+        and len(parts) > 1
+        and (parts[1] == "core" or any(p.startswith("_") for p in parts[1:]))
+    )
 
 
 def zarr_internals_used(source: str) -> list[str]:
     """Each use of zarr's internals in ``source``: ``line: what``."""
     found = []
     tree = ast.parse(source)
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}  # report a.b.c once
+    inner = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }  # report a.b.c once
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [f"{node.lineno}: import {a.name}" for a in node.names if _internal_zarr_module(a.name)]
-        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "zarr":
+            found += [
+                f"{node.lineno}: import {a.name}"
+                for a in node.names
+                if _internal_zarr_module(a.name)
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").split(".")[0] == "zarr"
+        ):
             module = node.module or ""
             if _internal_zarr_module(module):
                 found.append(f"{node.lineno}: from {module} import ...")
-            found += [f"{node.lineno}: from {module} import {a.name}" for a in node.names if a.name.startswith("_")]
+            found += [
+                f"{node.lineno}: from {module} import {a.name}"
+                for a in node.names
+                if a.name.startswith("_")
+            ]
         elif isinstance(node, ast.Attribute) and id(node) not in inner:
             chain = [node.attr]
             value: ast.expr = node.value
@@ -219,16 +259,24 @@ def zarr_internals_used(source: str) -> list[str]:
                 chain.append(value.attr)
                 value = value.value
             dotted = ".".join(reversed(chain))
-            if isinstance(value, ast.Name) and value.id == "zarr" and _internal_zarr_module(f"zarr.{dotted}"):
+            if (
+                isinstance(value, ast.Name)
+                and value.id == "zarr"
+                and _internal_zarr_module(f"zarr.{dotted}")
+            ):
                 found.append(f"{node.lineno}: zarr.{dotted}")
-            found += [f"{node.lineno}: .{a}" for a in reversed(chain) if a in ZARR_PRIVATE_ATTRIBUTES]
+            found += [
+                f"{node.lineno}: .{a}" for a in reversed(chain) if a in ZARR_PRIVATE_ATTRIBUTES
+            ]
     return sorted(set(found), key=lambda s: (int(s.split(":")[0]), s))
 
 
 def test_only_the_seam_uses_zarr_internals():
     modules = _modules()
     assert SEAM in modules
-    assert zarr_internals_used(modules[SEAM].read_text(encoding="utf-8")), "the seam must be seen using them"
+    assert zarr_internals_used(modules[SEAM].read_text(encoding="utf-8")), (
+        "the seam must be seen using them"
+    )
     used = {
         name: hits
         for name, path in modules.items()

@@ -33,7 +33,16 @@ LIBRARIES = {
     "zstandard": "zstd",
     "bz2": "bzip2",
 }
-NEVER = ("napari_n5zarr.write", "napari_n5zarr.cli", "qtpy", "PyQt5", "PyQt6", "PySide6", "magicgui", "tensorstore")
+NEVER = (
+    "napari_n5zarr.write",
+    "napari_n5zarr.cli",
+    "qtpy",
+    "PyQt5",
+    "PyQt6",
+    "PySide6",
+    "magicgui",
+    "tensorstore",
+)
 
 CHILD = r"""
 import json, sys
@@ -76,8 +85,11 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
 
 
 def imported(how: str, path: Path, tmp_path: Path) -> tuple[set[str], set[str]]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-           "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        "NAPARI_CONFIG": str(tmp_path / "napari.yaml"),
+    }
     command = [sys.executable, "-c", CHILD, how, str(path)]
     out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -96,9 +108,15 @@ def test_reading_imports_only_the_library_it_uses(datasets, tmp_path, how: str, 
         if needed_by != name:
             assert module not in ours, f"reading {name} imported {module}"
     for prefix in NEVER:
-        assert not any(m == prefix or m.startswith(prefix + ".") for m in ours), f"reading imported {prefix}"
-    assert "napari_n5zarr.n5.block_format" in after  # the read really went through the block decoder...
-    assert "napari_n5zarr.n5.codec" in after  # ...through the store chain and the codec (one reader)
+        assert not any(m == prefix or m.startswith(prefix + ".") for m in ours), (
+            f"reading imported {prefix}"
+        )
+    assert (
+        "napari_n5zarr.n5.block_format" in after
+    )  # the read really went through the block decoder...
+    assert (
+        "napari_n5zarr.n5.codec" in after
+    )  # ...through the store chain and the codec (one reader)
 
 
 PYRAMID_CHILD = r"""
@@ -122,19 +140,40 @@ def test_napari_open_path_imports_no_dask_array_nor_distributed(tmp_path: Path) 
     data = (np.arange(20 * 24 * 28) % 251).astype("uint16").reshape(20, 24, 28)  # z, y, x
     for k in range(3):
         level = data[:: 2**k, :: 2**k, :: 2**k]
-        napari_n5zarr.create_dataset(root, f"s{k}", shape=level.T.shape, dtype="uint16", chunks=(8, 8, 8),
-                                     compression={"type": "gzip"})
+        napari_n5zarr.create_dataset(
+            root,
+            f"s{k}",
+            shape=level.T.shape,
+            dtype="uint16",
+            chunks=(8, 8, 8),
+            compression={"type": "gzip"},
+        )
         napari_n5zarr.open(tmp_path / "p.n5" / f"s{k}", mode="r+")[...] = level.T
-        napari_n5zarr.open(tmp_path / "p.n5" / f"s{k}", mode="r+").attrs["downsamplingFactors"] = [2**k] * 3
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-           "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
-    out = subprocess.run([sys.executable, "-c", PYRAMID_CHILD, str(tmp_path / "p.n5")],
-                         capture_output=True, text=True, env=env, timeout=300)
+        napari_n5zarr.open(tmp_path / "p.n5" / f"s{k}", mode="r+").attrs["downsamplingFactors"] = [
+            2**k
+        ] * 3
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        "NAPARI_CONFIG": str(tmp_path / "napari.yaml"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PYRAMID_CHILD, str(tmp_path / "p.n5")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    np.testing.assert_array_equal(np.array(result["plane"], dtype="uint16"), data[5])  # the read was real
+    np.testing.assert_array_equal(
+        np.array(result["plane"], dtype="uint16"), data[5]
+    )  # the read was real
     coarsest = data[::4, ::4, ::4]
-    assert list(result["limits"]) == [float(coarsest.min()), float(coarsest.max())]  # from the coarsest level
+    assert list(result["limits"]) == [
+        float(coarsest.min()),
+        float(coarsest.max()),
+    ]  # from the coarsest level
     for module in ("dask.array", "distributed"):
         assert module not in result["modules"], f"the open path imported {module}"
 
@@ -145,7 +184,9 @@ def test_napari_open_of_a_local_pyramid_reads_through_the_n5_stores(tmp_path: Pa
     codec's block decoder (issue 20: no zarr-free second reader), and load no dask.array."""
     root = tmp_path / "p.n5"
     root.mkdir()
-    (root / "attributes.json").write_text(json.dumps({"n5": "4.0.0", "resolution": [1, 1, 2], "units": ["um"] * 3}))
+    (root / "attributes.json").write_text(
+        json.dumps({"n5": "4.0.0", "resolution": [1, 1, 2], "units": ["um"] * 3})
+    )
     data = (np.arange(20 * 24 * 28) % 251).astype("uint16").reshape(20, 24, 28)  # z, y, x
     for k in range(3):
         level = np.ascontiguousarray(data[:: 2**k, :: 2**k, :: 2**k].T)  # N5 order
@@ -154,13 +195,26 @@ def test_napari_open_of_a_local_pyramid_reads_through_the_n5_stores(tmp_path: Pa
                                            attributes={"downsamplingFactors": [2**k] * 3})  # fmt: skip
         arr[...] = level
         (root / f"s{k}" / "zarr.json").unlink()  # N5 only, as other writers leave it
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-           "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
-    out = subprocess.run([sys.executable, "-c", PYRAMID_CHILD, str(root)], capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+        "NAPARI_CONFIG": str(tmp_path / "napari.yaml"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", PYRAMID_CHILD, str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    np.testing.assert_array_equal(np.array(result["plane"], dtype="uint16"), data[5])  # the read was real
+    np.testing.assert_array_equal(
+        np.array(result["plane"], dtype="uint16"), data[5]
+    )  # the read was real
     assert "napari_n5zarr.n5.block_format" in result["modules"]
     assert "deflate" in result["modules"]  # decoded here
-    assert "napari_n5zarr.n5.stores" in result["modules"]  # metadata and blocks came through the N5 stores
+    assert (
+        "napari_n5zarr.n5.stores" in result["modules"]
+    )  # metadata and blocks came through the N5 stores
     assert "dask.array" not in result["modules"], "the open path imported dask.array"

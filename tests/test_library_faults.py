@@ -44,7 +44,10 @@ def good(tmp_path: Path) -> Path:
 
 def test_open_without_s3fs_says_what_to_install(no_s3fs: None) -> None:
     """It showed fsspec's "Install s3fs to access S3"; the CLI alone added the pip hint."""
-    with pytest.raises(MissingPackageError, match=r"^s3://bucket/c\.n5 needs s3fs, .*pip install 'napari-n5zarr\[s3\]'$") as e:
+    with pytest.raises(
+        MissingPackageError,
+        match=r"^s3://bucket/c\.n5 needs s3fs, .*pip install 'napari-n5zarr\[s3\]'$",
+    ) as e:
         napari_n5zarr.open("s3://bucket/c.n5")
     assert isinstance(e.value, ModuleNotFoundError)  # except ImportError still catches it
     assert e.value.name == "s3fs"
@@ -61,24 +64,36 @@ def test_the_reader_names_the_url_once(no_s3fs: None) -> None:
     assert "pip install 'napari-n5zarr[s3]'" in note
 
 
-def test_convert_on_a_scheduler_address_without_distributed(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_convert_on_a_scheduler_address_without_distributed(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from napari_n5zarr.write.convert.convert import convert
 
     monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(MissingPackageError, match=r"tcp://127\.0\.0\.1:9 needs distributed.*pip install 'napari-n5zarr\[distributed\]'"):
-        convert(good, tmp_path / "out.n5", scheduler="tcp://127.0.0.1:9")  # it was a ValueError: exit 5
+    with pytest.raises(
+        MissingPackageError,
+        match=r"tcp://127\.0\.0\.1:9 needs distributed.*pip install 'napari-n5zarr\[distributed\]'",
+    ):
+        convert(
+            good, tmp_path / "out.n5", scheduler="tcp://127.0.0.1:9"
+        )  # it was a ValueError: exit 5
     assert not (tmp_path / "out.n5").exists()
 
 
 def test_an_unknown_url_scheme_is_a_bad_argument_naming_the_url() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"^cannot open nosuch://b/c\.n5: no filesystem is known for nosuch:// URLs$"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"^cannot open nosuch://b/c\.n5: no filesystem is known for nosuch:// URLs$",
+    ):
         napari_n5zarr.open("nosuch://b/c.n5")  # it was fsspec's "Protocol not known: nosuch"
 
 
 # -- zips ------------------------------------------------------------------------------------
 
 
-def test_a_file_that_is_no_zip_archive_is_invalid_data_naming_it(good: Path, tmp_path: Path) -> None:
+def test_a_file_that_is_no_zip_archive_is_invalid_data_naming_it(
+    good: Path, tmp_path: Path
+) -> None:
     text = tmp_path / "notes.zip"
     text.write_text("notes, not a zip")
     shutil.make_archive(str(tmp_path / "whole"), "zip", good)
@@ -87,7 +102,9 @@ def test_a_file_that_is_no_zip_archive_is_invalid_data_naming_it(good: Path, tmp
     cut.write_bytes(raw[: len(raw) // 2])
     for path in (text, cut):
         for mode in ("r", "r+"):
-            with pytest.raises(N5FormatError, match=rf"^{path}: not a zip archive, or a truncated one"):
+            with pytest.raises(
+                N5FormatError, match=rf"^{path}: not a zip archive, or a truncated one"
+            ):
                 napari_n5zarr.open(path, mode=mode)  # it was zipfile.BadZipFile: exit 7
     assert text.read_text() == "notes, not a zip"  # r+ never appended an archive behind it
     assert cut.read_bytes() == raw[: len(raw) // 2]
@@ -99,7 +116,9 @@ def test_opening_a_missing_zip_for_update_creates_nothing(tmp_path: Path) -> Non
     with pytest.raises(NodeNotFoundError, match="no such zip file"):
         napari_n5zarr.open(tmp_path / "none.zip", mode="r+")
     with pytest.raises(NodeNotFoundError, match="no such zip file"):
-        add_zarr_metadata(tmp_path / "none.zip")  # it wrote an empty zip, then said "no attributes.json"
+        add_zarr_metadata(
+            tmp_path / "none.zip"
+        )  # it wrote an empty zip, then said "no attributes.json"
     assert not (tmp_path / "none.zip").exists()
     with pytest.raises(NodeNotFoundError, match=r"^no such N5/Zarr container: "):
         add_zarr_metadata(tmp_path / "none.n5")  # it said "not a directory"
@@ -109,9 +128,13 @@ def test_opening_a_missing_zip_for_update_creates_nothing(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("name", list(environment.VARIABLES))
-def test_every_variable_refuses_garbage_naming_itself(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_variable_refuses_garbage_naming_itself(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(name, "lots")
-    with pytest.raises(EnvironmentVariableError, match=rf"^environment variable {name} must be .*, got 'lots'$") as e:
+    with pytest.raises(
+        EnvironmentVariableError, match=rf"^environment variable {name} must be .*, got 'lots'$"
+    ) as e:
         environment.check_environment()
     assert exit_code(e.value) == ExitCode.USAGE
 
@@ -136,7 +159,9 @@ def test_values_variables_take(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name)
 
 
-def test_a_bad_block_cap_is_named_not_nothing_to_convert(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_block_cap_is_named_not_nothing_to_convert(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``convert`` said "no image or labels arrays to convert": the variable made every
     dataset "unreadable" and the cause was lost."""
     from napari_n5zarr.write.convert.convert import convert
@@ -151,8 +176,12 @@ def test_a_bad_block_cap_is_named_not_nothing_to_convert(good: Path, tmp_path: P
 # -- a container's own metadata ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("content", "reason"), [("{", "not valid JSON"), ("[1, 2]", "does not hold a JSON object")])
-def test_add_zarr_metadata_on_a_corrupt_root_raises_naming_it(tmp_path: Path, content: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "reason"), [("{", "not valid JSON"), ("[1, 2]", "does not hold a JSON object")]
+)
+def test_add_zarr_metadata_on_a_corrupt_root_raises_naming_it(
+    tmp_path: Path, content: str, reason: str
+) -> None:
     """It reported the root as "cannot express /" on stdout and exited 1, stderr empty."""
     from napari_n5zarr.write.convert.zarr_metadata import add_zarr_metadata
 
@@ -170,7 +199,9 @@ def test_node_info_of_a_bigdataviewer_xml(tmp_path: Path) -> None:
 
     root = tmp_path / "c.n5"
     export(np.ones((8, 8, 8), "uint16"), root, path="setup0/timepoint0", levels=1, zarr_json=False)
-    (root / "setup0" / "attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"}))
+    (root / "setup0" / "attributes.json").write_text(
+        json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"})
+    )
     xml = tmp_path / "dataset.xml"
     xml.write_text(
         '<SpimData version="0.2"><SequenceDescription><ImageLoader format="bdv.n5"><n5 type="relative">c.n5</n5>'

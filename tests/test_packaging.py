@@ -24,7 +24,9 @@ def test_the_version_is_spelled_once_in_the_package() -> None:
     assert "version" in meta["project"]["dynamic"]
     source = ROOT / meta["tool"]["hatch"]["version"]["path"]
     assert source.resolve() == Path(napari_n5zarr.__file__).resolve()
-    found = re.findall(r'^__version__ = "([^"]+)"$', source.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    found = re.findall(
+        r'^__version__ = "([^"]+)"$', source.read_text(encoding="utf-8"), flags=re.MULTILINE
+    )
     assert found == [napari_n5zarr.__version__]
 
 

@@ -46,7 +46,9 @@ def served():
             pass
 
     def serve(folder: Path) -> str:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NoListing, directory=str(folder)))
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(NoListing, directory=str(folder))
+        )
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
@@ -62,21 +64,37 @@ def served():
 def pyramid(tmp_path) -> Path:
     """c.n5/raw: N5 Viewer pyramid, resolution on the group only (s0, s1 inherit it)."""
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    raw = root.create_group("raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
+    raw = root.create_group(
+        "raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}
+    )
     for k in range(2):
-        data = np.arange(6 * 12 * 20 // 8**k, dtype="uint16").reshape(20 // 2**k, 12 // 2**k, 6 // 2**k)
-        napari_n5zarr.create_dataset(raw, f"s{k}", shape=data.shape, dtype="uint16", chunks=(8, 8, 4), attributes={"downsamplingFactors": [2**k] * 3})[...] = data
+        data = np.arange(6 * 12 * 20 // 8**k, dtype="uint16").reshape(
+            20 // 2**k, 12 // 2**k, 6 // 2**k
+        )
+        napari_n5zarr.create_dataset(
+            raw,
+            f"s{k}",
+            shape=data.shape,
+            dtype="uint16",
+            chunks=(8, 8, 4),
+            attributes={"downsamplingFactors": [2**k] * 3},
+        )[...] = data
     return tmp_path / "c.n5"
 
 
 def test_level_opened_alone_inherits_the_group_resolution_locally_and_over_http(pyramid, served):
     base = served(pyramid.parent)
-    for level, scale, translate in (("s0", (40.0, 4.0, 4.0), (0.0, 0.0, 0.0)), ("s1", (80.0, 8.0, 8.0), (20.0, 2.0, 2.0))):
+    for level, scale, translate in (
+        ("s0", (40.0, 4.0, 4.0), (0.0, 0.0, 0.0)),
+        ("s1", (80.0, 8.0, 8.0), (20.0, 2.0, 2.0)),
+    ):
         local = calibration(pyramid / "raw" / level)
         assert local == (scale, translate, ("nanometer",) * 3, ("z", "y", "x"))
         assert calibration(f"{base}/c.n5/raw/{level}") == local
         assert calibration(f"file://{pyramid}/raw/{level}") == local
-        assert info_calibration(f"{base}/c.n5/raw/{level}") == info_calibration(pyramid / "raw" / level)
+        assert info_calibration(f"{base}/c.n5/raw/{level}") == info_calibration(
+            pyramid / "raw" / level
+        )
 
 
 def test_corpus_n5viewer_modern_s0_same_everywhere(served):
@@ -93,14 +111,34 @@ def test_corpus_n5viewer_modern_s0_same_everywhere(served):
 def test_level_opened_alone_over_s3(pyramid, s3_bucket):
     boto3 = pytest.importorskip("boto3")
     s3 = boto3.client(
-        "s3", endpoint_url=s3_bucket["endpoint_url"], aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        "s3",
+        endpoint_url=s3_bucket["endpoint_url"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
     )
     for f in pyramid.rglob("*"):
         if f.is_file():
-            s3.put_object(Bucket="n5-data", Key="cal/c.n5/" + f.relative_to(pyramid).as_posix(), Body=f.read_bytes())
+            s3.put_object(
+                Bucket="n5-data",
+                Key="cal/c.n5/" + f.relative_to(pyramid).as_posix(),
+                Body=f.read_bytes(),
+            )
     import fsspec
 
-    with fsspec.config.set({"s3": {"endpoint_url": s3_bucket["endpoint_url"], "key": "testing", "secret": "testing"}}) if hasattr(fsspec.config, "set") else _s3_conf(s3_bucket):
+    with (
+        fsspec.config.set(
+            {
+                "s3": {
+                    "endpoint_url": s3_bucket["endpoint_url"],
+                    "key": "testing",
+                    "secret": "testing",
+                }
+            }
+        )
+        if hasattr(fsspec.config, "set")
+        else _s3_conf(s3_bucket)
+    ):
         remote = calibration("s3://n5-data/cal/c.n5/raw/s0")
     assert remote == calibration(pyramid / "raw" / "s0")
 
@@ -113,7 +151,11 @@ class _s3_conf:  # a context manager
         import fsspec.config
 
         self.saved = dict(fsspec.config.conf)
-        fsspec.config.conf["s3"] = {"endpoint_url": self.bucket["endpoint_url"], "key": "testing", "secret": "testing"}
+        fsspec.config.conf["s3"] = {
+            "endpoint_url": self.bucket["endpoint_url"],
+            "key": "testing",
+            "secret": "testing",
+        }
 
     def __exit__(self, *exc):
         import fsspec.config
@@ -124,7 +166,9 @@ class _s3_conf:  # a context manager
 
 def test_plain_zarr_v3_array_is_shown_in_its_own_c_order(tmp_path):
     data = np.arange(5 * 7 * 9, dtype="uint16").reshape(5, 7, 9)
-    array = zarr.create_array(tmp_path / "plain.zarr", shape=data.shape, dtype=data.dtype, chunks=(2, 4, 4))
+    array = zarr.create_array(
+        tmp_path / "plain.zarr", shape=data.shape, dtype=data.dtype, chunks=(2, 4, 4)
+    )
     array[...] = data
     (layer,) = read_path(tmp_path / "plain.zarr", notify=pytest.fail)
     assert layer[0].shape == (5, 7, 9)
@@ -150,7 +194,9 @@ def test_plain_zarr_v3_in_n5zarr_view(make_napari_viewer, tmp_path):
 
     data = np.zeros((40, 90), "uint8")
     data[:, :30] = 255  # a wide array: left third bright
-    zarr.create_array(tmp_path / "wide.zarr", shape=data.shape, dtype=data.dtype, chunks=(16, 16))[...] = data
+    zarr.create_array(tmp_path / "wide.zarr", shape=data.shape, dtype=data.dtype, chunks=(16, 16))[
+        ...
+    ] = data
     viewer = make_napari_viewer()
     (layer,) = add_to_viewer(viewer, str(tmp_path / "wide.zarr"))
     assert layer.data.shape == (40, 90)

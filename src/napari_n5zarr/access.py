@@ -26,8 +26,11 @@ from napari_n5zarr.zarr_internals import sync
 AccessMode = Literal["r", "r+", "a", "w", "w-"]
 
 
-
-def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", storage_options: dict[str, Any] | None = None) -> Store:
+def base_store(
+    path_or_url: str | os.PathLike[str],
+    mode: AccessMode = "r",
+    storage_options: dict[str, Any] | None = None,
+) -> Store:
     """The plain zarr store for a local path, ``file://``, ``.zip`` or fsspec URL.
 
     Local folders refuse non-regular files (FIFOs, devices) and oversized metadata
@@ -70,7 +73,9 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
     if path is None:
         from napari_n5zarr.storage.remote import RemoteStore
 
-        return RemoteStore.open_url(os.fspath(path_or_url).rstrip("/"), storage_options, read_only=read_only)
+        return RemoteStore.open_url(
+            os.fspath(path_or_url).rstrip("/"), storage_options, read_only=read_only
+        )
     existing = mode in ("r", "r+")  # modes that open what is there, never create it
     if location.suffix(path) == ".zip":
         if existing and not path.is_file():
@@ -81,9 +86,13 @@ def base_store(path_or_url: str | os.PathLike[str], mode: AccessMode = "r", stor
             _refuse_foreign_zip(path)
         # Opened here (zarr's public Store.open): zarr < 3.4.2 fails a read of a ZipStore that
         # nobody opened, and our wrappers read it directly.
-        store = sync(BoundedZipStore.open(path, mode="r" if read_only else "a", read_only=read_only))
+        store = sync(
+            BoundedZipStore.open(path, mode="r" if read_only else "a", read_only=read_only)
+        )
         try:
-            check_member_names(store.member_names(), path)  # one place per member, or one clear error
+            check_member_names(
+                store.member_names(), path
+            )  # one place per member, or one clear error
         except N5FormatError:
             store.close()
             raise
@@ -108,7 +117,9 @@ def _refuse_foreign_zip(path: os.PathLike[str]) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(st.st_mode):
-        raise NodeExistsError(f"refusing to write into {os.fspath(path)}: it is not a file; nothing was changed")
+        raise NodeExistsError(
+            f"refusing to write into {os.fspath(path)}: it is not a file; nothing was changed"
+        )
     if st.st_size and not zipfile.is_zipfile(path):
         raise NodeExistsError(
             f"refusing to write into {os.fspath(path)}: it exists and is not a zip archive (another format or a "

@@ -13,21 +13,36 @@ def grid(shape: Sequence[int], block: Sequence[int]) -> tuple[int, ...]:
     return tuple(-(-n // b) for n, b in zip(shape, block, strict=True))
 
 
-def bounds(index: Sequence[int], block: Sequence[int], shape: Sequence[int], held: Sequence[int] | None = None) -> tuple[slice, ...]:
+def bounds(
+    index: Sequence[int],
+    block: Sequence[int],
+    shape: Sequence[int],
+    held: Sequence[int] | None = None,
+) -> tuple[slice, ...]:
     """The pixels of the block at grid ``index`` inside the array (``held``: the extent the
     stored block holds, its header's, when it may be shorter than its grid cell)."""
     held = block if held is None else held
-    return tuple(slice(i * b, min(i * b + h, n)) for i, b, h, n in zip(index, block, held, shape, strict=True))
+    return tuple(
+        slice(i * b, min(i * b + h, n))
+        for i, b, h, n in zip(index, block, held, shape, strict=True)
+    )
 
 
 def block_ranges(lo: Sequence[int], hi: Sequence[int], block: Sequence[int]) -> list[range]:
     """Per axis, the grid indices of the blocks that pixels ``[lo, hi)`` reach (an empty
     region reaches none)."""
-    return [range(a // b, -(-e // b)) if e > a else range(0) for a, e, b in zip(lo, hi, block, strict=True)]
+    return [
+        range(a // b, -(-e // b)) if e > a else range(0)
+        for a, e, b in zip(lo, hi, block, strict=True)
+    ]
 
 
 def overlap(
-    index: Sequence[int], block: Sequence[int], lo: Sequence[int], hi: Sequence[int], held: Sequence[int] | None = None
+    index: Sequence[int],
+    block: Sequence[int],
+    lo: Sequence[int],
+    hi: Sequence[int],
+    held: Sequence[int] | None = None,
 ) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
     """(in the block, in the region ``[lo, hi)``) slices of the pixels that the block at grid
     ``index`` and the region share (``held``: the extent the stored block holds, its

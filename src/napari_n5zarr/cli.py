@@ -65,7 +65,9 @@ def exit_code(exc: BaseException) -> ExitCode:
         InvalidArgumentError,
     )
 
-    if isinstance(exc, InvalidArgumentError | FileExistsError | DestinationBusyError | DestinationLockError):
+    if isinstance(
+        exc, InvalidArgumentError | FileExistsError | DestinationBusyError | DestinationLockError
+    ):
         return ExitCode.USAGE
     if isinstance(exc, FileNotFoundError):
         return ExitCode.NOT_FOUND
@@ -73,7 +75,9 @@ def exit_code(exc: BaseException) -> ExitCode:
         return ExitCode.MISSING_PACKAGE
     if isinstance(exc, OSError):  # N5StoreError, PermissionError, TimeoutError, ConnectionError
         return ExitCode.UNREACHABLE
-    if isinstance(exc, ValueError | KeyError | TypeError):  # N5FormatError, N5MetadataError, nothing to convert
+    if isinstance(
+        exc, ValueError | KeyError | TypeError
+    ):  # N5FormatError, N5MetadataError, nothing to convert
         return ExitCode.INVALID_DATA
     return ExitCode.UNEXPECTED
 
@@ -94,7 +98,14 @@ def _tree_line(node: Any, name: str | None = None) -> str:
     marker = "  (N5 only)" if node.n5 and not node.zarr else ""
     if node.kind == "group":
         return f"{row['name']}/{marker}" + (f"  ! {node.warning}" if node.warning else "")
-    parts = [row["shape"], row["dtype"], f"blocks {row['blocks']}", row["compression"], row["voxel"], row["size"]]
+    parts = [
+        row["shape"],
+        row["dtype"],
+        f"blocks {row['blocks']}",
+        row["compression"],
+        row["voxel"],
+        row["size"],
+    ]
     head = f"{row['name']}/  [{row['kind']}]" if node.kind == "pyramid" else row["name"]
     if node.lookup_table and node.kind != "pyramid":
         head = f"{row['name']}  [{row['kind']}]"
@@ -154,7 +165,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
 
 def _axis_text(names: Sequence[str], values: Sequence[Any]) -> str:
-    return " ".join(f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}" for n, v in zip(names, values, strict=True))
+    return " ".join(
+        f"{n}={v:g}" if isinstance(v, float) else f"{n}={v}"
+        for n, v in zip(names, values, strict=True)
+    )
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -169,10 +183,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"{args.path}: INCOMPLETE export (interrupted before its metadata was written)")
     if info.unfinished_save and not as_json:
         if info.unfinished_save.startswith("unusable: "):
-            _print(f"{args.path}: labels open read-only: {info.unfinished_save.removeprefix('unusable: ')}")
+            _print(
+                f"{args.path}: labels open read-only: {info.unfinished_save.removeprefix('unusable: ')}"
+            )
         else:
-            _print(f"{args.path}: unfinished save of label edits ({info.unfinished_save}); the next save, or opening "
-                   "it editable in napari, finishes it")
+            _print(
+                f"{args.path}: unfinished save of label edits ({info.unfinished_save}); the next save, or opening "
+                "it editable in napari, finishes it"
+            )
     root = info.root
     if info.tree is not None:
         info.tree.raise_for_root()  # nothing to show (a 500, bad metadata): fatal, one line
@@ -180,7 +198,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(json.dumps(info.to_json(), indent=2, default=str))
         return 1 if info.problems else 0
     row = root.row()
-    formats = " + ".join(name for name, present in (("N5", root.n5), ("Zarr v3", root.zarr)) if present)
+    formats = " + ".join(
+        name for name, present in (("N5", root.n5), ("Zarr v3", root.zarr)) if present
+    )
     _print(f"{args.path}: {row['kind']}" + (f", {formats}" if formats else ""))
     for label in ("shape", "dtype", "blocks", "compression", "voxel", "size"):
         if row[label]:
@@ -196,7 +216,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         _print(f"  ! {root.warning}")
     for label, text in root.facts:
         _print(f"  {label:<11} {text}")
-    user = {k: v for k, v in root.attributes.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")}
+    user = {
+        k: v
+        for k, v in root.attributes.items()
+        if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType")
+    }
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])
     for ms in info.multiscales:
@@ -220,7 +244,9 @@ def _print_multiscale(ms: Multiscale) -> None:
     from napari_n5zarr.read.node import convention_label
 
     kind = "labels" if ms.is_labels else "image"
-    _print(f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}")
+    _print(
+        f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}"
+    )
     if ms.unreadable:
         _print(f"  cannot open: {ms.unreadable}")
     for note in ms.notes:
@@ -271,7 +297,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
         except argparse.ArgumentTypeError as e:
             raise InvalidArgumentError(f"--compression: {e}") from None
     elif args.to != "dual" and isinstance(compression, dict):
-        raise InvalidArgumentError("--compression: with --to ome-zarr one of zstd, gzip, blosc, raw (name:level sets a level)")
+        raise InvalidArgumentError(
+            "--compression: with --to ome-zarr one of zstd, gzip, blosc, raw (name:level sets a level)"
+        )
     try:
         report = convert(
             args.src,
@@ -297,7 +325,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     for problem in report.skipped:
         _print(f"! skipped {problem}")
     for image in report.images:
-        _print(f"wrote {image.target} ({'labels' if image.is_labels else 'image'}, from {image.convention})")
+        _print(
+            f"wrote {image.target} ({'labels' if image.is_labels else 'image'}, from {image.convention})"
+        )
     return 1 if report.skipped else 0
 
 
@@ -312,7 +342,9 @@ def cmd_add_zarr_metadata(args: argparse.Namespace) -> int:
     report = add_zarr_metadata(args.path, dry_run=args.dry_run)
     for step in report.steps:
         if step.kind == "written":
-            _print(f"{'would write' if report.dry_run else ('updated' if step.replaced else 'wrote')} {step.path}")
+            _print(
+                f"{'would write' if report.dry_run else ('updated' if step.replaced else 'wrote')} {step.path}"
+            )
         elif step.kind == "skipped":
             _print(f"cannot express {step.path or '/'}: {step.reason}")
     verb = "would write" if args.dry_run else "wrote"
@@ -332,7 +364,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     """Open PATH (default: the sample) in napari with this plugin's reader and widgets."""
     if args.reset_sample:
         if args.path is not None:
-            return _error("--reset-sample rebuilds and opens the bundled sample: give no PATH with it")
+            return _error(
+                "--reset-sample rebuilds and opens the bundled sample: give no PATH with it"
+            )
         from napari_n5zarr._napari.sample import make_sample
 
         make_sample(reset=True)
@@ -340,13 +374,17 @@ def cmd_view(args: argparse.Namespace) -> int:
         from napari_n5zarr.access import open as open_node
         from napari_n5zarr.read.locate import require
 
-        target = require(args.path).target  # a BigDataViewer XML's N5 folder, a metadata file's folder
+        target = require(
+            args.path
+        ).target  # a BigDataViewer XML's N5 folder, a metadata file's folder
         for name in METADATA_FILES:  # (a URL's too)
             target = target[: -len(name) - 1] if target.endswith("/" + name) else target
         open_node(target)
     from napari_n5zarr._napari.viewer_launch import read_first
 
-    found = None if args.path is None else read_first(args.path)  # nothing to show: one line (exit 3), no empty napari
+    found = (
+        None if args.path is None else read_first(args.path)
+    )  # nothing to show: one line (exit 3), no empty napari
     try:
         from napari_n5zarr._napari.viewer_launch import view
 
@@ -367,7 +405,9 @@ def chunks_arg(text: str) -> int | tuple[int, ...]:
     """``--chunks``: one positive int (every spatial axis) or a comma-separated z,y,x list."""
     parts = [p.strip() for p in text.split(",")]
     if not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected a positive whole number or a list like 64,64,64, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number or a list like 64,64,64, got {text!r}"
+        )
     values = tuple(int(p) for p in parts)
     return values[0] if len(values) == 1 else values
 
@@ -377,7 +417,9 @@ def levels_arg(text: str) -> int | Literal["auto"]:
     if text.strip() == "auto":
         return "auto"
     if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a positive whole number, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto' or a positive whole number, got {text!r}"
+        )
     return int(text)
 
 
@@ -387,7 +429,9 @@ def compression_arg(text: str) -> dict[str, Any]:
 
     name, colon, level = text.partition(":")
     if colon and not text.lstrip().startswith("{") and not level.strip().lstrip("-").isdigit():
-        raise argparse.ArgumentTypeError(f"the level in {text!r} must be a whole number, as in {name}:5")
+        raise argparse.ArgumentTypeError(
+            f"the level in {text!r} must be a whole number, as in {name}:5"
+        )
     try:
         return parse_compression(text)
     except (ValueError, TypeError) as e:  # N5FormatError and json's errors are ValueErrors
@@ -398,7 +442,10 @@ def convert_compression_arg(text: str) -> str | dict[str, Any]:
     """``convert --compression``: a standard Zarr codec name for ``--to ome-zarr`` (``zstd``,
     ``gzip``, ``blosc``, ``raw``, ``:level``), kept as text; else as :func:`compression_arg`."""
     name, colon, level = text.strip().lower().partition(":")
-    if text == "default" or (name in ("zstd", "gzip", "blosc", "raw") and (not colon or level.strip().lstrip("-").isdigit())):
+    if text == "default" or (
+        name in ("zstd", "gzip", "blosc", "raw")
+        and (not colon or level.strip().lstrip("-").isdigit())
+    ):
         return text
     return compression_arg(text)
 
@@ -407,7 +454,9 @@ def shards_arg(text: str) -> str:
     """``--shards``: blocks per shard, N or z,y,x (whole numbers >= 1)."""
     parts = [p.strip() for p in text.split(",")]
     if not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected blocks per shard, N or z,y,x (whole numbers >= 1), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected blocks per shard, N or z,y,x (whole numbers >= 1), got {text!r}"
+        )
     return text
 
 
@@ -447,55 +496,156 @@ class _WhenShown:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from napari_n5zarr.n5.compression import N5_TYPES
-
     parser = _ArgumentParser(prog="n5zarr", description="N5 as Zarr v3: inspect, convert, view.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr: -v this package's debug log, -vv every library's")
-    parser.add_argument("-q", "--quiet", action="count", default=0, help="log less: -q errors only (no warnings), -qq nothing")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more to stderr: -v this package's debug log, -vv every library's",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="log less: -q errors only (no warnings), -qq nothing",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("tree", help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes")
+    _add_inspect_commands(sub)
+    _add_convert(sub)
+    _add_other_commands(sub)
+    return parser
+
+
+def _add_inspect_commands(sub: Any) -> None:
+    """``tree`` and ``info``."""
+    p = sub.add_parser(
+        "tree",
+        help="print the hierarchy as it is read: shape (z, y, x), dtype, blocks, compression, sizes",
+    )
     p.add_argument("path", help=LOCATION_HELP)
-    p.add_argument("--json", action="store_true", help="one JSON object per node and line (JSON Lines)")
+    p.add_argument(
+        "--json", action="store_true", help="one JSON object per node and line (JSON Lines)"
+    )
     p.set_defaults(func=cmd_tree)
 
-    p = sub.add_parser("info", help="one node in full, and its image/labels pyramids (levels, scale, translate, units)")
+    p = sub.add_parser(
+        "info",
+        help="one node in full, and its image/labels pyramids (levels, scale, translate, units)",
+    )
     p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.set_defaults(func=cmd_info)
 
+
+def _add_convert(sub: Any) -> None:
+    from napari_n5zarr.n5.compression import N5_TYPES
+
     p = sub.add_parser("convert", help="any N5 / Zarr source -> a dual N5 + Zarr v3 pyramid")
     p.add_argument("src", help=LOCATION_HELP)
-    p.add_argument("dest", help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite")
-    p.add_argument("--to", choices=("dual", "ome-zarr"), default="dual", help="dual N5 + Zarr v3 (default) or a standard OME-Zarr (Zarr v3, OME-NGFF 0.5)")
+    p.add_argument(
+        "dest",
+        help="the new container: a folder (or a URL such as s3://bucket/out.n5) that must not exist, see --overwrite",
+    )
+    p.add_argument(
+        "--to",
+        choices=("dual", "ome-zarr"),
+        default="dual",
+        help="dual N5 + Zarr v3 (default) or a standard OME-Zarr (Zarr v3, OME-NGFF 0.5)",
+    )
     p.add_argument("--compression", type=convert_compression_arg, default="default", help=f"dual: {', '.join(N5_TYPES)} (default gzip); 'zstd:5' sets a level; or N5 JSON. "
                    "ome-zarr: zstd (default), gzip, blosc, raw")  # fmt: skip
-    p.add_argument("--shards", type=shards_arg, default=None, metavar="N|Z,Y,X", help="with --to ome-zarr: blocks per shard (sharding_indexed); default none")
-    p.add_argument("--levels", type=levels_arg, default=None, help="'auto' (until one block) or a number; default: the source's levels")
+    p.add_argument(
+        "--shards",
+        type=shards_arg,
+        default=None,
+        metavar="N|Z,Y,X",
+        help="with --to ome-zarr: blocks per shard (sharding_indexed); default none",
+    )
+    p.add_argument(
+        "--levels",
+        type=levels_arg,
+        default=None,
+        help="'auto' (until one block) or a number; default: the source's levels",
+    )
     chunks = p.add_argument("--chunks", type=chunks_arg, default=None,
                             help="block size: one int (spatial axes) or a z,y,x list, at least %(min_block)s (1 for a channel or time axis); default: the source's")  # fmt: skip
-    chunks.min_block = _WhenShown(lambda: __import__("napari_n5zarr.write.export.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK)  # type: ignore[attr-defined]
-    p.add_argument("--boundary", choices=("truncate", "pad"), default="truncate", help="edge blocks clipped or padded")
-    p.add_argument("--scheduler", type=scheduler_arg, default=None, help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes")
-    p.add_argument("--worker-timeout", type=float, default=60.0, metavar="SECONDS", help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
-    p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
-    p.add_argument("--region", default=None, metavar="Z0:Z1,Y0:Y1,X0:X1",
-                   help="check out just this region (level-0 voxels, napari order): a pyramid that overlays the source")
-    p.add_argument("--level", type=int, default=0, metavar="N", help="with --region: crop level N of the source (default 0)")
+    chunks.min_block = _WhenShown(
+        lambda: __import__("napari_n5zarr.write.export.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK
+    )
+    _add_convert_options(p)
     p.set_defaults(func=cmd_convert)
 
-    p = sub.add_parser("add-zarr-metadata", help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)")
-    p.add_argument("path", help="an N5 container, changed in place: a folder, a .zip, a BigDataViewer .xml (its N5 folder), or a URL the store can write (s3://)")
+
+def _add_convert_options(p: Any) -> None:
+    """``convert``'s options beyond what and how to write: scheduling, replacing, a region."""
+    p.add_argument(
+        "--boundary",
+        choices=("truncate", "pad"),
+        default="truncate",
+        help="edge blocks clipped or padded",
+    )
+    p.add_argument(
+        "--scheduler",
+        type=scheduler_arg,
+        default=None,
+        help="dask.distributed scheduler ADDRESS, or threads / synchronous / processes",
+    )
+    p.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
+    p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
+    p.add_argument(
+        "--region",
+        default=None,
+        metavar="Z0:Z1,Y0:Y1,X0:X1",
+        help="check out just this region (level-0 voxels, napari order): a pyramid that overlays the source",
+    )
+    p.add_argument(
+        "--level",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --region: crop level N of the source (default 0)",
+    )
+
+
+def _add_other_commands(sub: Any) -> None:
+    """``add-zarr-metadata`` and ``view``."""
+    p = sub.add_parser(
+        "add-zarr-metadata",
+        help="make an N5 container readable as Zarr v3 in place (writes zarr.json only)",
+    )
+    p.add_argument(
+        "path",
+        help="an N5 container, changed in place: a folder, a .zip, a BigDataViewer .xml (its N5 folder), or a URL the store can write (s3://)",
+    )
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
     p.set_defaults(func=cmd_add_zarr_metadata)
 
     p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
-    p.add_argument("path", nargs="?", default=None, help=LOCATION_HELP + "; default: the bundled sample")
-    p.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of the viewer to PNG and exit")
-    p.add_argument("--reset-sample", action="store_true", help="rebuild the bundled sample first (undoes every edit saved into it)")
+    p.add_argument(
+        "path", nargs="?", default=None, help=LOCATION_HELP + "; default: the bundled sample"
+    )
+    p.add_argument(
+        "--screenshot",
+        default=None,
+        metavar="PNG",
+        help="save a screenshot of the viewer to PNG and exit",
+    )
+    p.add_argument(
+        "--reset-sample",
+        action="store_true",
+        help="rebuild the bundled sample first (undoes every edit saved into it)",
+    )
     p.set_defaults(func=cmd_view)
-    return parser
 
 
 def _document_exit_codes(parser: argparse.ArgumentParser) -> None:
@@ -538,7 +688,9 @@ def logging_to_stderr(verbose: int = 0, quiet: int = 0) -> Iterator[None]:
     library's (zarr, fsspec, aiohttp: the remote calls). ``-q``: errors only, Python warnings
     silenced; ``-qq``: nothing. The previous logging setup is restored afterwards."""
     package = logging.getLogger("napari_n5zarr")
-    level = min(max(logging.WARNING - 20 * verbose + 10 * quiet, logging.DEBUG), logging.CRITICAL + 10)
+    level = min(
+        max(logging.WARNING - 20 * verbose + 10 * quiet, logging.DEBUG), logging.CRITICAL + 10
+    )
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -588,19 +740,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if missing_extra(e) is None and os.environ.get("N5ZARR_DEBUG"):
             raise
         return _error(_cli_wording(_one_line_text(describe(e))), ExitCode.MISSING_PACKAGE)
-    except (OSError, ValueError, KeyError, TypeError) as e:  # includes N5FormatError, FileNotFoundError
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+    ) as e:  # includes N5FormatError, FileNotFoundError
         if os.environ.get("N5ZARR_DEBUG"):
             raise
         return _error(_cli_wording(_one_line(e)), exit_code(e))
     except Exception as e:
         if os.environ.get("N5ZARR_DEBUG"):
             raise
-        return _error(f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)", ExitCode.UNEXPECTED)
+        return _error(
+            f"{type(e).__name__}: {_one_line(e)} (N5ZARR_DEBUG=1 shows where)", ExitCode.UNEXPECTED
+        )
 
 
 def _cli_wording(text: str) -> str:
     """The library speaks Python (``overwrite=True``, ``src``); here the CLI's names (``--overwrite``, ``SRC``)."""
-    text = text.replace("pass overwrite=True", "add --overwrite").replace("overwrite=True", "--overwrite")
+    text = text.replace("pass overwrite=True", "add --overwrite").replace(
+        "overwrite=True", "--overwrite"
+    )
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
     text = text.replace("(worker_timeout)", "(--worker-timeout)")
     text = text.replace(", or auto)", ", or leave --chunks out: the source's blocks)")
@@ -612,7 +773,11 @@ def _one_line(exc: BaseException) -> str:
     carrying this package's own sentence shows it as it is, a system one ``PATH: reason``."""
     if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
         own = exc.strerror != os.strerror(exc.errno)
-        text = exc.strerror if own or exc.filename is None else f"{os.fsdecode(exc.filename)}: {exc.strerror}"
+        text = (
+            exc.strerror
+            if own or exc.filename is None
+            else f"{os.fsdecode(exc.filename)}: {exc.strerror}"
+        )
     else:
         text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     return _one_line_text(text) or type(exc).__name__

@@ -35,10 +35,14 @@ class Number:
         try:
             value: float = int(text) if self.integer else float(text)
         except ValueError:
-            raise EnvironmentVariableError(f"environment variable {name} must be {self.what}, got {text!r}") from None
+            raise EnvironmentVariableError(
+                f"environment variable {name} must be {self.what}, got {text!r}"
+            ) from None
         low = "greater than" if self.positive else "at least"
         if math.isnan(value) or value < self.minimum or (self.positive and value <= self.minimum):
-            raise EnvironmentVariableError(f"environment variable {name} must be {low} {self.minimum:g}, got {text!r}")
+            raise EnvironmentVariableError(
+                f"environment variable {name} must be {low} {self.minimum:g}, got {text!r}"
+            )
         return value
 
 
@@ -50,7 +54,9 @@ class Flag:
         word = text.lower()
         if word in _TRUE or word in _FALSE:
             return word in _TRUE
-        raise EnvironmentVariableError(f"environment variable {name} must be 1 or 0 (on or off), got {text!r}")
+        raise EnvironmentVariableError(
+            f"environment variable {name} must be 1 or 0 (on or off), got {text!r}"
+        )
 
 
 _BYTES = Number(integer=True, positive=True, what="a whole number of bytes")
@@ -60,7 +66,9 @@ VARIABLES: dict[str, Number | Flag] = {
     "N5ZARR_MAX_METADATA_BYTES": _BYTES,
     "N5ZARR_MAX_BLOCK_BYTES": _BYTES,
     "N5ZARR_MAX_LISTING_BYTES": _BYTES,
-    "N5ZARR_MAX_LISTING_ENTRIES": Number(integer=True, positive=True, what="a whole number of entries"),
+    "N5ZARR_MAX_LISTING_ENTRIES": Number(
+        integer=True, positive=True, what="a whole number of entries"
+    ),
     "N5ZARR_CACHE_BYTES": Number(what="a number of bytes"),
     "N5ZARR_CONNECT_TIMEOUT": _SECONDS,
     "N5ZARR_READ_TIMEOUT": _SECONDS,

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from napari_n5zarr.errors import MissingPackageError
 
-EXTRAS = {"aiohttp": "http", "requests": "http", "s3fs": "s3", "gcsfs": "gcs", "distributed": "distributed", "napari": "qt"}
+EXTRAS = {
+    "aiohttp": "http",
+    "requests": "http",
+    "s3fs": "s3",
+    "gcsfs": "gcs",
+    "distributed": "distributed",
+    "napari": "qt",
+}
 """Missing module -> ``pip install 'napari-n5zarr[EXTRA]'``."""
 
 

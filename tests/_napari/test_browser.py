@@ -22,7 +22,9 @@ ATTRS = METADATA_ONLY_ATTRS
 @pytest.fixture(scope="session")
 def flat_10k(tmp_path_factory) -> Path:
     """10,000 datasets in the container's root group (one huge group)."""
-    return write_container(tmp_path_factory.mktemp("flat") / "flat.n5", [f"d{i:05d}" for i in range(10_000)])
+    return write_container(
+        tmp_path_factory.mktemp("flat") / "flat.n5", [f"d{i:05d}" for i in range(10_000)]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +76,9 @@ class GuiThreadIO:
                     watch.reads.append((event, text))
 
     def __enter__(self) -> GuiThreadIO:
-        if not GuiThreadIO._installed:  # an audit hook cannot be removed: one, switched by _watching
+        if (
+            not GuiThreadIO._installed
+        ):  # an audit hook cannot be removed: one, switched by _watching
             sys.addaudithook(GuiThreadIO._hook)
             GuiThreadIO._installed = True
         GuiThreadIO._watching.append(self)
@@ -118,7 +122,10 @@ def child_names(it) -> list[str]:
 
 
 def wait_listed(qtbot, widget, timeout=60_000) -> None:
-    qtbot.waitUntil(lambda: widget.tree_model is not None and not widget.busy and not widget._loading, timeout=timeout)
+    qtbot.waitUntil(
+        lambda: widget.tree_model is not None and not widget.busy and not widget._loading,
+        timeout=timeout,
+    )
 
 
 def test_lazy_expansion_with_loading_row(browser, qtbot, tmp_path: Path) -> None:
@@ -161,7 +168,10 @@ def test_whole_50k_tree_expands_without_blocking(browser, qtbot, nested_50k: Pat
         browser.expand_all()
         assert len(browser._items) == 101
         assert browser.busy  # expand_all() returned before reading
-        qtbot.waitUntil(lambda: len(browser._items) == 50_101 and not browser.busy and not browser._loading, timeout=600_000)
+        qtbot.waitUntil(
+            lambda: len(browser._items) == 50_101 and not browser.busy and not browser._loading,
+            timeout=600_000,
+        )
     assert item(browser, "g099/d499").parent() is item(browser, "g099")
     assert all(item(browser, f"g{i:03d}").isExpanded() for i in range(100))
     assert io.reads == [], io.reads[:5]
@@ -174,7 +184,9 @@ def test_filter_matches_at_any_depth(browser, qtbot, tmp_path: Path) -> None:
     browser.load(str(root))
     wait_listed(qtbot, browser)
     browser.filter.setText("NEED")
-    qtbot.waitUntil(lambda: item(browser, "a/b/c/needle") is not None and not browser.busy, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: item(browser, "a/b/c/needle") is not None and not browser.busy, timeout=30_000
+    )
     assert not item(browser, "a/b/c/needle").isHidden()
     assert all(not item(browser, p).isHidden() for p in ("a", "a/b", "a/b/c"))
     assert item(browser, "a/b/hay").isHidden()
@@ -231,7 +243,9 @@ def test_open_button_enter_and_several_nodes(browser, qtbot, pyramid: Path, tmp_
     browser.tree.setCurrentItem(item(browser, "img/s1"))
     qtbot.keyClick(browser.tree, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: len(browser.viewer.layers) == 3, timeout=30_000)
-    np.testing.assert_allclose(browser.viewer.layers[2].scale, (3.0, 2.0, 2.0))  # s1 with its calibration
+    np.testing.assert_allclose(
+        browser.viewer.layers[2].scale, (3.0, 2.0, 2.0)
+    )  # s1 with its calibration
 
 
 def test_unsupported_node_is_greyed_with_reason(browser, qtbot, tmp_path: Path) -> None:
@@ -239,9 +253,20 @@ def test_unsupported_node_is_greyed_with_reason(browser, qtbot, tmp_path: Path) 
 
     root = write_container(tmp_path / "c.n5", ["ok"])
     (root / "line").mkdir()
-    (root / "line/attributes.json").write_text(json.dumps({"dimensions": [10], "blockSize": [5], "dataType": "uint8", "compression": {"type": "raw"}}))
+    (root / "line/attributes.json").write_text(
+        json.dumps(
+            {
+                "dimensions": [10],
+                "blockSize": [5],
+                "dataType": "uint8",
+                "compression": {"type": "raw"},
+            }
+        )
+    )
     (root / "bad").mkdir()
-    (root / "bad/attributes.json").write_text(json.dumps({**json.loads(ATTRS), "compression": {"type": "zstd", "level": 10**9}}))
+    (root / "bad/attributes.json").write_text(
+        json.dumps({**json.loads(ATTRS), "compression": {"type": "zstd", "level": 10**9}})
+    )
     browser.load(str(root))
     wait_listed(qtbot, browser)
     assert child_names(browser.tree.topLevelItem(0)) == ["bad", "line", "ok"]
@@ -264,8 +289,17 @@ def test_details_and_thumbnail(browser, qtbot, tmp_path: Path) -> None:
     top = browser.tree.topLevelItem(0)
     target = top if top.data(0, 0x0100).openable else top.child(0)
     browser.tree.setCurrentItem(target)
-    qtbot.waitUntil(lambda: browser.thumbnail.pixmap() is not None and not browser.thumbnail.pixmap().isNull(), timeout=30_000)
-    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(
+        lambda: browser.thumbnail.pixmap() is not None and not browser.thumbnail.pixmap().isNull(),
+        timeout=30_000,
+    )
+    qtbot.waitUntil(
+        lambda: (
+            "blocks on disk" in browser.details.toPlainText()
+            and "counting" not in browser.details.toPlainText()
+        ),
+        timeout=30_000,
+    )
     text = browser.details.toPlainText()
     assert "The reader will use" in text
     assert "z 40 0 nm" in text or "z\n40\n0\nnm" in text, text
@@ -286,7 +320,9 @@ def test_bad_location_is_a_message_not_a_crash(browser, qtbot, tmp_path: Path) -
 def test_recent_locations_and_zip(browser, qtbot, corpus_dir: Path, tmp_path: Path) -> None:
     import shutil
 
-    shutil.make_archive(str(tmp_path / "j"), "zip", corpus_dir / "zarr_implementations/data/n5-java.n5")
+    shutil.make_archive(
+        str(tmp_path / "j"), "zip", corpus_dir / "zarr_implementations/data/n5-java.n5"
+    )
     browser.load(str(tmp_path / "j.zip"))
     wait_listed(qtbot, browser)
     assert child_names(browser.tree.topLevelItem(0)) == ["bzip2", "gzip", "lz4", "raw", "xz"]
@@ -304,10 +340,15 @@ def test_recent_locations_and_zip(browser, qtbot, corpus_dir: Path, tmp_path: Pa
 def test_widget_is_declared_in_the_manifest() -> None:
     import yaml
 
-    manifest = yaml.safe_load((Path(__file__).parents[2] / "src/napari_n5zarr/napari.yaml").read_text())
+    manifest = yaml.safe_load(
+        (Path(__file__).parents[2] / "src/napari_n5zarr/napari.yaml").read_text()
+    )
     commands = {c["id"]: c for c in manifest["contributions"]["commands"]}
     widgets = {w["display_name"]: w["command"] for w in manifest["contributions"]["widgets"]}
-    assert commands[widgets["N5 browser"]]["python_name"] == "napari_n5zarr._napari.browser:BrowserWidget"
+    assert (
+        commands[widgets["N5 browser"]]["python_name"]
+        == "napari_n5zarr._napari.browser:BrowserWidget"
+    )
 
 
 def test_view_docks_the_browser_with_path_loaded(make_napari_viewer, qtbot, pyramid: Path) -> None:
@@ -364,7 +405,9 @@ def _unclipped(widget) -> bool:
     return widget.isVisible() and widget.visibleRegion().boundingRect().size() == widget.size()
 
 
-def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot, pyramid: Path, tmp_path: Path) -> None:
+def test_view_first_screen_shows_what_the_readme_says(
+    make_napari_viewer, qtbot, pyramid: Path, tmp_path: Path
+) -> None:
     """``n5zarr view``'s window at 1280×720: name, shape and dtype fit without a horizontal
     scrollbar, a details pane of many lines, no clipped button, the destination's start."""
     from qtpy.QtWidgets import QApplication, QDockWidget
@@ -378,7 +421,13 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     fit_after_layout(viewer)
     wait_listed(qtbot, browser)
     browser.tree.setCurrentItem(item(browser, "img"))
-    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(
+        lambda: (
+            "blocks on disk" in browser.details.toPlainText()
+            and "counting" not in browser.details.toPlainText()
+        ),
+        timeout=30_000,
+    )
     qtbot.wait(100)
     QApplication.processEvents()
     viewer.screenshot(str(tmp_path / "view.png"), canvas_only=False)
@@ -398,7 +447,11 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     assert exporter.native.visibleRegion().isEmpty()  # browser in front
 
     def whole(button) -> None:
-        assert button.width() >= button.sizeHint().width(), (button.text(), button.width(), button.sizeHint().width())
+        assert button.width() >= button.sizeHint().width(), (
+            button.text(),
+            button.width(),
+            button.sizeHint().width(),
+        )
         assert _unclipped(button), (button.text(), button.width(), button.sizeHint().width())
 
     whole(browser.browse_button)
@@ -413,21 +466,30 @@ def test_view_first_screen_shows_what_the_readme_says(make_napari_viewer, qtbot,
     whole(exporter.destination.choose_btn.native)
     dest = exporter.destination.line_edit.native
     fits = dest.fontMetrics().horizontalAdvance(dest.text()) <= dest.contentsRect().width()
-    assert fits or dest.cursorPosition() == 0, (dest.text(), dest.cursorPosition())  # its start, or all of it
+    assert fits or dest.cursorPosition() == 0, (
+        dest.text(),
+        dest.cursorPosition(),
+    )  # its start, or all of it
     assert dest.toolTip() == dest.text()  # the full path on hover
 
 
-DEEP = [f"g{a}/h{b}/i{c}/d{d}" for a in range(2) for b in range(3) for c in range(2) for d in range(3)]
+DEEP = [
+    f"g{a}/h{b}/i{c}/d{d}" for a in range(2) for b in range(3) for c in range(2) for d in range(3)
+]
 """1 + 2 + 6 + 12 groups and 36 datasets: 57 nodes, four levels deep."""
 
 
 def wait_walked(qtbot, widget, timeout=60_000) -> None:
-    qtbot.waitUntil(lambda: widget._walked and not widget.busy and not widget._loading, timeout=timeout)
+    qtbot.waitUntil(
+        lambda: widget._walked and not widget.busy and not widget._loading, timeout=timeout
+    )
 
 
 def test_filter_shows_the_match_count(browser, qtbot, tmp_path: Path) -> None:
     """The count covers every depth, groups listed before the filter and groups listed for it."""
-    root = write_container(tmp_path / "c.n5", [*DEEP, "g0/h1/needle", "g1/h2/i1/needle2", "needle3"])
+    root = write_container(
+        tmp_path / "c.n5", [*DEEP, "g0/h1/needle", "g1/h2/i1/needle2", "needle3"]
+    )
     browser.load(str(root))
     wait_listed(qtbot, browser)
     assert browser.match_count.isHidden()  # no filter, no count
@@ -438,7 +500,16 @@ def test_filter_shows_the_match_count(browser, qtbot, tmp_path: Path) -> None:
     assert browser.match_count.text() == "3 matches"
     assert not browser.match_count.isHidden()
     shown = [p for p, it in browser._items.items() if p and not it.isHidden()]
-    assert sorted(shown) == ["g0", "g0/h1", "g0/h1/needle", "g1", "g1/h2", "g1/h2/i1", "g1/h2/i1/needle2", "needle3"]
+    assert sorted(shown) == [
+        "g0",
+        "g0/h1",
+        "g0/h1/needle",
+        "g1",
+        "g1/h2",
+        "g1/h2/i1",
+        "g1/h2/i1/needle2",
+        "needle3",
+    ]
     browser.filter.setText("d2")  # the tree is listed: counted at once
     qtbot.waitUntil(lambda: not browser.busy)
     assert browser.match_count.text() == "12 matches"
@@ -458,7 +529,10 @@ def test_filter_before_the_root_is_listed(browser, qtbot, tmp_path: Path) -> Non
     browser.load(str(root))
     wait_walked(qtbot, browser)
     assert browser.match_count.text() == "1 match"
-    assert all(not item(browser, p).isHidden() and item(browser, p).isExpanded() for p in ("g1", "g1/h2", "g1/h2/i1"))
+    assert all(
+        not item(browser, p).isHidden() and item(browser, p).isExpanded()
+        for p in ("g1", "g1/h2", "g1/h2/i1")
+    )
     assert item(browser, "g0").isHidden()
 
 
@@ -481,7 +555,9 @@ def test_expand_all_lists_and_expands_every_group(browser, qtbot, tmp_path: Path
 
 def test_expanding_a_group_while_the_tree_is_walked(browser, qtbot, tmp_path: Path) -> None:
     """A group the user opens during the walk is listed once, its rows in order."""
-    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:02d}" for i in range(30) for j in range(40)])
+    root = write_container(
+        tmp_path / "c.n5", [f"g{i:02d}/d{j:02d}" for i in range(30) for j in range(40)]
+    )
     browser.load(str(root))
     wait_listed(qtbot, browser)
     browser.filter.setText("d39")
@@ -496,7 +572,9 @@ def test_closing_the_viewer_with_jobs_in_flight(make_napari_viewer, qtbot, tmp_p
     worker ends (none waits for a GUI that is gone)."""
     from napari_n5zarr._napari.browser import dock_browser
 
-    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(150)])
+    root = write_container(
+        tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(150)]
+    )
     viewer = make_napari_viewer()
     browser = dock_browser(viewer)
     browser.load(str(root))
@@ -515,7 +593,9 @@ def test_process_exits_when_closed_mid_walk(tmp_path: Path) -> None:
     import subprocess
     import textwrap
 
-    root = write_container(tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(200)])
+    root = write_container(
+        tmp_path / "c.n5", [f"g{i:02d}/d{j:03d}" for i in range(20) for j in range(200)]
+    )
     script = textwrap.dedent(f"""
         import time, napari
         from qtpy.QtWidgets import QApplication
@@ -533,8 +613,14 @@ def test_process_exits_when_closed_mid_walk(tmp_path: Path) -> None:
         viewer.close()
         print("closed")
     """)
-    env = {**os.environ, "NAPARI_N5ZARR_CONFIG": str(tmp_path / "cfg"), "NAPARI_CONFIG": str(tmp_path / "napari.yaml")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    env = {
+        **os.environ,
+        "NAPARI_N5ZARR_CONFIG": str(tmp_path / "cfg"),
+        "NAPARI_CONFIG": str(tmp_path / "napari.yaml"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "closed" in done.stdout, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -37,14 +37,31 @@ def test_our_manifest_is_the_one_npe2_uses():
     assert "*" not in patterns
 
 
-@pytest.mark.parametrize("name", ["photo.png", "scan.tif", "scan.tiff", "notes.txt", "table.csv", "image.jpg", "movie.mp4", "data.h5", "settings.json", "stack.npy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "photo.png",
+        "scan.tif",
+        "scan.tiff",
+        "notes.txt",
+        "table.csv",
+        "image.jpg",
+        "movie.mp4",
+        "data.h5",
+        "settings.json",
+        "stack.npy",
+    ],
+)
 def test_foreign_files_are_never_offered_to_this_plugin(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"not n5")
     assert PLUGIN not in offered(path)
 
 
-@pytest.mark.parametrize("name", ["attributes.json", "zarr.json", "dataset.xml", "export.xml", "data.n5.zip", "container.zip"])
+@pytest.mark.parametrize(
+    "name",
+    ["attributes.json", "zarr.json", "dataset.xml", "export.xml", "data.n5.zip", "container.zip"],
+)
 def test_n5_files_are_offered(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"{}")
@@ -72,7 +89,10 @@ def test_n5_urls_are_offered(url):
     assert PLUGIN in offered(url)
 
 
-@pytest.mark.parametrize("url", ["https://example.org/photo.png", "https://example.org/readme.txt", "s3://bucket/table.csv"])
+@pytest.mark.parametrize(
+    "url",
+    ["https://example.org/photo.png", "https://example.org/readme.txt", "s3://bucket/table.csv"],
+)
 def test_foreign_urls_are_not_offered(url):
     assert PLUGIN not in offered(url)
 
@@ -80,7 +100,10 @@ def test_foreign_urls_are_not_offered(url):
 def test_claimed_file_without_n5_is_declined_with_a_notice(tmp_path, monkeypatch):
     notes = []
     monkeypatch.setattr(reader, "_notify", lambda level, message: notes.append((level, message)))
-    for name, content in (("other.xml", b"<not-spimdata/>"), ("photos.zip", b"PK\x05\x06" + bytes(18))):
+    for name, content in (
+        ("other.xml", b"<not-spimdata/>"),
+        ("photos.zip", b"PK\x05\x06" + bytes(18)),
+    ):
         path = tmp_path / name
         path.write_bytes(content)
         hook = reader.get_reader(str(path))
@@ -94,11 +117,19 @@ def test_generalize_a_remembered_n5_folder():
     sep = os.sep
     one = {f"{sep}data{sep}a.n5{sep}": PLUGIN}
     assert preferences.generalize(one) == {**one, f"*.n5{sep}*": PLUGIN}
-    group = {f"{sep}data{sep}a.n5{sep}em{sep}": PLUGIN}  # "remember" on a group dropped from inside one
+    group = {
+        f"{sep}data{sep}a.n5{sep}em{sep}": PLUGIN
+    }  # "remember" on a group dropped from inside one
     assert preferences.generalize(group) == {**group, f"*.n5{sep}*": PLUGIN}
-    assert preferences.generalize({f"{sep}data{sep}tiffs{sep}": PLUGIN}) is None  # not an .n5 folder
-    assert preferences.generalize({f"{sep}data{sep}a.n5{sep}": "napari"}) is None  # another reader chosen
-    assert preferences.generalize({**one, f"*.n5{sep}*": "napari"}) is None  # the user's own pattern wins
+    assert (
+        preferences.generalize({f"{sep}data{sep}tiffs{sep}": PLUGIN}) is None
+    )  # not an .n5 folder
+    assert (
+        preferences.generalize({f"{sep}data{sep}a.n5{sep}": "napari"}) is None
+    )  # another reader chosen
+    assert (
+        preferences.generalize({**one, f"*.n5{sep}*": "napari"}) is None
+    )  # the user's own pattern wins
 
 
 # --- in a real viewer (Xvfb) ----------------------------------------------------------------------
@@ -106,9 +137,13 @@ def test_generalize_a_remembered_n5_folder():
 
 def _container(path: Path, value: int) -> Path:
     root = napari_n5zarr.open(path, mode="w")
-    group = root.create_group("raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 4]}})
+    group = root.create_group(
+        "raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 4]}}
+    )
     data = (np.add.outer(np.arange(64), np.arange(64)) * value // 126).astype("uint8")
-    napari_n5zarr.create_dataset(group, "s0", shape=data.shape, dtype="uint8", chunks=(32, 32))[...] = data
+    napari_n5zarr.create_dataset(group, "s0", shape=data.shape, dtype="uint8", chunks=(32, 32))[
+        ...
+    ] = data
     return path
 
 
@@ -141,7 +176,9 @@ def test_drop_a_txt_error_does_not_name_this_plugin(make_napari_viewer, tmp_path
 
 
 @pytest.mark.napari
-def test_drop_n5_folders_first_time_and_afterwards(make_napari_viewer, tmp_path, monkeypatch, qtbot):
+def test_drop_n5_folders_first_time_and_afterwards(
+    make_napari_viewer, tmp_path, monkeypatch, qtbot
+):
     """First .n5 folder: napari's "Choose reader" (its own reader also takes folders);
     "remember" then applies to every .n5 folder: the second one opens without a dialog."""
     from napari._qt.dialogs import qt_reader_dialog

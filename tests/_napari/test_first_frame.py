@@ -35,7 +35,14 @@ def _pyramid(path: Path, data: np.ndarray) -> Path:
     root.attrs.update({"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 2.0]}})
     for k in range(3):
         level = data[:: 2**k, :: 2**k, :: 2**k]
-        napari_n5zarr.create_dataset(root, f"s{k}", shape=level.T.shape, dtype="uint16", chunks=(16, 16, 16), compression={"type": "gzip"})
+        napari_n5zarr.create_dataset(
+            root,
+            f"s{k}",
+            shape=level.T.shape,
+            dtype="uint16",
+            chunks=(16, 16, 16),
+            compression={"type": "gzip"},
+        )
         arr = napari_n5zarr.open(path / f"s{k}", mode="r+")
         arr[...] = level.T
         arr.attrs["downsamplingFactors"] = [2**k] * 3

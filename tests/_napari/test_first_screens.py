@@ -23,12 +23,23 @@ def private_recent(tmp_path, monkeypatch):
 def _pyramids(path: Path, names: list[str], unit: str = "nanometer") -> Path:
     data = (np.arange(16 * 64 * 64) % 251).astype("uint16").reshape(16, 64, 64)
     for name in names:
-        napari_n5zarr.export(data, path, path=name, scale=(8.0, 4.0, 4.0), units=unit, axis_labels=("z", "y", "x"), levels=2)
+        napari_n5zarr.export(
+            data,
+            path,
+            path=name,
+            scale=(8.0, 4.0, 4.0),
+            units=unit,
+            axis_labels=("z", "y", "x"),
+            levels=2,
+        )
     return path
 
 
 def _settled(qtbot, browser) -> None:
-    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: browser.tree_model is not None and not browser.busy and not browser._loading,
+        timeout=60_000,
+    )
 
 
 def test_view_first_screen_shows_physical_size(make_napari_viewer, qtbot, tmp_path: Path) -> None:
@@ -43,17 +54,25 @@ def test_view_first_screen_shows_physical_size(make_napari_viewer, qtbot, tmp_pa
     viewer = make_napari_viewer()
     viewer.window._qt_window.resize(1280, 720)
     browser = first_screen(viewer, str(path))
-    qtbot.waitUntil(lambda: [n.path for n in browser.selected_nodes()] == ["em/mito"], timeout=60_000)
+    qtbot.waitUntil(
+        lambda: [n.path for n in browser.selected_nodes()] == ["em/mito"], timeout=60_000
+    )
     qtbot.waitUntil(lambda: "The reader will use" in browser.details.toPlainText(), timeout=30_000)
     details = browser.details.toPlainText()
-    assert "voxel size\t8 × 4 × 4 nm" in details or "voxel size 8 × 4 × 4 nm" in " ".join(details.split()), details
+    assert "voxel size\t8 × 4 × 4 nm" in details or "voxel size 8 × 4 × 4 nm" in " ".join(
+        details.split()
+    ), details
     assert "N5 Viewer, 2 level(s)" in details
     bar = scale_bar(viewer)
     assert bar.visible
     QApplication.processEvents()
     canvas = viewer.window._qt_viewer.canvas
     visuals = getattr(canvas, "_viewer_overlay_to_visual", None) or canvas._overlay_to_visual
-    text = visuals[bar][0].node.text.text if isinstance(visuals[bar], list) else visuals[bar].node.text.text
+    text = (
+        visuals[bar][0].node.text.text
+        if isinstance(visuals[bar], list)
+        else visuals[bar].node.text.text
+    )
     assert text.endswith("nm"), text
 
 
@@ -61,7 +80,9 @@ DEEP = ["volumes/raw/em_fibsem_mid", "volumes/labels/em_cells_mid", "volumes/raw
 
 
 @pytest.mark.parametrize("layout", ["view", "plugins menu"])
-def test_browser_names_are_whole_with_both_docks(make_napari_viewer, qtbot, tmp_path: Path, layout: str) -> None:
+def test_browser_names_are_whole_with_both_docks(
+    make_napari_viewer, qtbot, tmp_path: Path, layout: str
+) -> None:
     """1280×720, the browser and the exporter docked (as ``n5zarr view`` does, or both opened
     from the Plugins menu), a filter matching names four levels deep: every name is whole
     (its column as wide as its text), no horizontal scrollbar."""
@@ -81,7 +102,10 @@ def test_browser_names_are_whole_with_both_docks(make_napari_viewer, qtbot, tmp_
     fit_after_layout(viewer)
     _settled(qtbot, browser)
     browser.filter.setText("mid")
-    qtbot.waitUntil(lambda: browser._walked and not browser.busy and browser.match_count.text() == "2 matches", timeout=60_000)
+    qtbot.waitUntil(
+        lambda: browser._walked and not browser.busy and browser.match_count.text() == "2 matches",
+        timeout=60_000,
+    )
     qtbot.wait(50)
     QApplication.processEvents()
     tree = browser.tree
@@ -93,13 +117,20 @@ def test_browser_names_are_whole_with_both_docks(make_napari_viewer, qtbot, tmp_
     for it in rows:
         rect = tree.visualItemRect(it)
         text = tree.fontMetrics().horizontalAdvance(it.text(0))
-        assert rect.left() + text <= tree.columnWidth(0), (it.text(0), rect.left(), text, tree.columnWidth(0))
+        assert rect.left() + text <= tree.columnWidth(0), (
+            it.text(0),
+            rect.left(),
+            text,
+            tree.columnWidth(0),
+        )
     assert not tree.horizontalScrollBar().isVisible()
     assert not tree.isColumnHidden(1)  # shape and dtype still shown
     assert not tree.isColumnHidden(2)
 
 
-def test_export_suggests_the_layer_name_without_a_second_suffix(make_napari_viewer, tmp_path: Path, monkeypatch) -> None:
+def test_export_suggests_the_layer_name_without_a_second_suffix(
+    make_napari_viewer, tmp_path: Path, monkeypatch
+) -> None:
     from napari_n5zarr._napari.export_widget import ExportWidget
 
     monkeypatch.chdir(tmp_path)
@@ -128,7 +159,11 @@ def _reasons(tmp_path: Path) -> dict[str, str]:
                 z.write(p, p.relative_to(folder))
     zip_reason = pyramid_root(str(zpath), ["seg/s0", "seg/s1"])[1]
     assert zip_reason
-    return {"zip": zip_reason, "label multisets": "label multisets", "other": "it cannot be edited in place"}
+    return {
+        "zip": zip_reason,
+        "label multisets": "label multisets",
+        "other": "it cannot be edited in place",
+    }
 
 
 def test_read_only_notice_is_a_short_sentence_that_fits(make_napari_viewer, tmp_path: Path) -> None:
@@ -143,23 +178,43 @@ def test_read_only_notice_is_a_short_sentence_that_fits(make_napari_viewer, tmp_
     viewer = make_napari_viewer(show=True)
     for kind, reason in _reasons(tmp_path).items():
         message = refused_message("seg", reason)
-        note = NapariQtNotification(message, NotificationSeverity.WARNING, parent=viewer.window._qt_viewer._welcome_widget)
+        note = NapariQtNotification(
+            message, NotificationSeverity.WARNING, parent=viewer.window._qt_viewer._welcome_widget
+        )
         note.show()
         label = note.message
         first = message.split("\n")[0]
-        assert QElidingLabel.wrapText(first, label.width(), label.font()) == [first], (kind, first, label.width())
+        assert QElidingLabel.wrapText(first, label.width(), label.font()) == [first], (
+            kind,
+            first,
+            label.width(),
+        )
         assert first.startswith("seg is read-only ("), first
         assert first.endswith(")."), first
         assert "n5zarr convert" in message
         note.close()
-    assert refused_message("volumes/labels/em_cells_mid", "label multisets").startswith("em_cells_mid is read-only (Paintera label multisets).")
+    assert refused_message("volumes/labels/em_cells_mid", "label multisets").startswith(
+        "em_cells_mid is read-only (Paintera label multisets)."
+    )
 
 
 OME_ZARR = {
     "name": "napari-ome-zarr",  # its napari.yaml (0.6): no display_name, folders accepted
     "contributions": {
-        "commands": [{"id": "napari-ome-zarr.get_reader", "title": "Get Reader", "python_name": "napari_ome_zarr._reader:napari_get_reader"}],
-        "readers": [{"command": "napari-ome-zarr.get_reader", "filename_patterns": ["*.zarr", "*.zarr*"], "accepts_directories": True}],
+        "commands": [
+            {
+                "id": "napari-ome-zarr.get_reader",
+                "title": "Get Reader",
+                "python_name": "napari_ome_zarr._reader:napari_get_reader",
+            }
+        ],
+        "readers": [
+            {
+                "command": "napari-ome-zarr.get_reader",
+                "filename_patterns": ["*.zarr", "*.zarr*"],
+                "accepts_directories": True,
+            }
+        ],
     },
 }
 
@@ -181,18 +236,25 @@ def test_ome_zarr_drop_does_not_preselect_this_plugin(make_napari_viewer, tmp_pa
         make_napari_viewer()
         folder = tmp_path / "image.ome.zarr"
         folder.mkdir()
-        (folder / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {"ome": {}}}')
+        (folder / "zarr.json").write_text(
+            '{"zarr_format": 3, "node_type": "group", "attributes": {"ome": {}}}'
+        )
         readers = _npe2.get_readers(str(folder))
         assert {PLUGIN, "napari-ome-zarr"} <= set(readers), readers
         dialog = QtReaderDialog(pth=str(folder), readers=readers)  # what a drop shows
-        assert dialog._get_plugin_choice() != readers[PLUGIN], (dialog._get_plugin_choice(), readers)
+        assert dialog._get_plugin_choice() != readers[PLUGIN], (
+            dialog._get_plugin_choice(),
+            readers,
+        )
     finally:
         if registered:
             with pm.events.blocked():
                 pm.unregister("napari-ome-zarr")
 
 
-def test_remember_on_a_group_in_an_n5_folder_opens_the_next_group_without_asking(make_napari_viewer, tmp_path: Path, monkeypatch) -> None:
+def test_remember_on_a_group_in_an_n5_folder_opens_the_next_group_without_asking(
+    make_napari_viewer, tmp_path: Path, monkeypatch
+) -> None:
     """A group dropped from inside an .n5 folder: "Choose reader", this plugin, "remember";
     then a group in another .n5 folder (and that folder itself) open without the dialog."""
     from napari._qt.dialogs import qt_reader_dialog
@@ -207,7 +269,9 @@ def test_remember_on_a_group_in_an_n5_folder_opens_the_next_group_without_asking
     def choose(dialog):  # what the person does
         asked.append(dialog._current_file)
         buttons = {b.text(): b for b in dialog.reader_btn_group.buttons()}
-        buttons[_npe2.get_readers(dialog._current_file)[PLUGIN]].setChecked(True)  # by its display name
+        buttons[_npe2.get_readers(dialog._current_file)[PLUGIN]].setChecked(
+            True
+        )  # by its display name
         dialog.persist_checkbox.setChecked(True)
         return dialog._get_plugin_choice(), dialog._get_persist_choice()
 

@@ -21,7 +21,9 @@ from napari_n5zarr.read.multiscale import find_multiscales, levels_for
 
 @pytest.fixture(scope="module", params=["gzip", "raw"])
 def paintera(tmp_path_factory, request) -> Path:
-    return write_paintera_container(tmp_path_factory.mktemp("paintera") / "c.n5", request.param, assignment=True)
+    return write_paintera_container(
+        tmp_path_factory.mktemp("paintera") / "c.n5", request.param, assignment=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +48,12 @@ def test_every_level_reads_the_labels_the_fixture_encodes(plain):
     assert s0.dtype == np.uint64
     assert s0.shape == IDS.shape[::-1]
     np.testing.assert_array_equal(np.asarray(s0[...]), expected_s0().T)  # missing block: background
-    np.testing.assert_array_equal(np.asarray(s1[...]), expected_s1().T)  # computed argMax, edge headers
-    np.testing.assert_array_equal(np.asarray(s0[2, 3:11, ::3]), expected_s0().T[2, 3:11, ::3])  # strided, no zarr
+    np.testing.assert_array_equal(
+        np.asarray(s1[...]), expected_s1().T
+    )  # computed argMax, edge headers
+    np.testing.assert_array_equal(
+        np.asarray(s0[2, 3:11, ::3]), expected_s0().T[2, 3:11, ::3]
+    )  # strided, no zarr
     copy = levels_for(node, ms, strict=True)
     np.testing.assert_array_equal(copy[1].compute(), expected_s1().T)
 
@@ -66,7 +72,9 @@ def test_reader_opens_raw_and_one_labels_layer(paintera):
     notes: list[tuple[str, str]] = []
     layers = read_path(paintera, notify=lambda level, message: notes.append((level, message)))
     assert sorted((layer[1]["name"], layer[2]) for layer in layers) == [
-        ("labels/fragments", "labels"), ("labels/fragments (raw fragments)", "labels"), ("raw", "image")
+        ("labels/fragments", "labels"),
+        ("labels/fragments (raw fragments)", "labels"),
+        ("raw", "image"),
     ]
     assert notes == []
     by_name = {layer[1]["name"]: layer for layer in layers}
@@ -79,7 +87,9 @@ def test_reader_opens_raw_and_one_labels_layer(paintera):
     assert tuple(fragments[1]["scale"]) == (40.0, 4.0, 4.0)
     np.testing.assert_array_equal(np.asarray(fragments[0][0][...]), expected_s0().T)
     np.testing.assert_array_equal(np.asarray(fragments[0][1][...]), expected_s1().T)
-    np.testing.assert_array_equal(np.asarray(labels[0][0][...]), segments(expected_s0()).T)  # untouched
+    np.testing.assert_array_equal(
+        np.asarray(labels[0][0][...]), segments(expected_s0()).T
+    )  # untouched
 
 
 def test_a_level_opened_directly_is_labels(paintera):
@@ -95,13 +105,17 @@ def test_tree_marks_the_multiset_lines(paintera, capsys):
     for line in capsys.readouterr().out.splitlines()[1:]:
         lines.setdefault(line.split("── ")[-1].split()[0], line)  # the first s0 is data/s0
     assert "cannot open" not in lines["s0"]
-    assert "[Paintera lookup table" in lines["unique-labels/"]  # its kind says what it is (issue 26)
+    assert (
+        "[Paintera lookup table" in lines["unique-labels/"]
+    )  # its kind says what it is (issue 26)
     assert "cannot open" not in lines["unique-labels/"]
 
 
 def test_tree_shows_a_paintera_group_as_one_row_and_never_its_bookkeeping(paintera, capsys):
     assert main(["tree", str(paintera)]) == 0
-    lines = {line.split("── ")[-1].split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    lines = {
+        line.split("── ")[-1].split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]
+    }
     row = lines["fragments/"]
     assert "[Paintera labels, 2 levels, label multisets]" in row
     assert "uint64" in row
@@ -116,7 +130,10 @@ def test_tree_shows_a_paintera_group_as_one_row_and_never_its_bookkeeping(painte
     assert group["openable"]
     assert group["convention"] == "paintera-label"
     assert group["encoding"] == "label multisets"
-    assert group["facts"] == {"maxId": "39", "bookkeeping": "unique-labels, fragment-segment-assignment (not layers)"}
+    assert group["facts"] == {
+        "maxId": "39",
+        "bookkeeping": "unique-labels, fragment-segment-assignment (not layers)",
+    }
     assert nodes["labels/fragments/data/s0"]["dtype"] == "uint64"  # what it opens as
     assert not nodes["labels/fragments/unique-labels/s0"]["openable"]  # a level of a lookup table
     assert not nodes["labels/fragments/fragment-segment-assignment"]["openable"]
@@ -125,7 +142,9 @@ def test_tree_shows_a_paintera_group_as_one_row_and_never_its_bookkeeping(painte
 def test_info_lists_maxid_and_the_bookkeeping(paintera, capsys):
     assert main(["info", str(paintera / "labels/fragments")]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].endswith("labels/fragments: Paintera labels, 2 levels, label multisets, N5")
+    assert out.splitlines()[0].endswith(
+        "labels/fragments: Paintera labels, 2 levels, label multisets, N5"
+    )
     assert "  maxId       39" in out
     assert "bookkeeping unique-labels, fragment-segment-assignment" in out
 
@@ -139,16 +158,32 @@ def test_browser_row_details_and_open(make_napari_viewer, qtbot, paintera, monke
     browser = BrowserWidget(viewer)
     viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
     browser.load(str(paintera))
-    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: browser.tree_model is not None and not browser.busy and not browser._loading,
+        timeout=60_000,
+    )
     browser.expand_all()
-    qtbot.waitUntil(lambda: "labels/fragments/unique-labels/s0" in browser._items and not browser.busy, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: "labels/fragments/unique-labels/s0" in browser._items and not browser.busy,
+        timeout=60_000,
+    )
     row = browser._items["labels/fragments"]
     assert row.text(3) == "Paintera labels, 2 levels, label multisets"
     assert row.text(2) == "uint64"
-    for table in ("labels/fragments/fragment-segment-assignment", "labels/fragments/unique-labels", "labels/fragments/unique-labels/s0"):
+    for table in (
+        "labels/fragments/fragment-segment-assignment",
+        "labels/fragments/unique-labels",
+        "labels/fragments/unique-labels/s0",
+    ):
         assert browser._items[table].foreground(0).color() == GREY
     browser.tree.setCurrentItem(row)
-    qtbot.waitUntil(lambda: "blocks on disk" in browser.details.toPlainText() and "counting" not in browser.details.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(
+        lambda: (
+            "blocks on disk" in browser.details.toPlainText()
+            and "counting" not in browser.details.toPlainText()
+        ),
+        timeout=30_000,
+    )
     text = browser.details.toPlainText()
     assert "maxId" in text
     assert "39" in text
@@ -157,7 +192,10 @@ def test_browser_row_details_and_open(make_napari_viewer, qtbot, paintera, monke
     browser.open_selected()
     qtbot.waitUntil(lambda: len(viewer.layers) >= 1 and not browser.busy, timeout=30_000)
     names = [(type(layer).__name__, layer.name) for layer in viewer.layers]
-    assert names == [("Labels", "fragments (raw fragments)"), ("Labels", "fragments")]  # segments on top
+    assert names == [
+        ("Labels", "fragments (raw fragments)"),
+        ("Labels", "fragments"),
+    ]  # segments on top
 
 
 def test_info_describes_the_multiset_as_uint64_labels(paintera, capsys):
@@ -183,8 +221,13 @@ def test_convert_writes_a_uint64_labels_pyramid(paintera, tmp_path):
     assert attrs["dataType"] == "uint64"
     import zarr
 
-    as_zarr = zarr.open_array(zarr.storage.LocalStore(out / "s0"), mode="r")  # Zarr v3 of the same files
-    np.testing.assert_array_equal(np.asarray(as_zarr[...]).T if as_zarr.shape != IDS.shape else as_zarr[...], segments(expected_s0()))
+    as_zarr = zarr.open_array(
+        zarr.storage.LocalStore(out / "s0"), mode="r"
+    )  # Zarr v3 of the same files
+    np.testing.assert_array_equal(
+        np.asarray(as_zarr[...]).T if as_zarr.shape != IDS.shape else as_zarr[...],
+        segments(expected_s0()),
+    )
 
 
 def test_add_zarr_metadata_keeps_skipping_multisets(paintera, tmp_path, capsys):
@@ -206,7 +249,11 @@ def test_viewer_shows_raw_and_segmentation_with_the_right_scale(make_napari_view
     viewer = make_napari_viewer()
     layers = viewer.open(str(paintera), plugin="napari-n5zarr")
     kinds = sorted((type(layer).__name__, layer.name, layer.visible) for layer in layers)
-    assert kinds == [("Image", "raw", True), ("Labels", "labels/fragments", True), ("Labels", "labels/fragments (raw fragments)", False)]
+    assert kinds == [
+        ("Image", "raw", True),
+        ("Labels", "labels/fragments", True),
+        ("Labels", "labels/fragments (raw fragments)", False),
+    ]
     labels = next(layer for layer in layers if layer.name == "labels/fragments")
     assert viewer.layers[-1] is labels
     assert viewer.layers.selection.active is labels  # what a stroke paints

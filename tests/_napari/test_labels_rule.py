@@ -27,13 +27,20 @@ def _tensorstore_pyramid(folder: Path, data: np.ndarray = DATA) -> None:
             {
                 "driver": "n5",
                 "kvstore": {"driver": "file", "path": str(folder / f"s{k}")},
-                "metadata": {"compression": {"type": "gzip"}, "dataType": str(level.dtype), "dimensions": list(n5.shape),
-                             "blockSize": [8, 8, 4], "downsamplingFactors": [2**k, 2**k, 1]},
+                "metadata": {
+                    "compression": {"type": "gzip"},
+                    "dataType": str(level.dtype),
+                    "dimensions": list(n5.shape),
+                    "blockSize": [8, 8, 4],
+                    "downsamplingFactors": [2**k, 2**k, 1],
+                },
             },
             create=True,
         ).result()
         store[...] = n5
-    (folder / "attributes.json").write_text(json.dumps({"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 2.0]}}))
+    (folder / "attributes.json").write_text(
+        json.dumps({"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 2.0]}})
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +58,12 @@ def kinds(path: Path) -> list[tuple[str, str]]:
     return [(layer[1]["name"], layer[2]) for layer in layers]
 
 
-MISNAMED = ["unlabeled_brain.n5", "Segura_lab_em.n5", "presegmentation_raw.n5", "tmpsegr1234-copy.n5"]
+MISNAMED = [
+    "unlabeled_brain.n5",
+    "Segura_lab_em.n5",
+    "presegmentation_raw.n5",
+    "tmpsegr1234-copy.n5",
+]
 
 
 @pytest.mark.parametrize("name", ["raw.n5", *MISNAMED, "labels.n5", "neuron_labels.n5"])
@@ -104,7 +116,9 @@ def test_paintera_type_decides(pyramid, tmp_path):
     for name, kind in (("cells", "label"), ("labels", "raw")):
         shutil.copytree(pyramid, tmp_path / "c.n5" / name)
         attrs_file = tmp_path / "c.n5" / name / "attributes.json"
-        attrs_file.write_text(json.dumps({**json.loads(attrs_file.read_text()), "painteraData": {"type": kind}}))
+        attrs_file.write_text(
+            json.dumps({**json.loads(attrs_file.read_text()), "painteraData": {"type": kind}})
+        )
     assert sorted(kinds(tmp_path / "c.n5")) == [("cells", "labels"), ("labels", "image")]
 
 
@@ -121,7 +135,9 @@ def test_float_data_named_labels_is_an_image(tmp_path):
 
 
 @pytest.mark.napari
-def test_viewer_opens_a_misnamed_intensity_pyramid_as_an_image(make_napari_viewer, pyramid, tmp_path):
+def test_viewer_opens_a_misnamed_intensity_pyramid_as_an_image(
+    make_napari_viewer, pyramid, tmp_path
+):
     shutil.copytree(pyramid, tmp_path / "unlabeled_brain.n5")
     shutil.copytree(pyramid, tmp_path / "c.n5" / "raw_labels")
     viewer = make_napari_viewer()

@@ -18,7 +18,9 @@ from napari_n5zarr.write.edit.editable import EditableLevel
 @pytest.fixture
 def image_in_viewer(make_napari_viewer, tmp_path: Path):
     a = (np.arange(12 * 40 * 50).reshape(12, 40, 50) % 200).astype("uint8")
-    napari_n5zarr.export(a, tmp_path / "em.n5", chunks=16, scale=(3.0, 1.0, 1.0), translate=(6.0, 2.0, 0.0))
+    napari_n5zarr.export(
+        a, tmp_path / "em.n5", chunks=16, scale=(3.0, 1.0, 1.0), translate=(6.0, 2.0, 0.0)
+    )
     viewer = make_napari_viewer()
     (image,) = viewer.open(str(tmp_path / "em.n5"), plugin="napari-n5zarr")
     return viewer, image
@@ -34,7 +36,9 @@ def _check_new_layer(viewer, image, layer, where: Path) -> None:
     assert all(f.name.endswith(".json") for f in where.rglob("*") if f.is_file())
 
 
-def test_button_creates_selected_editable_labels(image_in_viewer, tmp_path: Path, monkeypatch) -> None:
+def test_button_creates_selected_editable_labels(
+    image_in_viewer, tmp_path: Path, monkeypatch
+) -> None:
     viewer, image = image_in_viewer
     monkeypatch.setattr(new_labels, "ask_destination", lambda layer: tmp_path / "em-labels.n5")
     widget = SaveLabelsWidget(viewer)
@@ -53,7 +57,10 @@ def test_layer_context_menu_entry(image_in_viewer, tmp_path: Path, monkeypatch) 
     viewer, image = image_in_viewer
     monkeypatch.setattr(new_labels, "ask_destination", lambda layer: tmp_path / "ctx.n5")
     app = get_app_model()
-    entries = [getattr(getattr(item, "command", None), "id", None) for item in app.menus.get_menu("napari/layers/context")]
+    entries = [
+        getattr(getattr(item, "command", None), "id", None)
+        for item in app.menus.get_menu("napari/layers/context")
+    ]
     assert new_labels.CONTEXT_ACTION in entries  # registered when the reader opened the image
     viewer.layers.selection.active = image
     app.commands.execute_command(new_labels.CONTEXT_ACTION).result()
@@ -64,7 +71,10 @@ def test_layers_annotate_menu_entry(make_napari_viewer) -> None:
     from napari._app_model import get_app_model
 
     make_napari_viewer()
-    entries = [getattr(getattr(item, "command", None), "id", None) for item in get_app_model().menus.get_menu("napari/layers/annotate")]
+    entries = [
+        getattr(getattr(item, "command", None), "id", None)
+        for item in get_app_model().menus.get_menu("napari/layers/annotate")
+    ]
     assert "napari-n5zarr.new_labels" in entries
 
 
@@ -78,7 +88,9 @@ def test_not_an_image_is_refused_with_a_notice(image_in_viewer, monkeypatch) -> 
     assert told == ["New labels for this image: select an image layer first"]
 
 
-def test_default_destination_is_beside_the_source_and_never_taken(image_in_viewer, tmp_path: Path) -> None:
+def test_default_destination_is_beside_the_source_and_never_taken(
+    image_in_viewer, tmp_path: Path
+) -> None:
     _, image = image_in_viewer
     first = new_labels.default_destination(image)
     assert first == tmp_path / f"{image.name}-labels.n5"

@@ -31,7 +31,9 @@ TABLES = ("label-to-block-mapping", "unique-labels", "fragment-segment-assignmen
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A Paintera project with every bookkeeping dataset Paintera's libraries write."""
-    return write_paintera_container(tmp_path_factory.mktemp("paintera") / "p.n5", assignment=True, block_lookup=True)
+    return write_paintera_container(
+        tmp_path_factory.mktemp("paintera") / "p.n5", assignment=True, block_lookup=True
+    )
 
 
 def _copy(project: Path, tmp_path: Path) -> Path:
@@ -63,10 +65,17 @@ def test_tree_lists_the_block_lookup_as_a_lookup_table_with_exit_0(project, caps
     assert main(["tree", str(project)]) == 0
     out = capsys.readouterr().out
     assert "unreadable" not in out
-    rows = [line for line in out.splitlines() if "label-to-block-mapping" in line or line.rstrip().endswith(("s0", "s1", "s2"))]
+    rows = [
+        line
+        for line in out.splitlines()
+        if "label-to-block-mapping" in line or line.rstrip().endswith(("s0", "s1", "s2"))
+    ]
     mapping = [line for line in out.splitlines() if "9223372036854775807" in line]
     assert len(mapping) == 4, rows  # the group and its s0, s1, s2
-    assert all("[Paintera lookup table" in line and "!" not in line and "PiB" not in line for line in mapping), mapping
+    assert all(
+        "[Paintera lookup table" in line and "!" not in line and "PiB" not in line
+        for line in mapping
+    ), mapping
     assert main(["tree", "--json", str(project)]) == 0
     nodes = {n["path"]: n for n in map(json.loads, capsys.readouterr().out.splitlines())}
     level = nodes["labels/fragments/label-to-block-mapping/s0"]
@@ -76,7 +85,15 @@ def test_tree_lists_the_block_lookup_as_a_lookup_table_with_exit_0(project, caps
     assert "label-to-block-mapping" in nodes["labels/fragments"]["facts"]["bookkeeping"]
 
 
-@pytest.mark.parametrize("rel", ["", "labels/fragments", "labels/fragments/label-to-block-mapping", "labels/fragments/label-to-block-mapping/s0"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "",
+        "labels/fragments",
+        "labels/fragments/label-to-block-mapping",
+        "labels/fragments/label-to-block-mapping/s0",
+    ],
+)
 def test_info_answers_every_node_of_the_project_with_exit_0(project, capsys, rel):
     assert main(["info", str(project / rel)]) == 0
     out = capsys.readouterr()
@@ -91,7 +108,13 @@ def test_the_reader_never_opens_the_bookkeeping(project):
 
 @pytest.mark.parametrize(
     "rel",
-    ["unique-labels", "unique-labels/s0", "fragment-segment-assignment", "label-to-block-mapping", "label-to-block-mapping/s1"],
+    [
+        "unique-labels",
+        "unique-labels/s0",
+        "fragment-segment-assignment",
+        "label-to-block-mapping",
+        "label-to-block-mapping/s1",
+    ],
 )
 def test_a_lookup_table_opened_on_its_own_is_no_layer(project, capsys, rel):
     layers, notes = _layers(project / "labels/fragments" / rel)
@@ -122,18 +145,26 @@ def test_a_paintera_group_without_data_lists_and_opens_no_bookkeeping(project, t
 
 
 def test_n5_dimensions_are_java_longs():
-    meta = N5DatasetMetadata.from_json({"dimensions": [LONG_MAX], "blockSize": [10000], "dataType": "int8"})
+    meta = N5DatasetMetadata.from_json(
+        {"dimensions": [LONG_MAX], "blockSize": [10000], "dataType": "int8"}
+    )
     assert meta.to_zarr_json()["shape"] == [LONG_MAX]
     with pytest.raises(N5MetadataError, match=r"\[0, 2\*\*63\)"):
-        N5DatasetMetadata.from_json({"dimensions": [LONG_MAX + 1], "blockSize": [10000], "dataType": "int8"})
-    with pytest.raises(N5MetadataError, match=r"\[1, 2\*\*32\)"):  # block sizes stay u32 (every block header)
+        N5DatasetMetadata.from_json(
+            {"dimensions": [LONG_MAX + 1], "blockSize": [10000], "dataType": "int8"}
+        )
+    with pytest.raises(
+        N5MetadataError, match=r"\[1, 2\*\*32\)"
+    ):  # block sizes stay u32 (every block header)
         N5DatasetMetadata.from_json({"dimensions": [5], "blockSize": [2**32], "dataType": "int8"})
 
 
 def test_a_long_max_dataset_reads_where_it_is_addressable(project):
     level = napari_n5zarr.open(project / "labels/fragments/label-to-block-mapping/s1", mode="r")
     assert level.shape == (LONG_MAX,)
-    np.testing.assert_array_equal(level[LONG_MAX - 3 :], np.zeros(3, "int8"))  # a block never written
+    np.testing.assert_array_equal(
+        level[LONG_MAX - 3 :], np.zeros(3, "int8")
+    )  # a block never written
     np.testing.assert_array_equal(level[20000:20005], np.zeros(5, "int8"))
 
 
@@ -163,7 +194,9 @@ def test_paintera_resolution_is_in_nanometres(project, capsys):
     assert "40 × 4 × 4 nm" in _tree_lines(capsys)["fragments/"]
 
 
-@pytest.mark.parametrize(("unit", "expected"), [("um", "micrometer"), ("pixel", "nanometer"), ("nm", "nanometer")])
+@pytest.mark.parametrize(
+    ("unit", "expected"), [("um", "micrometer"), ("pixel", "nanometer"), ("nm", "nanometer")]
+)
 def test_paintera_unit_attribute_says_otherwise(project, tmp_path, unit, expected):
     """Paintera writes ``unit`` on each ``data/sN`` (``"pixel"`` when it knows none)."""
     root = _copy(project, tmp_path)
@@ -174,12 +207,19 @@ def test_paintera_unit_attribute_says_otherwise(project, tmp_path, unit, expecte
     assert notes == []
 
 
-@pytest.mark.parametrize(("resolution", "scale"), [([0.0, 4.0, 40.0], (40.0, 4.0, 1.0)), ([4.0, -4.0, 40.0], (40.0, 1.0, 4.0))])
-def test_a_resolution_of_zero_or_below_falls_back_to_1_with_one_notice(project, tmp_path, capsys, resolution, scale):
+@pytest.mark.parametrize(
+    ("resolution", "scale"),
+    [([0.0, 4.0, 40.0], (40.0, 4.0, 1.0)), ([4.0, -4.0, 40.0], (40.0, 1.0, 4.0))],
+)
+def test_a_resolution_of_zero_or_below_falls_back_to_1_with_one_notice(
+    project, tmp_path, capsys, resolution, scale
+):
     root = _copy(project, tmp_path)
     _fragments_attrs(root, "data", resolution=resolution)
     layers, notes = _layers(root)
-    assert tuple(layers["labels/fragments"][1]["scale"]) == scale  # napari order; the pyramid's factors kept
+    assert (
+        tuple(layers["labels/fragments"][1]["scale"]) == scale
+    )  # napari order; the pyramid's factors kept
     assert [n for n in notes if "not positive" in n] == notes
     assert len(notes) == 1
     assert "labels/fragments" in notes[0]
@@ -194,7 +234,14 @@ def test_a_scale_of_zero_in_any_convention_falls_back_with_a_notice(tmp_path):
     root = napari_n5zarr.open(tmp_path / "z.n5", mode="w")
     napari_n5zarr.create_dataset(root, "img", shape=(8, 8, 4), dtype="uint8", chunks=(8, 8, 4))
     doc = tmp_path / "z.n5/img/attributes.json"
-    doc.write_text(json.dumps({**json.loads(doc.read_text()), "pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 0]}}))
+    doc.write_text(
+        json.dumps(
+            {
+                **json.loads(doc.read_text()),
+                "pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 0]},
+            }
+        )
+    )
     layers, notes = _layers(tmp_path / "z.n5")
     assert tuple(layers["img"][1]["scale"]) == (1.0, 0.5, 0.5)
     assert len(notes) == 1
@@ -209,11 +256,18 @@ def _write_pairs(folder: Path, pairs: list[tuple[int, int]], declared: int | Non
     ``declared``: the pair count attributes.json claims (and the block size it gives)."""
     n = len(pairs)
     count = n if declared is None else declared
-    doc = {"dataType": "uint64", "dimensions": [count, 2], "blockSize": [max(count, 1), 1], "compression": {"type": "raw"}}
+    doc = {
+        "dataType": "uint64",
+        "dimensions": [count, 2],
+        "blockSize": [max(count, 1), 1],
+        "compression": {"type": "raw"},
+    }
     (folder / "attributes.json").write_text(json.dumps(doc))
     for column in (0, 1):
         values = [p[column] for p in pairs]
-        (folder / "0" / str(column)).write_bytes(struct.pack(">HHII", 0, 2, n, 1) + struct.pack(f">{n}Q", *values))
+        (folder / "0" / str(column)).write_bytes(
+            struct.pack(">HHII", 0, 2, n, 1) + struct.pack(f">{n}Q", *values)
+        )
 
 
 def test_a_fragment_listed_twice_keeps_its_last_segment(project, tmp_path):
@@ -221,7 +275,10 @@ def test_a_fragment_listed_twice_keeps_its_last_segment(project, tmp_path):
     keys, values = assignment_table(np.array([[5, 1, 5, 2], [10, 11, 12, 13]], dtype=np.uint64))
     assert dict(zip(keys.tolist(), values.tolist(), strict=True)) == {1: 11, 2: 13, 5: 12}
     root = _copy(project, tmp_path)
-    _write_pairs(root / "labels/fragments/fragment-segment-assignment", [(1, 1000), (2, 1000), (1, 2000), (5, 1001)])
+    _write_pairs(
+        root / "labels/fragments/fragment-segment-assignment",
+        [(1, 1000), (2, 1000), (1, 2000), (5, 1001)],
+    )
     layers, notes = _layers(root)
     assert notes == []
     s0 = np.asarray(layers["labels/fragments"][0][0][...])
@@ -234,7 +291,9 @@ def test_a_fragment_listed_twice_keeps_its_last_segment(project, tmp_path):
 def test_an_assignment_declaring_more_than_it_stores_is_never_allocated(project, tmp_path):
     root = _copy(project, tmp_path)
     pairs = [(1, 1000), (2, 1000)]
-    _write_pairs(root / "labels/fragments/fragment-segment-assignment", pairs, declared=20_000_000)  # 320 MB declared
+    _write_pairs(
+        root / "labels/fragments/fragment-segment-assignment", pairs, declared=20_000_000
+    )  # 320 MB declared
     tracemalloc.start()
     try:
         layers, notes = _layers(root)
@@ -246,12 +305,16 @@ def test_an_assignment_declaring_more_than_it_stores_is_never_allocated(project,
     assert len(notes) == 1
     assert "declares 20000000 fragment-segment pairs" in notes[0]
     assert "shown as fragments" in notes[0]
-    np.testing.assert_array_equal(np.asarray(layers["labels/fragments"][0][0][...]), expected_s0().T)  # the fallback
+    np.testing.assert_array_equal(
+        np.asarray(layers["labels/fragments"][0][0][...]), expected_s0().T
+    )  # the fallback
 
 
 def test_an_honest_assignment_still_reads(project):
     layers, _ = _layers(project)
-    np.testing.assert_array_equal(np.asarray(layers["labels/fragments"][0][0][...]), segments(expected_s0()).T)
+    np.testing.assert_array_equal(
+        np.asarray(layers["labels/fragments"][0][0][...]), segments(expected_s0()).T
+    )
 
 
 # -- the browser -----------------------------------------------------------------------
@@ -275,7 +338,9 @@ def test_browser_shows_the_lookup_tables_without_red(project):
 
 
 @pytest.mark.napari
-def test_browser_widget_lists_the_project_without_red(make_napari_viewer, qtbot, project, monkeypatch, tmp_path):
+def test_browser_widget_lists_the_project_without_red(
+    make_napari_viewer, qtbot, project, monkeypatch, tmp_path
+):
     from napari_n5zarr._napari.browser import GREY, BrowserWidget
 
     monkeypatch.setenv("NAPARI_N5ZARR_CONFIG", str(tmp_path / "config"))
@@ -283,7 +348,10 @@ def test_browser_widget_lists_the_project_without_red(make_napari_viewer, qtbot,
     browser = BrowserWidget(viewer)
     viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
     browser.load(str(project))
-    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: browser.tree_model is not None and not browser.busy and not browser._loading,
+        timeout=60_000,
+    )
     browser.expand_all()
     level = "labels/fragments/label-to-block-mapping/s2"
     qtbot.waitUntil(lambda: level in browser._items and not browser.busy, timeout=60_000)
@@ -291,9 +359,12 @@ def test_browser_widget_lists_the_project_without_red(make_napari_viewer, qtbot,
     row = browser._items[level]
     assert row.foreground(0).color() == GREY
     browser.tree.setCurrentItem(row)
-    qtbot.waitUntil(lambda: "Paintera lookup table (label-to-block-mapping)" in browser.details.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(
+        lambda: "Paintera lookup table (label-to-block-mapping)" in browser.details.toPlainText(),
+        timeout=30_000,
+    )
     qtbot.waitUntil(lambda: not browser.busy, timeout=30_000)
     html = browser.details.toHtml().lower()
-    assert "color:#808080;\">paintera lookup table" in html  # grey, as the row
+    assert 'color:#808080;">paintera lookup table' in html  # grey, as the row
     assert "#cc3333" not in html  # the red of faults
     assert not browser.open_button.isEnabled()

@@ -28,13 +28,16 @@ def test_removing_the_n5_pattern_in_napari_preferences_stands(tmp_path: Path) ->
         remember_n5_folders()
     """
     env_code = textwrap.dedent(env_code)
-    first = run_py(env_code + textwrap.dedent("""
+    first = run_py(
+        env_code
+        + textwrap.dedent("""
         plugins.extension2reader = {"/data/a.n5/": "napari-n5zarr"}  # "remember this choice"
         print(sorted(plugins.extension2reader))
         plugins.extension2reader = {"/data/a.n5/": "napari-n5zarr"}  # the person removes *.n5/
         print(sorted(plugins.extension2reader))
         get_settings().save()
-    """))
+    """)
+    )
     assert first.returncode == 0, first.stderr
     added, removed = first.stdout.splitlines()[-2:]
     assert "*.n5/" in added, first.stdout

@@ -26,7 +26,9 @@ def labels() -> np.ndarray:
 
 
 def levels_of(dest):
-    names = sorted((p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:]))
+    names = sorted(
+        (p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:])
+    )
     return [np.asarray(napari_n5zarr.open(dest / n)[...]).T for n in names]
 
 
@@ -42,7 +44,9 @@ def open_layer(viewer, path):
     return layer
 
 
-def test_paint_fill_erase_undo_then_save_gives_every_level_of_export(make_napari_viewer, pyramid, tmp_path):
+def test_paint_fill_erase_undo_then_save_gives_every_level_of_export(
+    make_napari_viewer, pyramid, tmp_path
+):
     viewer = make_napari_viewer()
     layer = open_layer(viewer, pyramid)
     assert isinstance(layer.data, EditableLevel)
@@ -95,13 +99,17 @@ def test_closing_with_unsaved_edits_asks_first(make_napari_viewer, pyramid, monk
     viewer = make_napari_viewer(show=True)
     layer = open_layer(viewer, pyramid)
     asked = []
-    monkeypatch.setattr(proofread.CloseGuard, "ask", lambda self, names: asked.append(names) or "cancel")
+    monkeypatch.setattr(
+        proofread.CloseGuard, "ask", lambda self, names: asked.append(names) or "cancel"
+    )
     layer.paint((0, 1, 1), 9)
     viewer.window._qt_window.close()
     assert asked == [["seg.n5"]]
     assert viewer.window._qt_window.isVisible()
     save_edits(layer)
-    assert proofread.edited_layers(viewer) == []  # a close now would not ask (napari's own teardown closes it)
+    assert (
+        proofread.edited_layers(viewer) == []
+    )  # a close now would not ask (napari's own teardown closes it)
 
 
 def test_read_only_labels_say_why_once(make_napari_viewer, pyramid, tmp_path, monkeypatch):
@@ -113,7 +121,9 @@ def test_read_only_labels_say_why_once(make_napari_viewer, pyramid, tmp_path, mo
             if p.is_file():
                 z.write(p, p.relative_to(pyramid))
     told = []
-    monkeypatch.setattr("napari_n5zarr._napari.notices.notify_napari", lambda level, msg: told.append(msg))
+    monkeypatch.setattr(
+        "napari_n5zarr._napari.notices.notify_napari", lambda level, msg: told.append(msg)
+    )
     viewer = make_napari_viewer()
     layer = open_layer(viewer, zpath)
     assert "read_only" in layer.metadata["napari_n5zarr"]
@@ -168,7 +178,9 @@ def _paint_and_check_route(viewer, layer):
 
 def test_route_viewer_open_and_drop(make_napari_viewer, pyramid):
     viewer = make_napari_viewer(show=True)
-    viewer.window._qt_viewer._qt_open([str(pyramid)], stack=False, plugin="napari-n5zarr")  # what a drop does
+    viewer.window._qt_viewer._qt_open(
+        [str(pyramid)], stack=False, plugin="napari-n5zarr"
+    )  # what a drop does
     (layer,) = viewer.layers
     _paint_and_check_route(viewer, layer)
 
@@ -188,7 +200,10 @@ def test_route_browser_open(make_napari_viewer, qtbot, pyramid):
     browser = BrowserWidget(viewer)
     viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
     browser.load(str(pyramid.parent))
-    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and "seg.n5" in browser._items, timeout=30_000)
+    qtbot.waitUntil(
+        lambda: browser.tree_model is not None and not browser.busy and "seg.n5" in browser._items,
+        timeout=30_000,
+    )
     browser.tree.setCurrentItem(browser._items["seg.n5"])
     browser.open_button.click()
     qtbot.waitUntil(lambda: len(viewer.layers) == 1, timeout=30_000)
@@ -312,11 +327,15 @@ def test_status_wraps_and_never_widens_the_dock(make_napari_viewer, pyramid, qtb
     before, canvas = dock.width(), viewer.window._qt_viewer.canvas.native.width()
     layer.paint((0, 20, 20), 5)
     widget.save()
-    widget.status.value += " " + "and a long explanation, " * 12 + "/a/very/long/path/without/any/space/" * 3
+    widget.status.value += (
+        " " + "and a long explanation, " * 12 + "/a/very/long/path/without/any/space/" * 3
+    )
     assert dock.minimumSizeHint().width() <= before  # the dock is never asked to widen
     qtbot.wait(200)
     assert (dock.width(), viewer.window._qt_viewer.canvas.native.width()) == (before, canvas)
-    assert widget.status.native.height() > widget.save_button.native.height()  # wrapped: several lines
+    assert (
+        widget.status.native.height() > widget.save_button.native.height()
+    )  # wrapped: several lines
     viewer.screenshot(str(tmp_path / "long-status.png"), canvas_only=False)
 
 
@@ -349,7 +368,9 @@ def test_close_question_offers_save_discard_cancel(make_napari_viewer, pyramid, 
                 QTimer.singleShot(20, click)
                 return
             seen.append((box.text(), sorted(b.text().replace("&", "") for b in box.buttons())))
-            (box.button(button) or box.buttons()[0]).click()  # a box without that button: any, not a hang
+            (
+                box.button(button) or box.buttons()[0]
+            ).click()  # a box without that button: any, not a hang
 
         QTimer.singleShot(0, click)
 
@@ -370,7 +391,9 @@ def test_close_question_offers_save_discard_cancel(make_napari_viewer, pyramid, 
     assert levels_of(pyramid)[0][0, 1, 1] == 9
 
 
-def test_close_with_a_failing_save_stays_open_with_the_error(make_napari_viewer, pyramid, monkeypatch):
+def test_close_with_a_failing_save_stays_open_with_the_error(
+    make_napari_viewer, pyramid, monkeypatch
+):
     import shutil
 
     viewer = make_napari_viewer(show=True)
@@ -408,15 +431,23 @@ def test_reset_sample_rebuilds_edited_labels(tmp_path, monkeypatch):
     from napari_n5zarr._napari import viewer_launch
 
     opened = []
-    monkeypatch.setattr(viewer_launch, "view", lambda path, screenshot=None, **_: opened.append(path))
+    monkeypatch.setattr(
+        viewer_launch, "view", lambda path, screenshot=None, **_: opened.append(path)
+    )
     assert main(["view", "--reset-sample"]) == 0
     assert opened == [None]  # the sample
-    np.testing.assert_array_equal(np.asarray(EditableLevel(path / "labels")[...]), sample.blobs()[1])
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [sample.SAMPLE_NAME]  # nothing left beside it
+    np.testing.assert_array_equal(
+        np.asarray(EditableLevel(path / "labels")[...]), sample.blobs()[1]
+    )
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [
+        sample.SAMPLE_NAME
+    ]  # nothing left beside it
     assert main(["view", str(path), "--reset-sample"]) == 2
 
 
-def test_a_save_from_another_thread_updates_the_window_on_its_thread(make_napari_viewer, pyramid, qtbot):
+def test_a_save_from_another_thread_updates_the_window_on_its_thread(
+    make_napari_viewer, pyramid, qtbot
+):
     """The library reports a save from the saving thread: the marker and the widget change on
     napari's thread (Qt widgets are never touched from another)."""
     import threading

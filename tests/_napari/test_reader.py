@@ -40,7 +40,13 @@ def levels_for(shape=SHAPE, n=3, dtype="uint16", offset=0) -> list[np.ndarray]:
 def write_levels(write_n5, group, levels, attrs=lambda k: {}, names=lambda k: f"s{k}"):
     for k, a in enumerate(levels):
         n5 = a.T
-        write_n5(group, names(k), n5, chunks=tuple(min(b, s) for b, s in zip(BLOCK, n5.shape, strict=True)), attributes=attrs(k))
+        write_n5(
+            group,
+            names(k),
+            n5,
+            chunks=tuple(min(b, s) for b, s in zip(BLOCK, n5.shape, strict=True)),
+            attributes=attrs(k),
+        )
 
 
 def read(path, notes=None) -> list[tuple]:
@@ -84,37 +90,63 @@ def container(tmp_path):
 
 def test_n5viewer_modern(container, write_n5):
     root, path = container()
-    group = root.create_group("raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
+    group = root.create_group(
+        "raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}
+    )
     levels = levels_for()
     write_levels(write_n5, group, levels, attrs=lambda k: {"downsamplingFactors": [2**k] * 3})
     (layer,) = read(path)
     assert layer[2] == "image"
     assert layer[1]["name"] == "raw"
     assert_levels(layer, levels)
-    assert spatial(layer) == ((40.0, 4.0, 4.0), (0.0, 0.0, 0.0), ("nanometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (40.0, 4.0, 4.0),
+        (0.0, 0.0, 0.0),
+        ("nanometer",) * 3,
+        ("z", "y", "x"),
+    )
     assert layer[1]["contrast_limits"] == (float(levels[-1].min()), float(levels[-1].max()))
     assert layer[1]["metadata"]["napari_n5zarr"]["convention"] == "n5viewer"
 
 
 def test_n5viewer_old_scales_and_bare_resolution(container, write_n5):
     root, path = container()
-    root.attrs.update({"scales": [[1, 1, 1], [2, 2, 2], [4, 4, 4]], "pixelResolution": [0.5, 0.5, 2.0]})
+    root.attrs.update(
+        {"scales": [[1, 1, 1], [2, 2, 2], [4, 4, 4]], "pixelResolution": [0.5, 0.5, 2.0]}
+    )
     levels = levels_for()
     write_levels(write_n5, root, levels)
     (layer,) = read(path)
     assert layer[1]["name"] == "c.n5"
     assert_levels(layer, levels)
-    assert spatial(layer) == ((2.0, 0.5, 0.5), (0.0, 0.0, 0.0), ("micrometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (2.0, 0.5, 0.5),
+        (0.0, 0.0, 0.0),
+        ("micrometer",) * 3,
+        ("z", "y", "x"),
+    )
 
 
 def test_neuroglancer(container, write_n5):
     root, path = container()
-    root.attrs.update({"axes": ["x", "y", "z"], "units": ["nm", "nm", "um"], "resolution": [8, 8, 1], "scales": [[1, 1, 1], [2, 2, 2]]})
+    root.attrs.update(
+        {
+            "axes": ["x", "y", "z"],
+            "units": ["nm", "nm", "um"],
+            "resolution": [8, 8, 1],
+            "scales": [[1, 1, 1], [2, 2, 2]],
+        }
+    )
     levels = levels_for(n=2)
     write_levels(write_n5, root, levels)
     (layer,) = read(path)
     assert_levels(layer, levels)
-    assert spatial(layer) == ((1.0, 8.0, 8.0), (0.0, 0.0, 0.0), ("micrometer", "nanometer", "nanometer"), ("z", "y", "x"))
+    assert spatial(layer) == (
+        (1.0, 8.0, 8.0),
+        (0.0, 0.0, 0.0),
+        ("micrometer", "nanometer", "nanometer"),
+        ("z", "y", "x"),
+    )
 
 
 def test_tensorstore_written_dataset(tmp_path):
@@ -125,8 +157,13 @@ def test_tensorstore_written_dataset(tmp_path):
             "driver": "n5",
             "kvstore": {"driver": "file", "path": str(tmp_path / "ts.n5" / "vol")},
             "metadata": {
-                "compression": {"type": "gzip"}, "dataType": "uint16", "dimensions": list(data.T.shape),
-                "blockSize": list(BLOCK), "axes": ["x", "y", "z"], "units": ["nm", "nm", "nm"], "resolution": [4, 4, 40],
+                "compression": {"type": "gzip"},
+                "dataType": "uint16",
+                "dimensions": list(data.T.shape),
+                "blockSize": list(BLOCK),
+                "axes": ["x", "y", "z"],
+                "units": ["nm", "nm", "nm"],
+                "resolution": [4, 4, 40],
             },
         },
         create=True,
@@ -135,7 +172,12 @@ def test_tensorstore_written_dataset(tmp_path):
     (layer,) = read(tmp_path / "ts.n5")  # a container without root attributes.json
     assert layer[1]["name"] == "vol"
     assert_levels(layer, [data])
-    assert spatial(layer) == ((40.0, 4.0, 4.0), (0.0, 0.0, 0.0), ("nanometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (40.0, 4.0, 4.0),
+        (0.0, 0.0, 0.0),
+        ("nanometer",) * 3,
+        ("z", "y", "x"),
+    )
 
 
 def test_cosem_multiscale(container, write_n5):
@@ -144,13 +186,33 @@ def test_cosem_multiscale(container, write_n5):
 
     def transform(k):
         f = 2**k
-        return {"axes": ["z", "y", "x"], "units": ["nm"] * 3, "scale": [40.0 * f, 4.0 * f, 4.0 * f], "translate": [100.0 + 20 * (f - 1), 2.0 * (f - 1), 2.0 * (f - 1)]}
+        return {
+            "axes": ["z", "y", "x"],
+            "units": ["nm"] * 3,
+            "scale": [40.0 * f, 4.0 * f, 4.0 * f],
+            "translate": [100.0 + 20 * (f - 1), 2.0 * (f - 1), 2.0 * (f - 1)],
+        }
 
-    group = root.create_group("em", attributes={"multiscales": [{"name": "em", "datasets": [{"path": f"s{k}", "transform": transform(k)} for k in range(3)]}]})
+    group = root.create_group(
+        "em",
+        attributes={
+            "multiscales": [
+                {
+                    "name": "em",
+                    "datasets": [{"path": f"s{k}", "transform": transform(k)} for k in range(3)],
+                }
+            ]
+        },
+    )
     write_levels(write_n5, group, levels, attrs=lambda k: {"transform": transform(k)})
     (layer,) = read(path)
     assert_levels(layer, levels)
-    assert spatial(layer) == ((40.0, 4.0, 4.0), (100.0, 0.0, 0.0), ("nanometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (40.0, 4.0, 4.0),
+        (100.0, 0.0, 0.0),
+        ("nanometer",) * 3,
+        ("z", "y", "x"),
+    )
     assert layer[1]["metadata"]["napari_n5zarr"]["convention"] == "cosem"
 
 
@@ -162,10 +224,14 @@ def test_bigdataviewer(container, write_n5, setup_datatype):
     root, path = container()
     expected = {}
     for setup in range(2):
-        s = root.create_group(f"setup{setup}", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]]})
+        s = root.create_group(
+            f"setup{setup}", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]]}
+        )
         per_t = []
         for t in range(3):
-            tp = s.create_group(f"timepoint{t}", attributes={"multiScale": True, "resolution": [0.5, 0.5, 2.0]})
+            tp = s.create_group(
+                f"timepoint{t}", attributes={"multiScale": True, "resolution": [0.5, 0.5, 2.0]}
+            )
             levels = levels_for(n=2, offset=100 * t + 10 * setup)
             write_levels(write_n5, tp, levels, attrs=lambda k: {"downsamplingFactors": [2**k] * 3})
             per_t.append(levels)
@@ -177,7 +243,12 @@ def test_bigdataviewer(container, write_n5, setup_datatype):
     assert [layer[1]["name"] for layer in layers] == ["setup0", "setup1"]
     for layer in layers:
         assert_levels(layer, expected[layer[1]["name"]])
-        assert spatial(layer) == ((1.0, 2.0, 0.5, 0.5), (0.0,) * 4, (None,) * 4, ("t", "z", "y", "x"))
+        assert spatial(layer) == (
+            (1.0, 2.0, 0.5, 0.5),
+            (0.0,) * 4,
+            (None,) * 4,
+            ("t", "z", "y", "x"),
+        )
         assert layer[1]["blending"] == "additive"
     assert [layer[1]["colormap"] for layer in layers] == ["green", "magenta"]
 
@@ -204,19 +275,35 @@ BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 def test_bigdataviewer_xml_calibrates_setups(container, write_n5, tmp_path):
     root, path = container()
     for setup in range(2):
-        s = root.create_group(f"setup{setup}", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]]})
+        s = root.create_group(
+            f"setup{setup}", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]]}
+        )
         for t in range(3):
             write_levels(write_n5, s.create_group(f"timepoint{t}"), levels_for(n=2))
     (tmp_path / "dataset.xml").write_text(BDV_XML)
     (tmp_path / "other.xml").write_text("<not-spimdata/>")
-    for opened in (path, tmp_path / "dataset.xml"):  # the container (XML found next to it) or the XML
+    for opened in (
+        path,
+        tmp_path / "dataset.xml",
+    ):  # the container (XML found next to it) or the XML
         assert get_reader(str(opened)) is reader.read
         setup0, setup1 = read(opened)
         assert setup0[1]["name"] == "setup0"
-        assert spatial(setup0) == ((1.0, 1.5, 0.2, 0.1), (0.0,) * 4, (None, "micrometer", "micrometer", "micrometer"), ("t", "z", "y", "x"))
-        assert spatial(setup1)[:3] == ((1.0, 1500.0, 200.0, 100.0), (0.0,) * 4, (None, "nanometer", "nanometer", "nanometer"))
+        assert spatial(setup0) == (
+            (1.0, 1.5, 0.2, 0.1),
+            (0.0,) * 4,
+            (None, "micrometer", "micrometer", "micrometer"),
+            ("t", "z", "y", "x"),
+        )
+        assert spatial(setup1)[:3] == (
+            (1.0, 1500.0, 200.0, 100.0),
+            (0.0,) * 4,
+            (None, "nanometer", "nanometer", "nanometer"),
+        )
         assert setup0[1]["metadata"]["napari_n5zarr"]["convention"] == "bdv-xml"
-    assert get_reader(str(tmp_path / "other.xml")) is reader._decline  # claimed by pattern: declined with a notice
+    assert (
+        get_reader(str(tmp_path / "other.xml")) is reader._decline
+    )  # claimed by pattern: declined with a notice
 
 
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
@@ -227,29 +314,65 @@ def test_ome_ngff(container, write_n5, version):
         "version": version,
         "axes": [{"name": n, "type": "space", "unit": "micrometer"} for n in "zyx"],
         "datasets": [
-            {"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": [2.0 * 2**k, 0.5 * 2**k, 0.5 * 2**k]}, {"type": "translation", "translation": [0.5 * (2**k - 1), 0.25 * (2**k - 1), 0.25 * (2**k - 1)]}]}
+            {
+                "path": str(k),
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [2.0 * 2**k, 0.5 * 2**k, 0.5 * 2**k]},
+                    {
+                        "type": "translation",
+                        "translation": [0.5 * (2**k - 1), 0.25 * (2**k - 1), 0.25 * (2**k - 1)],
+                    },
+                ],
+            }
             for k in range(2)
         ],
     }
-    attrs = {"multiscales": [ms]} if version == "0.4" else {"ome": {"version": version, "multiscales": [ms]}}
+    attrs = (
+        {"multiscales": [ms]}
+        if version == "0.4"
+        else {"ome": {"version": version, "multiscales": [ms]}}
+    )
     group = root.create_group("img", attributes=attrs)
     write_levels(write_n5, group, levels, names=str)
     (layer,) = read(path)
     assert_levels(layer, levels)
-    assert spatial(layer) == ((2.0, 0.5, 0.5), (0.0, 0.0, 0.0), ("micrometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (2.0, 0.5, 0.5),
+        (0.0, 0.0, 0.0),
+        ("micrometer",) * 3,
+        ("z", "y", "x"),
+    )
 
 
 def test_imagej_channels_become_layers(container, write_n5):
     root, path = container()
     data = levels_for(shape=(5, 2, 12, 20), n=1)[0]  # z, c, y, x (N5: x, y, c, z)
-    attrs = {"pixelWidth": 0.2, "pixelHeight": 0.3, "pixelDepth": 1.5, "pixelUnit": "micron", "xOrigin": 0.0, "yOrigin": 0.0, "zOrigin": 0.0, "numChannels": 2, "numSlices": 5, "numFrames": 1}
+    attrs = {
+        "pixelWidth": 0.2,
+        "pixelHeight": 0.3,
+        "pixelDepth": 1.5,
+        "pixelUnit": "micron",
+        "xOrigin": 0.0,
+        "yOrigin": 0.0,
+        "zOrigin": 0.0,
+        "numChannels": 2,
+        "numSlices": 5,
+        "numFrames": 1,
+    }
     write_n5(root, "stack", data.T, chunks=(8, 8, 1, 5), attributes=attrs)
     (layer,) = read(path)
     kw = layer[1]
     assert kw["channel_axis"] == 1
     assert kw["name"] == ["stack [0]", "stack [1]"]
-    assert spatial(layer) == ((1.5, 0.3, 0.2), (0.0, 0.0, 0.0), ("micrometer",) * 3, ("z", "y", "x"))
-    assert kw["contrast_limits"] == [(float(data[:, c].min()), float(data[:, c].max())) for c in range(2)]
+    assert spatial(layer) == (
+        (1.5, 0.3, 0.2),
+        (0.0, 0.0, 0.0),
+        ("micrometer",) * 3,
+        ("z", "y", "x"),
+    )
+    assert kw["contrast_limits"] == [
+        (float(data[:, c].min()), float(data[:, c].max())) for c in range(2)
+    ]
     np.testing.assert_array_equal(np.asarray(layer[0]), data)
 
 
@@ -260,7 +383,10 @@ def test_labels_layer(container, write_n5):
     raw = levels_for(n=1)[0]
     write_n5(root, "raw", raw.T, chunks=BLOCK)
     layers = read(path)
-    assert [(layer[1]["name"], layer[2]) for layer in layers] == [("raw", "image"), ("neuron_labels", "labels")]
+    assert [(layer[1]["name"], layer[2]) for layer in layers] == [
+        ("raw", "image"),
+        ("neuron_labels", "labels"),
+    ]
     assert "contrast_limits" not in layers[1][1]
     np.testing.assert_array_equal(np.asarray(layers[1][0]), labels)
 
@@ -277,11 +403,20 @@ def test_dataset_without_metadata_has_unit_scale(container, write_n5):
 
 def test_dataset_inside_a_container_inherits_group_resolution(container, write_n5):
     root, path = container()
-    group = root.create_group("c0", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
-    write_levels(write_n5, group, levels_for(n=2), attrs=lambda k: {"downsamplingFactors": [2**k] * 3})
+    group = root.create_group(
+        "c0", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}
+    )
+    write_levels(
+        write_n5, group, levels_for(n=2), attrs=lambda k: {"downsamplingFactors": [2**k] * 3}
+    )
     (layer,) = read(path / "c0" / "s1")
     assert layer[1]["name"] == "s1"
-    assert spatial(layer) == ((80.0, 8.0, 8.0), (20.0, 2.0, 2.0), ("nanometer",) * 3, ("z", "y", "x"))
+    assert spatial(layer) == (
+        (80.0, 8.0, 8.0),
+        (20.0, 2.0, 2.0),
+        ("nanometer",) * 3,
+        ("z", "y", "x"),
+    )
 
 
 # --- corpus -------------------------------------------------------------------------------------
@@ -295,7 +430,19 @@ CORPUS_CONTAINERS = [
     "saalfeldlab-n5/src/test/resources/backward/data-1.5.0.n5",
     "saalfeldlab-n5/src/test/resources/backward/data-2.5.1.n5",
     "saalfeldlab-n5/src/test/resources/backward/data-3.1.3.n5",
-    *(f"zarrs_n5/data/{n}.n5" for n in ("blosc", "bz2", "even_chunk", "gzip", "single_chunk", "uneven_chunk_padded", "uneven_chunk_truncated", "zstd")),
+    *(
+        f"zarrs_n5/data/{n}.n5"
+        for n in (
+            "blosc",
+            "bz2",
+            "even_chunk",
+            "gzip",
+            "single_chunk",
+            "uneven_chunk_padded",
+            "uneven_chunk_truncated",
+            "zstd",
+        )
+    ),
 ]
 
 
@@ -304,7 +451,9 @@ def _corpus_expected(corpus_dir: Path) -> dict[str, np.ndarray]:
     out = {}
     for record in json.loads((corpus_dir / "MANIFEST.json").read_text())["datasets"]:
         expected = np.load(corpus_dir / record["expected"]["file"].split(" ")[0])
-        out[record["path"]] = expected if record["expected"]["axis_order"] == "reversed" else expected.T
+        out[record["path"]] = (
+            expected if record["expected"]["axis_order"] == "reversed" else expected.T
+        )
     return out
 
 
@@ -316,7 +465,11 @@ def test_corpus_container(corpus_dir, rel):
     assert len(layers) == len(datasets)
     for layer in layers:
         data, kw, kind = layer
-        path = rel if kw["metadata"]["napari_n5zarr"]["paths"] == [""] else f"{rel}/{kw['metadata']['napari_n5zarr']['paths'][0]}"
+        path = (
+            rel
+            if kw["metadata"]["napari_n5zarr"]["paths"] == [""]
+            else f"{rel}/{kw['metadata']['napari_n5zarr']['paths'][0]}"
+        )
         assert kind == "image"
         np.testing.assert_array_equal(np.asarray(data), datasets[path])
         if "zarr_implementations" in rel:  # C-order RGB written as N5 [3, 512, 512]
@@ -327,11 +480,28 @@ def test_corpus_container(corpus_dir, rel):
 def test_corpus_metadata_only_conventions(corpus_dir):
     layers = read(corpus_dir / "n5-ij/src/test/resources/test.n5")
     by_name = {layer[1]["name"]: layer for layer in layers}
-    assert sorted(by_name) == ["c0", "cosem", "cosem_F", "cosem_ms", "n5v_ds", "n5v_pr", "n5v_pr-ds", "n5v_pra", "n5v_pra-ds", "others/res", "others/resOff"]
+    assert sorted(by_name) == [
+        "c0",
+        "cosem",
+        "cosem_F",
+        "cosem_ms",
+        "n5v_ds",
+        "n5v_pr",
+        "n5v_pr-ds",
+        "n5v_pra",
+        "n5v_pra-ds",
+        "others/res",
+        "others/resOff",
+    ]
     assert spatial(by_name["cosem_ms"])[:2] == ((32.0,) * 3, (21.0,) * 3)
     assert len(levels_of(by_name["cosem_ms"])) == 3
     assert spatial(by_name["cosem_F"])[:2] == ((128.0, 64.0, 32.0), (30.0, 29.0, 28.0))
-    assert spatial(by_name["n5v_pr-ds"]) == ((3.0,) * 3, (0.75,) * 3, ("millimeter",) * 3, ("z", "y", "x"))
+    assert spatial(by_name["n5v_pr-ds"]) == (
+        (3.0,) * 3,
+        (0.75,) * 3,
+        ("millimeter",) * 3,
+        ("z", "y", "x"),
+    )
     assert by_name["n5v_ds"][1]["contrast_limits"] == (0.0, 1.0)  # no blocks: fill value only
     (ng,) = read(corpus_dir / "neuroglancer/testdata/datasource/n5/n5_viewer_multiscale_deprecated")
     assert [lv.shape for lv in levels_of(ng)] == [(20, 10), (10, 5), (5, 3)]
@@ -339,7 +509,10 @@ def test_corpus_metadata_only_conventions(corpus_dir):
 
 
 def test_corpus_refused_dataset_is_reported(corpus_dir):
-    root = corpus_dir / "saalfeldlab-n5/experimental_wip_commit_765a7b4/src/test/resources/shardExamples"
+    root = (
+        corpus_dir
+        / "saalfeldlab-n5/experimental_wip_commit_765a7b4/src/test/resources/shardExamples"
+    )
     notes = Notes()
     assert read_path(root / "test.n5", notify=notes) == []
     assert len(notes) == 1
@@ -360,7 +533,9 @@ def test_broken_child_is_reported_and_siblings_read(container, write_n5):
     good = levels_for(n=1)[0]
     write_n5(root, "good", good.T, chunks=BLOCK)
     (path / "bad").mkdir()
-    (path / "bad" / "attributes.json").write_text('{"dimensions": [4, 4], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "nonsense"}}')
+    (path / "bad" / "attributes.json").write_text(
+        '{"dimensions": [4, 4], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "nonsense"}}'
+    )
     (path / "worse").mkdir()
     (path / "worse" / "attributes.json").write_text("{ not json")
     notes = Notes()
@@ -397,7 +572,13 @@ def test_get_reader_claims_n5(container, write_n5, tmp_path):
     group = root.create_group("g")
     write_n5(group, "d", np.zeros((4, 4), "uint8"), chunks=(2, 2))
     (path / "g" / "implicit").mkdir()
-    for p in (path, path / "attributes.json", path / "g" / "d", path / "g" / "implicit", f"file://{path}"):
+    for p in (
+        path,
+        path / "attributes.json",
+        path / "g" / "d",
+        path / "g" / "implicit",
+        f"file://{path}",
+    ):
         assert get_reader(str(p)) is reader.read, p
     bare = tmp_path / "bare.n5"  # .n5 suffix, no metadata yet
     bare.mkdir()
@@ -449,18 +630,34 @@ def test_zip_container(container, write_n5, tmp_path):
 # --- laziness and chunking ------------------------------------------------------------------------
 
 
-def test_opening_a_huge_pyramid_reads_metadata_and_the_coarsest_level_only(container, write_n5, monkeypatch):
+def test_opening_a_huge_pyramid_reads_metadata_and_the_coarsest_level_only(
+    container, write_n5, monkeypatch
+):
     root, path = container()
-    group = root.create_group("huge", attributes={"pixelResolution": {"unit": "nm", "dimensions": [1, 1, 1]}})
-    shapes = [(2**17 >> k, 2**17 >> k, 2**12 >> k) for k in range(11)]  # s0: 2**46 voxels, 2**28 blocks
+    group = root.create_group(
+        "huge", attributes={"pixelResolution": {"unit": "nm", "dimensions": [1, 1, 1]}}
+    )
+    shapes = [
+        (2**17 >> k, 2**17 >> k, 2**12 >> k) for k in range(11)
+    ]  # s0: 2**46 voxels, 2**28 blocks
     for k, shape in enumerate(shapes[:-1]):
         group.create_array(
-            f"s{k}", shape=shape, dtype="uint8", chunks=(64, 64, 64), serializer=_n5_codec("uint8", 3),
-            compressors=None, chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0,
+            f"s{k}",
+            shape=shape,
+            dtype="uint8",
+            chunks=(64, 64, 64),
+            serializer=_n5_codec("uint8", 3),
+            compressors=None,
+            chunk_key_encoding={"name": "v2", "separator": "/"},
+            fill_value=0,
             attributes={"downsamplingFactors": [2**k] * 3},
         )
-    coarsest = (np.arange(math.prod(shapes[-1])).reshape(shapes[-1][::-1]) % 200).astype("uint8")  # napari order
-    write_n5(group, "s10", coarsest.T, chunks=(64, 64, 4), attributes={"downsamplingFactors": [1024] * 3})
+    coarsest = (np.arange(math.prod(shapes[-1])).reshape(shapes[-1][::-1]) % 200).astype(
+        "uint8"
+    )  # napari order
+    write_n5(
+        group, "s10", coarsest.T, chunks=(64, 64, 4), attributes={"downsamplingFactors": [1024] * 3}
+    )
     tile = np.full((64, 64), 9, "uint8")
     group["s3"][2048:2112, 1024:1088, 100] = tile.T  # one block of s3 holds data
 
@@ -479,7 +676,12 @@ def test_opening_a_huge_pyramid_reads_metadata_and_the_coarsest_level_only(conta
     levels = levels_of(layer)
     assert len(levels) == 11
     assert levels[0].shape == (4096, 2**17, 2**17)
-    assert sorted(data_reads) == ["huge/s10/0/0/0", "huge/s10/0/1/0", "huge/s10/1/0/0", "huge/s10/1/1/0"]
+    assert sorted(data_reads) == [
+        "huge/s10/0/0/0",
+        "huge/s10/0/1/0",
+        "huge/s10/1/0/0",
+        "huge/s10/1/1/0",
+    ]
     assert layer[1]["contrast_limits"] == (0.0, 199.0)
     # a 2D tile of a big level reads the one block it shows (dask fuses the slice into the read)
     reads.clear()
@@ -493,19 +695,36 @@ METADATA_FILES = {"attributes.json", "zarr.json", ".zgroup", ".zattrs", ".zarray
 def _n5_codec(dtype: str, ndim: int):
     from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
-    return N5DatasetMetadata(dimensions=(1,) * ndim, block_size=(1,) * ndim, data_type=dtype).codec()
+    return N5DatasetMetadata(
+        dimensions=(1,) * ndim, block_size=(1,) * ndim, data_type=dtype
+    ).codec()
 
 
 @pytest.mark.parametrize(
     ("shape", "blocks", "itemsize", "expected"),
     [
-        ((1000, 1000, 100), (64, 64, 64), 2, (128, 64, 64)),  # 1 MiB: 2 blocks, grown in x and y only
+        (
+            (1000, 1000, 100),
+            (64, 64, 64),
+            2,
+            (128, 64, 64),
+        ),  # 1 MiB: 2 blocks, grown in x and y only
         ((1000, 1000, 100), (32, 32, 32), 1, (256, 128, 32)),
         ((100, 50, 10), (64, 64, 64), 1, (100, 50, 10)),  # whole array smaller than a block
         ((3, 512, 512), (1, 100, 100), 1, (3, 512, 100)),  # grows to the full extent
         ((10**4, 10**4), (512, 512), 8, (512, 512)),  # a 2 MiB block is a task
-        ((10**6, 10**6), (128, 128), 8, (4096, 2048)),  # 7.6M blocks: grown towards <= 2**15 tasks, 64 MiB at most
-        ((2**17, 2**17, 4096), (64, 64, 64), 1, (1024, 1024, 64)),  # ... so still too many: a LevelReader
+        (
+            (10**6, 10**6),
+            (128, 128),
+            8,
+            (4096, 2048),
+        ),  # 7.6M blocks: grown towards <= 2**15 tasks, 64 MiB at most
+        (
+            (2**17, 2**17, 4096),
+            (64, 64, 64),
+            1,
+            (1024, 1024, 64),
+        ),  # ... so still too many: a LevelReader
         ((2**32 - 1, 2**32 - 1), (1, 1), 1, (64, 64)),  # at most 4096 blocks per task
         ((100000, 100000, 20000), (64, 64, 64), 1, (1024, 1024, 64)),
     ],
@@ -546,24 +765,42 @@ def sample_cache(tmp_path_factory) -> Path:
 
 def test_sample_is_built_once_and_read(sample_cache, monkeypatch):
     monkeypatch.setenv("NAPARI_N5ZARR_CACHE", str(sample_cache))
-    stamp = (sample_cache / sample.SAMPLE_NAME / "raw" / "s0" / "attributes.json").stat().st_mtime_ns
+    stamp = (
+        (sample_cache / sample.SAMPLE_NAME / "raw" / "s0" / "attributes.json").stat().st_mtime_ns
+    )
     layers = sample.sample_blobs()
-    assert (sample_cache / sample.SAMPLE_NAME / "raw" / "s0" / "attributes.json").stat().st_mtime_ns == stamp
+    assert (
+        sample_cache / sample.SAMPLE_NAME / "raw" / "s0" / "attributes.json"
+    ).stat().st_mtime_ns == stamp
     assert [p.name for p in sample_cache.iterdir()] == [sample.SAMPLE_NAME]
-    assert [(layer[1]["name"], layer[2]) for layer in layers] == [("raw", "image"), ("labels", "labels")]
+    assert [(layer[1]["name"], layer[2]) for layer in layers] == [
+        ("raw", "image"),
+        ("labels", "labels"),
+    ]
     image, labels = sample.blobs()
     raw, lab = levels_of(layers[0]), levels_of(layers[1])
-    assert [lv.shape for lv in raw] == [(32, 192, 256), (32, 96, 128), (32, 48, 64)]  # z is already coarse
+    assert [lv.shape for lv in raw] == [
+        (32, 192, 256),
+        (32, 96, 128),
+        (32, 48, 64),
+    ]  # z is already coarse
     np.testing.assert_array_equal(np.asarray(raw[0][10]), image[10])
     np.testing.assert_array_equal(np.asarray(lab[0]), labels)
-    assert spatial(layers[0]) == ((1.0, 0.25, 0.25), (0.0, 0.0, 0.0), ("micrometer",) * 3, ("z", "y", "x"))
+    assert spatial(layers[0]) == (
+        (1.0, 0.25, 0.25),
+        (0.0, 0.0, 0.0),
+        ("micrometer",) * 3,
+        ("z", "y", "x"),
+    )
     assert layers[0][1]["contrast_limits"][1] > 10000
 
 
 def test_sample_build_is_atomic(tmp_path):
     path = sample.make_sample(tmp_path)
     assert path == tmp_path / sample.SAMPLE_NAME
-    assert sorted(p.name for p in tmp_path.iterdir()) == [sample.SAMPLE_NAME]  # no temporary folder left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        sample.SAMPLE_NAME
+    ]  # no temporary folder left
     assert get_reader(str(path)) is reader.read
 
 
@@ -590,7 +827,9 @@ def test_viewer_opens_container_and_draws(make_napari_viewer, sample_cache, monk
 
 
 @pytest.mark.napari
-def test_viewer_sample_and_bdv_time_axis(make_napari_viewer, container, write_n5, sample_cache, monkeypatch):
+def test_viewer_sample_and_bdv_time_axis(
+    make_napari_viewer, container, write_n5, sample_cache, monkeypatch
+):
     monkeypatch.setenv("NAPARI_N5ZARR_CACHE", str(sample_cache))
     viewer = make_napari_viewer()
     viewer.open_sample("napari-n5zarr", "blobs")
@@ -612,14 +851,19 @@ def test_manifest_is_valid():
     assert manifest.name == "napari-n5zarr"
     assert manifest.contributions.readers[0].command == "napari-n5zarr.get_reader"
     assert manifest.contributions.readers[0].accepts_directories
-    assert {c.id for c in manifest.contributions.commands} >= {"napari-n5zarr.get_reader", "napari-n5zarr.sample_blobs"}
+    assert {c.id for c in manifest.contributions.commands} >= {
+        "napari-n5zarr.get_reader",
+        "napari-n5zarr.sample_blobs",
+    }
     for command in manifest.contributions.commands:
         module, _, attr = command.python_name.partition(":")
         assert callable(getattr(__import__(module, fromlist=[attr]), attr))
 
 
 @pytest.mark.napari
-def test_view_hook_adds_layers_without_napari_preferences(make_napari_viewer, container, write_n5, sample_cache, monkeypatch):
+def test_view_hook_adds_layers_without_napari_preferences(
+    make_napari_viewer, container, write_n5, sample_cache, monkeypatch
+):
     from napari_n5zarr._napari.viewer_launch import add_to_viewer
 
     monkeypatch.setenv("NAPARI_N5ZARR_CACHE", str(sample_cache))
@@ -627,7 +871,15 @@ def test_view_hook_adds_layers_without_napari_preferences(make_napari_viewer, co
     assert [layer.name for layer in add_to_viewer(viewer)] == ["raw", "labels"]  # the sample
     root, path = container()
     data = levels_for(shape=(3, 2, 12, 20), n=1)[0]  # z, c, y, x
-    attrs = {"pixelWidth": 1.0, "pixelHeight": 1.0, "pixelDepth": 1.0, "pixelUnit": "um", "numChannels": 2, "numSlices": 3, "numFrames": 1}
+    attrs = {
+        "pixelWidth": 1.0,
+        "pixelHeight": 1.0,
+        "pixelDepth": 1.0,
+        "pixelUnit": "um",
+        "numChannels": 2,
+        "numSlices": 3,
+        "numFrames": 1,
+    }
     write_n5(root, "stack", data.T, chunks=(8, 8, 1, 3), attributes=attrs)
     added = add_to_viewer(viewer, str(path))
     assert [layer.name for layer in added] == ["stack [0]", "stack [1]"]
@@ -641,7 +893,9 @@ def test_http_container_without_listings(container, write_n5):
     import threading
 
     root, path = container()
-    group = root.create_group("raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
+    group = root.create_group(
+        "raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}
+    )
     levels = levels_for()
     write_levels(write_n5, group, levels, attrs=lambda k: {"downsamplingFactors": [2**k] * 3})
 
@@ -652,7 +906,9 @@ def test_http_container_without_listings(container, write_n5):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(NoListing, directory=str(path.parent)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(NoListing, directory=str(path.parent))
+    )
     server.daemon_threads = True  # keep-alive connections must not block server_close()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -682,7 +938,9 @@ def test_s3_url_opens_in_a_viewer(make_napari_viewer, s3_bucket, monkeypatch, co
     np.testing.assert_array_equal(np.asarray(layers[0].data), expected)
 
 
-def test_public_s3_url_opens_without_credentials(make_napari_viewer, public_s3, no_credentials, monkeypatch, corpus_dir):
+def test_public_s3_url_opens_without_credentials(
+    make_napari_viewer, public_s3, no_credentials, monkeypatch, corpus_dir
+):
     """A public bucket dropped as a URL on a machine without AWS credentials (the endpoint
     from the standard ``AWS_ENDPOINT_URL``): read anonymously, no NoCredentialsError."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", public_s3)

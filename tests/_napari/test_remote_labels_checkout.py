@@ -21,7 +21,15 @@ from napari_n5zarr.write.edit.editable import editable_reason
 @pytest.fixture
 def served_labels(tmp_path: Path):
     labels = (np.arange(40 * 96 * 128).reshape(40, 96, 128) // 7 % 50).astype("uint32")
-    napari_n5zarr.export(labels, tmp_path / "c.n5", path="seg", chunks=16, levels=2, labels=True, scale=(2.0, 1.0, 1.0))
+    napari_n5zarr.export(
+        labels,
+        tmp_path / "c.n5",
+        path="seg",
+        chunks=16,
+        levels=2,
+        labels=True,
+        scale=(2.0, 1.0, 1.0),
+    )
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     handler.log_message = lambda *a, **k: None  # type: ignore[method-assign]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -57,11 +65,15 @@ def test_notice_names_the_region_in_view_and_the_command_checks_it_out(make_napa
     assert 0 < y0 < 48 < y1 < 96  # zoomed in: part of the plane, around the centre
     assert 0 < x0 < 64 < x1 < 128
     convert(args[2], tmp_path / "copy.n5", region=region)
-    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "copy.n5/s0")[...].T, labels[z0:z1, y0:y1, x0:x1])
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(tmp_path / "copy.n5/s0")[...].T, labels[z0:z1, y0:y1, x0:x1]
+    )
     assert editable_reason(tmp_path / "copy.n5") is None
 
 
-def test_copy_view_from_the_layer_context_menu(make_napari_viewer, qtbot, served_labels, monkeypatch, tmp_path: Path) -> None:
+def test_copy_view_from_the_layer_context_menu(
+    make_napari_viewer, qtbot, served_labels, monkeypatch, tmp_path: Path
+) -> None:
     from napari._app_model import get_app_model
 
     from napari_n5zarr._napari import check_out
@@ -75,7 +87,10 @@ def test_copy_view_from_the_layer_context_menu(make_napari_viewer, qtbot, served
     viewer.camera.zoom = 12
     qtbot.wait(300)
     app = get_app_model()
-    entries = [getattr(getattr(item, "command", None), "id", None) for item in app.menus.get_menu("napari/layers/context")]
+    entries = [
+        getattr(getattr(item, "command", None), "id", None)
+        for item in app.menus.get_menu("napari/layers/context")
+    ]
     assert check_out.CONTEXT_ACTION in entries
     monkeypatch.setattr(check_out, "ask_destination", lambda layer: tmp_path / "view.n5")
     viewer.layers.selection.active = layer
@@ -87,5 +102,7 @@ def test_copy_view_from_the_layer_context_menu(make_napari_viewer, qtbot, served
     assert (z0, z1) == (0, 40)
     assert 0 < x0 < 80 < x1 < 128
     np.testing.assert_array_equal(np.asarray(copy.data), labels[z0:z1, y0:y1, x0:x1])
-    np.testing.assert_allclose(copy.data_to_world((0, 0, 0)), layer.data_to_world((z0, y0, x0)))  # over the source
+    np.testing.assert_allclose(
+        copy.data_to_world((0, 0, 0)), layer.data_to_world((z0, y0, x0))
+    )  # over the source
     assert editable_reason(tmp_path / "view.n5") is None

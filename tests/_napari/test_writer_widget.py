@@ -117,7 +117,11 @@ def test_save_one_layer_reopens_with_the_layer_name(make_napari_viewer, tmp_path
 def test_save_multiscale_layer_as_is(make_napari_viewer, tmp_path):
     viewer = make_napari_viewer()
     base = volume((16, 64, 64))
-    levels = [da.from_array(base, chunks=16), base[::2, ::2, ::2] + 1, base[::4, ::4, ::4] + 2]  # not our pyramid
+    levels = [
+        da.from_array(base, chunks=16),
+        base[::2, ::2, ::2] + 1,
+        base[::4, ::4, ::4] + 2,
+    ]  # not our pyramid
     viewer.add_image(levels, multiscale=True, name="pyr", scale=(2.0, 1.0, 1.0))
     viewer.layers.save(str(tmp_path / "pyr.n5"), plugin="napari-n5zarr")
     root = napari_n5zarr.open(tmp_path / "pyr.n5")
@@ -216,7 +220,10 @@ def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
             gate.acquire(timeout=60)
         return block + 1
 
-    viewer.add_image(da.zeros((32, 128, 128), dtype="uint16", chunks=16).map_blocks(gated, dtype="uint16"), name="slow")
+    viewer.add_image(
+        da.zeros((32, 128, 128), dtype="uint16", chunks=16).map_blocks(gated, dtype="uint16"),
+        name="slow",
+    )
     w.destination.value = tmp_path / "slow.n5"
     w.block_size.value = 16
     armed.set()
@@ -226,13 +233,17 @@ def test_widget_stays_responsive_and_cancels(widget, qtbot, tmp_path):
         timer = QTimer()
         timer.timeout.connect(lambda: ticks.append(1))
         timer.start(10)
-        qtbot.waitUntil(lambda: len(ticks) >= 5 and bool(on_gui_thread), timeout=20000)  # the GUI thread runs timers
+        qtbot.waitUntil(
+            lambda: len(ticks) >= 5 and bool(on_gui_thread), timeout=20000
+        )  # the GUI thread runs timers
         timer.stop()
         assert w.worker is not None
         assert w.progress.value == 0  # still exporting, nothing written
         assert not w.progress.native.isHidden()
         assert w.progress.max == 2 * 8 * 8 + 4 * 4 + 2 * 2 + 1  # blocks of s0..s3, known up front
-        qtbot.waitUntil(lambda: gate.release() or w.progress.value > 0, timeout=20000)  # a block at a time
+        qtbot.waitUntil(
+            lambda: gate.release() or w.progress.value > 0, timeout=20000
+        )  # a block at a time
         w.cancel_button.clicked.emit()
     finally:
         gate.release(1000)
@@ -253,7 +264,9 @@ def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
     w.destination.value = tmp_path / "taken.n5"
     w.overwrite.value = True
     tracebacks, shown = [], []
-    monkeypatch.setattr(notification_manager, "receive_error", lambda *exc: tracebacks.append(exc[1]))
+    monkeypatch.setattr(
+        notification_manager, "receive_error", lambda *exc: tracebacks.append(exc[1])
+    )
     monkeypatch.setattr("napari.utils.notifications.show_error", shown.append)
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
@@ -268,11 +281,18 @@ def test_widget_reports_errors(widget, qtbot, tmp_path, monkeypatch):
 @pytest.mark.napari
 def test_widget_refuses_absurd_block_sizes_with_the_reason(widget, tmp_path, monkeypatch):
     viewer, w = widget
-    viewer.add_image(da.zeros((2048, 2048, 2048), dtype="uint16", chunks=256), name="vol", contrast_limits=(0, 1))
+    viewer.add_image(
+        da.zeros((2048, 2048, 2048), dtype="uint16", chunks=256), name="vol", contrast_limits=(0, 1)
+    )
     w.destination.value = tmp_path / "vol.n5"
     shown = []
     monkeypatch.setattr("napari.utils.notifications.show_warning", shown.append)
-    for size, reason in ((1, "too small"), (4, "too small"), (16, "blocks (at most 250,000)"), (2048, "MiB")):
+    for size, reason in (
+        (1, "too small"),
+        (4, "too small"),
+        (16, "blocks (at most 250,000)"),
+        (2048, "MiB"),
+    ):
         w.block_size.value = size
         assert w.start() is None
         assert w.worker is None
@@ -288,7 +308,9 @@ def test_widget_refuses_absurd_block_sizes_with_the_reason(widget, tmp_path, mon
 @pytest.mark.napari
 def test_widget_levels_disabled_for_multiscale_layers(widget):
     viewer, w = widget
-    viewer.add_image([np.zeros((64, 64), "uint8"), np.zeros((32, 32), "uint8")], name="pyr", multiscale=True)
+    viewer.add_image(
+        [np.zeros((64, 64), "uint8"), np.zeros((32, 32), "uint8")], name="pyr", multiscale=True
+    )
     viewer.add_image(np.zeros((64, 64), "uint8"), name="flat")
     w.layer.value = viewer.layers["pyr"]
     assert not w.levels.enabled
@@ -305,7 +327,9 @@ def test_widget_message_says_tick_overwrite(widget, qtbot, tmp_path):
     w.destination.value = tmp_path / "raw.n5"
     w.start()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
-    assert 'tick "overwrite"' in w.status.value or ("overwrite" in w.status.value and "=True" not in w.status.value)
+    assert 'tick "overwrite"' in w.status.value or (
+        "overwrite" in w.status.value and "=True" not in w.status.value
+    )
 
 
 @pytest.mark.napari
@@ -346,7 +370,10 @@ def test_widget_status_uses_the_full_width_in_words(widget, qtbot, tmp_path):
     label = w.status.native
     assert "[Errno" not in w.status.value, w.status.value
     assert "is a file, not a folder" in w.status.value, w.status.value
-    assert label.width() >= w.native.width() - 30, (label.width(), w.native.width())  # not a narrow column
+    assert label.width() >= w.native.width() - 30, (
+        label.width(),
+        w.native.width(),
+    )  # not a narrow column
     assert label.wordWrap(), (label.size(), label.heightForWidth(label.width()))
     assert _shown_whole(label), (label.size(), label.heightForWidth(label.width()))
 
@@ -360,9 +387,17 @@ def test_os_errors_are_said_in_words():
     def said(code: int) -> str:
         return gui_wording(OSError(code, os.strerror(code), "/data/out.n5"))
 
-    assert said(errno.EEXIST) == '/data/out.n5 already exists: choose another name, or tick "overwrite" to replace an N5/Zarr container'
-    assert said(errno.EROFS) == "/data/out.n5 is on a read-only location: choose a folder you can write to"
-    assert said(errno.EACCES).startswith("/data/out.n5 cannot be written here (permission denied): choose a folder you can write to")
+    assert (
+        said(errno.EEXIST)
+        == '/data/out.n5 already exists: choose another name, or tick "overwrite" to replace an N5/Zarr container'
+    )
+    assert (
+        said(errno.EROFS)
+        == "/data/out.n5 is on a read-only location: choose a folder you can write to"
+    )
+    assert said(errno.EACCES).startswith(
+        "/data/out.n5 cannot be written here (permission denied): choose a folder you can write to"
+    )
     assert said(errno.ENOSPC).startswith("no space left on the disk")
     for code in (errno.EEXIST, errno.EROFS, errno.EACCES, errno.ENOSPC, errno.ENOENT, errno.EIO):
         assert "[Errno" not in said(code)

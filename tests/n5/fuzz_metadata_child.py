@@ -57,25 +57,56 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
     if choice == 1:
         return rng.choice([True, False])
     if choice == 2:
-        return rng.choice([0, 1, -1, 2, 3, 7, 100, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**53, 2**63, 2**64, -2**63])
+        return rng.choice(
+            [
+                0,
+                1,
+                -1,
+                2,
+                3,
+                7,
+                100,
+                65536,
+                2**31 - 1,
+                2**31,
+                2**32 - 1,
+                2**32,
+                2**53,
+                2**63,
+                2**64,
+                -(2**63),
+            ]
+        )
     if choice == 3:
         return rng.choice([0.0, 0.5, -1.5, 1e300, -1e-300, 3.0, float("nan"), float("inf")])
     if choice == 4:
         return rng.choice(["", "x", "raw", "gzip", "blosc", "zstd", "uint8", "float64", "object", "string", "4.0.0",
                            "\u0000", "é", "a" * 1000])  # fmt: skip
     if choice in (5, 6, 7, 8, 9):  # lists of small ints: plausible dims/blockSize
-        return [rng.choice([0, 1, 2, 3, 5, 7, 64, 2**31, 2**32 - 1, 2**32, -1]) for _ in range(rng.randrange(0, 6))]
+        return [
+            rng.choice([0, 1, 2, 3, 5, 7, 64, 2**31, 2**32 - 1, 2**32, -1])
+            for _ in range(rng.randrange(0, 6))
+        ]
     if choice == 10:
         return [rng.choice([1.5, "2", None, True, [2]]) for _ in range(rng.randrange(1, 4))]
     if choice in (11, 12, 13) and depth < 3:
-        return {"type": rng.choice(["raw", "gzip", "bzip2", "xz", "lz4", "zstd", "blosc", "snappy", "", None, 5]),
-                **{rng.choice(COMPRESSION_PARAMS): random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))}}
+        return {
+            "type": rng.choice(
+                ["raw", "gzip", "bzip2", "xz", "lz4", "zstd", "blosc", "snappy", "", None, 5]
+            ),
+            **{
+                rng.choice(COMPRESSION_PARAMS): random_value(rng, depth + 1)
+                for _ in range(rng.randrange(0, 4))
+            },
+        }
     if choice in (14, 15) and depth < 3:
         return {rng.choice(KEYS): random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))}
     if choice in (16, 17):  # deep nesting, spliced into the text by dump()
         return f"__DEEP_{rng.choice([5, 50, 98, 99, 100, 101, 150, 1000, 5000, 100000])}__"
     if choice in (18, 19):
-        return [random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))] if depth < 3 else []
+        return (
+            [random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))] if depth < 3 else []
+        )
     return rng.choice(DTYPES)
 
 
@@ -107,14 +138,18 @@ def mutate_structure(rng: random.Random, doc: dict[str, Any]) -> tuple[Any, str]
         doc["compression"][param] = random_value(rng)
         return doc, f"compression[{param!r}]"
     if kind == 3:
-        doc["compression"] = random_value(rng) if rng.random() < 0.3 else dict(rng.choice(COMPRESSIONS))
+        doc["compression"] = (
+            random_value(rng) if rng.random() < 0.3 else dict(rng.choice(COMPRESSIONS))
+        )
         return doc, "swap compression"
     if kind == 4 and isinstance(doc.get("dimensions"), list) and doc["dimensions"]:
         key = rng.choice(["dimensions", "blockSize"])
         values = list(doc[key]) if isinstance(doc.get(key), list) and doc[key] else [1]
         i = rng.randrange(len(values))
         old = values[i] if isinstance(values[i], int) and not isinstance(values[i], bool) else 1
-        values[i] = rng.choice([0, 1, -1, 2**32 - 1, 2**32, 2**63, 1.0, 2.5, True, None, "3", old + 1, old * 2])
+        values[i] = rng.choice(
+            [0, 1, -1, 2**32 - 1, 2**32, 2**63, 1.0, 2.5, True, None, "3", old + 1, old * 2]
+        )
         if rng.random() < 0.2:
             values.append(rng.choice([1, 2, 0]))
         doc[key] = values
@@ -122,13 +157,17 @@ def mutate_structure(rng: random.Random, doc: dict[str, Any]) -> tuple[Any, str]
     if kind == 5:
         return random_value(rng), "replace document"
     if kind == 6:
-        doc["compressionType"] = rng.choice(["raw", "gzip", "bzip2", "xz", "lz4", "zstd", "blosc", "nope", 1, None])
+        doc["compressionType"] = rng.choice(
+            ["raw", "gzip", "bzip2", "xz", "lz4", "zstd", "blosc", "nope", 1, None]
+        )
         doc.pop("compression", None) if rng.random() < 0.5 else None
         return doc, "legacy compressionType"
     if kind == 7:
         doc[rng.choice(["user", "a", "scales"])] = random_value(rng)
         return doc, "user attribute"
-    doc["dataType"] = rng.choice([*DTYPES, "object", "string", "uint128", "UINT8", "", None, 8, "bool", "complex64"])
+    doc["dataType"] = rng.choice(
+        [*DTYPES, "object", "string", "uint128", "UINT8", "", None, 8, "bool", "complex64"]
+    )
     return doc, "dataType"
 
 
@@ -156,7 +195,7 @@ def mutate_bytes(rng: random.Random, text: bytes) -> tuple[bytes, str]:
     digits = [i for i, c in enumerate(data) if chr(c).isdigit()]
     if digits:
         i = rng.choice(digits)
-        data[i:i + 1] = rng.choice([b"0", b"9999999999", b"-1", b"1.5", b"1e3", b"00"])
+        data[i : i + 1] = rng.choice([b"0", b"9999999999", b"-1", b"1.5", b"1e3", b"00"])
         return bytes(data), f"number at {i}"
     return bytes(data), "unchanged"
 
@@ -181,9 +220,18 @@ def build(work: Path, rng: random.Random) -> list[dict[str, Any]]:
     group = work / "c.n5" / "g"
     group.mkdir()
     (group / "attributes.json").write_text(json.dumps(GROUP_ATTRS))
-    napari_n5zarr.create_dataset(napari_n5zarr.open(group, mode="r+"), "s0", shape=(4, 4, 2), dtype="uint8", chunks=(2, 2, 2))
+    napari_n5zarr.create_dataset(
+        napari_n5zarr.open(group, mode="r+"), "s0", shape=(4, 4, 2), dtype="uint8", chunks=(2, 2, 2)
+    )
     (group / "s0" / "zarr.json").unlink()
-    bases.append({"folder": group, "text": (group / "attributes.json").read_bytes(), "doc": GROUP_ATTRS, "data": None})
+    bases.append(
+        {
+            "folder": group,
+            "text": (group / "attributes.json").read_bytes(),
+            "doc": GROUP_ATTRS,
+            "data": None,
+        }
+    )
     return bases
 
 
@@ -225,7 +273,12 @@ def check_case(base: dict[str, Any], text: bytes) -> str:
     same = base["data"] is not None and translated(doc) == translated(base["doc"])
     if same:
         np.testing.assert_array_equal(node[...], base["data"])
-        assert dict(node.attrs) == {k: v for k, v in doc.items() if k not in ("dimensions", "blockSize", "dataType", "compression", "compressionType", "n5")}
+        assert dict(node.attrs) == {
+            k: v
+            for k, v in doc.items()
+            if k
+            not in ("dimensions", "blockSize", "dataType", "compression", "compressionType", "n5")
+        }
         return "opened: same data"
     region = tuple(slice(0, min(d, 2 * b)) for d, b in zip(node.shape, node.chunks, strict=True))
     try:
@@ -269,8 +322,16 @@ def main() -> None:
         path = base["folder"] / "attributes.json"
         path.write_bytes(text)
         # the case under way, for the parent to report if this process dies
-        (work / "current-case.json").write_text(json.dumps(
-            {"case": case, "base": base["folder"].name, "steps": steps, "document": text[:2000].decode("utf-8", "replace")}))
+        (work / "current-case.json").write_text(
+            json.dumps(
+                {
+                    "case": case,
+                    "base": base["folder"].name,
+                    "steps": steps,
+                    "document": text[:2000].decode("utf-8", "replace"),
+                }
+            )
+        )
         signal.alarm(CASE_SECONDS)
         try:
             outcome = check_case(base, text)
@@ -282,7 +343,16 @@ def main() -> None:
         finally:
             signal.alarm(0)
             path.write_bytes(base["text"])
-    print(json.dumps({"cases": count, "outcomes": outcomes, "failures": failures[:25], "failed": len(failures)}))
+    print(
+        json.dumps(
+            {
+                "cases": count,
+                "outcomes": outcomes,
+                "failures": failures[:25],
+                "failed": len(failures),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

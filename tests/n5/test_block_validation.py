@@ -28,12 +28,13 @@ from napari_n5zarr.n5.metadata import N5DatasetMetadata, attributes_to_zarr
 SRC = str(Path(__file__).parents[2] / "src")
 
 
-
 def codec_for(attrs: dict) -> N5DefaultCodec:
     return N5DatasetMetadata.from_json(attrs).codec()
 
 
-def make_dataset(root: Path, dims: list[int], block: list[int], dtype: str, compression: dict) -> tuple[Path, N5DefaultCodec]:
+def make_dataset(
+    root: Path, dims: list[int], block: list[int], dtype: str, compression: dict
+) -> tuple[Path, N5DefaultCodec]:
     root.mkdir(parents=True, exist_ok=True)
     attrs = {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": compression}
     (root / "attributes.json").write_text(json.dumps(attrs))
@@ -87,13 +88,19 @@ def test_truncated_blosc_block_is_an_error_not_a_crash(tmp_path: Path, cname: st
     ds = tmp_path / "x.n5"
     proc = subprocess.run(
         [sys.executable, "-c", SEGV_CHILD, str(ds), cname],
-        capture_output=True, text=True, timeout=120, env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, f"child died ({proc.returncode}): {proc.stderr[-2000:]}"
     lines = proc.stdout.splitlines()
     assert len(lines) == 7, proc.stdout
     for line in lines:  # the last cut leaves 16 bytes: a header alone, its cbytes still checked
-        assert re.match(rf"N5BlockError N5 block 0/0/0 in {re.escape(str(ds))}: blosc (header declares \d+ compressed bytes, block has \d+|payload of \d+ bytes is shorter)", line), line
+        assert re.match(
+            rf"N5BlockError N5 block 0/0/0 in {re.escape(str(ds))}: blosc (header declares \d+ compressed bytes, block has \d+|payload of \d+ bytes is shorter)",
+            line,
+        ), line
 
 
 def test_every_truncation_of_a_small_blosc_block_is_refused(tmp_path: Path) -> None:
@@ -119,7 +126,14 @@ def test_every_truncation_of_a_small_blosc_block_is_refused(tmp_path: Path) -> N
     ],
 )
 def test_forged_blosc_headers_refused(offset: int, fmt: str, value: int, match: str) -> None:
-    codec = codec_for({"dimensions": [20, 7], "blockSize": [20, 7], "dataType": "uint16", "compression": COMPRESSIONS["blosc"]})
+    codec = codec_for(
+        {
+            "dimensions": [20, 7],
+            "blockSize": [20, 7],
+            "dataType": "uint16",
+            "compression": COMPRESSIONS["blosc"],
+        }
+    )
     payload = bytearray(codec.encode_block(smooth((20, 7)))[12:])
     assert not payload[2] & bounded.BLOSC_MEMCPYED  # really compressed: the block table exists
     struct.pack_into(fmt, payload, offset, value)
@@ -130,13 +144,17 @@ def test_forged_blosc_headers_refused(offset: int, fmt: str, value: int, match: 
 # -- exact sizes for every compression ---------------------------------------------------
 @pytest.mark.parametrize("name", list(COMPRESSIONS))
 @pytest.mark.parametrize("delta", [-1, +1])
-def test_payload_for_another_element_count_is_refused(tmp_path: Path, name: str, delta: int) -> None:
+def test_payload_for_another_element_count_is_refused(
+    tmp_path: Path, name: str, delta: int
+) -> None:
     """The header says [16, 4]; the payload holds 16*4 +- 1 elements: corrupt, never cropped/padded."""
     ds, codec = make_dataset(tmp_path / "d.n5", [16, 4], [16, 4], "uint16", COMPRESSIONS[name])
     data = np.arange(16 * 4 + delta, dtype="uint16")
     payload = codec.encode_block(data)[8:]  # a 1-D block's payload: 4 + 4 header bytes
     put(ds, "0/0", encode_header((16, 4)) + payload)
-    with pytest.raises(N5BlockError, match=named(ds, "0/0") + r".*(needs 128|more than the 128|declares)"):
+    with pytest.raises(
+        N5BlockError, match=named(ds, "0/0") + r".*(needs 128|more than the 128|declares)"
+    ):
         napari_n5zarr.open(ds)[...]
 
 
@@ -174,7 +192,9 @@ def test_zstd_frame_declaring_another_size_is_refused_before_decoding() -> None:
     import zstandard
 
     frame = zstandard.ZstdCompressor().compress(bytes(1 << 20))
-    with pytest.raises(N5BlockError, match="zstd frame declares 1048576 bytes, the header shape needs 4096"):
+    with pytest.raises(
+        N5BlockError, match="zstd frame declares 1048576 bytes, the header shape needs 4096"
+    ):
         bounded.zstd_decompress(frame, 4096)
     unsized = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(1 << 20))
     with pytest.raises(N5BlockError, match="corrupt zstd"):
@@ -189,32 +209,54 @@ def test_interior_block_with_a_short_header_is_refused(tmp_path: Path, name: str
     scrambled; now it is refused, for every compression."""
     ds, codec = make_dataset(tmp_path / "d.n5", [40, 8], [16, 4], "uint16", COMPRESSIONS[name])
     put(ds, "0/0", codec.encode_block(smooth((15, 4))))
-    with pytest.raises(N5BlockError, match=named(ds, "0/0") + r"header shape \[15, 4\] in an interior block; it must be the block size \[16, 4\]"):
+    with pytest.raises(
+        N5BlockError,
+        match=named(ds, "0/0")
+        + r"header shape \[15, 4\] in an interior block; it must be the block size \[16, 4\]",
+    ):
         napari_n5zarr.open(ds)[...]
 
 
-def test_edge_blocks_truncated_or_padded_read_exactly_and_other_shapes_are_refused(tmp_path: Path) -> None:
+def test_edge_blocks_truncated_or_padded_read_exactly_and_other_shapes_are_refused(
+    tmp_path: Path,
+) -> None:
     ds, codec = make_dataset(tmp_path / "d.n5", [40, 10], [16, 4], "uint16", COMPRESSIONS["gzip"])
     full = smooth((40, 10))
     put(ds, "2/2", codec.encode_block(full[32:40, 8:10]))  # truncated on both axes (n5-java)
     padded = np.zeros((16, 4), "uint16")
     padded[:8, :2] = full[32:40, 8:10]
-    put(ds, "2/1", codec.encode_block(np.pad(full[32:40, 4:8], [(0, 8), (0, 0)])))  # padded (tensorstore)
+    put(
+        ds, "2/1", codec.encode_block(np.pad(full[32:40, 4:8], [(0, 8), (0, 0)]))
+    )  # padded (tensorstore)
     arr = napari_n5zarr.open(ds)
     np.testing.assert_array_equal(arr[32:40, 4:10], full[32:40, 4:10])
-    for shape in [(8, 4), (16, 2), (7, 2), (8, 1), (16, 3)]:  # mixed per axis, or short of the extent
+    for shape in [
+        (8, 4),
+        (16, 2),
+        (7, 2),
+        (8, 1),
+        (16, 3),
+    ]:  # mixed per axis, or short of the extent
         put(ds, "2/2", codec.encode_block(np.ones(shape, "uint16")))
-        with pytest.raises(N5BlockError, match=named(ds, "2/2") + rf"header shape \[{shape[0]}, {shape[1]}\] is neither the block size \[16, 4\] nor the array's extent in this edge block \[8, 2\]"):
+        with pytest.raises(
+            N5BlockError,
+            match=named(ds, "2/2")
+            + rf"header shape \[{shape[0]}, {shape[1]}\] is neither the block size \[16, 4\] nor the array's extent in this edge block \[8, 2\]",
+        ):
             arr[32:40, 8:10]
 
 
 def test_codec_without_our_store_refuses_headers_larger_than_the_chunk(tmp_path: Path) -> None:
     """Zarr-only n5_default arrays: no key, the codec still checks what it can."""
     ds, codec = make_dataset(tmp_path / "d", [16, 4], [16, 4], "uint16", COMPRESSIONS["raw"])
-    (ds / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((ds / "attributes.json").read_text()))))
+    (ds / "zarr.json").write_text(
+        json.dumps(attributes_to_zarr(json.loads((ds / "attributes.json").read_text())))
+    )
     (ds / "attributes.json").unlink()
     put(ds, "0/0", codec.encode_block(smooth((17, 4))))
-    with pytest.raises(N5BlockError, match=r"^N5 block: header shape \[17, 4\] exceeds the block size \[16, 4\]"):
+    with pytest.raises(
+        N5BlockError, match=r"^N5 block: header shape \[17, 4\] exceeds the block size \[16, 4\]"
+    ):
         zarr.open_array(ds, mode="r")[...]
 
 
@@ -258,9 +300,13 @@ def test_error_names_zip_and_fsspec_containers(tmp_path: Path) -> None:
 
 
 def test_decode_block_names_the_block_when_told(tmp_path: Path) -> None:
-    codec = codec_for({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "gzip"}})
+    codec = codec_for(
+        {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "gzip"}}
+    )
     with pytest.raises(N5BlockError, match=r"^N5 block 3 in /x.n5: (corrupt|truncated) gzip"):
-        codec.decode_block(encode_header((4,)) + zlib.compress(b"ab")[:3], "uint8", 1, where="N5 block 3 in /x.n5")
+        codec.decode_block(
+            encode_header((4,)) + zlib.compress(b"ab")[:3], "uint8", 1, where="N5 block 3 in /x.n5"
+        )
 
 
 def test_error_through_dask_is_the_named_block_error(tmp_path: Path) -> None:
@@ -270,7 +316,9 @@ def test_error_through_dask_is_the_named_block_error(tmp_path: Path) -> None:
     root = corrupt_container(tmp_path / "x.n5")
     lazy = da.from_zarr(napari_n5zarr.open(root)["s0"], chunks=(16, 4))
     assert lazy[:16, :4].compute().shape == (16, 4)  # healthy blocks still read
-    with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"):
+    with pytest.raises(
+        N5BlockError, match=rf"^N5 block s0/1/1 in {re.escape(str(root))}: corrupt zstd payload"
+    ):
         lazy.compute()
 
 
@@ -301,7 +349,9 @@ FIFO_CHILD = textwrap.dedent(
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_block_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: Path, kind: str) -> None:
+def test_block_that_is_not_a_regular_file_is_refused_without_reading(
+    tmp_path: Path, kind: str
+) -> None:
     """A FIFO would hang the read forever, /dev/zero would read until memory runs out: in a
     child with a timeout, so a regression fails instead of hanging the suite."""
     import os
@@ -314,7 +364,10 @@ def test_block_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: P
         os.symlink("/dev/zero", ds / "0/0")
     proc = subprocess.run(
         [sys.executable, "-c", FIFO_CHILD, str(ds)],
-        capture_output=True, text=True, timeout=60, env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
     )
     # refused by the local store (one home for non-regular files), naming the file
     assert proc.stdout.startswith(f"N5StoreError {ds / '0/0'}: "), proc.stdout + proc.stderr[-2000:]
@@ -322,7 +375,9 @@ def test_block_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: P
 
 
 def test_block_file_larger_than_any_encoding_is_refused_before_reading(tmp_path: Path) -> None:
-    ds, codec = make_dataset(tmp_path / "d.n5", [64, 4], [64, 4], "uint16", {"type": "lz4", "blockSize": 64})
+    ds, codec = make_dataset(
+        tmp_path / "d.n5", [64, 4], [64, 4], "uint16", {"type": "lz4", "blockSize": 64}
+    )
     noise = np.random.default_rng(0).integers(0, 65535, size=(64, 4), dtype="uint16")
     block = codec.encode_block(noise)
     assert len(block) > 1.3 * noise.nbytes  # lz4 pieces of 64 bytes: the worst legal expansion
@@ -333,7 +388,9 @@ def test_block_file_larger_than_any_encoding_is_refused_before_reading(tmp_path:
     # lz4-java's worst case: 512 bytes in 64-byte pieces, 21 bytes before each and an end mark
     limit = 12 + 512 + 21 * 9 + FRAMING_SLACK
     put(ds, "0/0", block + bytes(limit - len(block)))
-    with pytest.raises(N5BlockError, match="stray bytes after the LZ4Block end mark"):  # within the limit: read and decoded
+    with pytest.raises(
+        N5BlockError, match="stray bytes after the LZ4Block end mark"
+    ):  # within the limit: read and decoded
         arr[...]
     put(ds, "0/0", block + bytes(limit - len(block) + 1))
     with pytest.raises(N5BlockError, match=re.escape(f"{ds / '0/0'}: stored block is over its dataset's limit of {limit} bytes "

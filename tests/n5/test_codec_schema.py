@@ -36,8 +36,13 @@ COMPRESSIONS = list(NAMED_COMPRESSIONS.values())
 jsonschema = pytest.importorskip("jsonschema")
 referencing = pytest.importorskip("referencing")
 
-SCHEMA = Path(__file__).parents[1] / "data/corpus/zarr-extensions-n5_default/codecs/n5_default/schema.json"
-_CODECS_URL = "https://raw.githubusercontent.com/zarr-developers/zarr-extensions/refs/heads/main/codecs/"
+SCHEMA = (
+    Path(__file__).parents[1]
+    / "data/corpus/zarr-extensions-n5_default/codecs/n5_default/schema.json"
+)
+_CODECS_URL = (
+    "https://raw.githubusercontent.com/zarr-developers/zarr-extensions/refs/heads/main/codecs/"
+)
 _REFERENCED = {
     _CODECS_URL + "transpose/schema.json": {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -46,7 +51,13 @@ _REFERENCED = {
             "name": {"const": "transpose"},
             "configuration": {
                 "type": "object",
-                "properties": {"order": {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": True}},
+                "properties": {
+                    "order": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 0},
+                        "uniqueItems": True,
+                    }
+                },
                 "required": ["order"],
                 "additionalProperties": False,
             },
@@ -70,6 +81,7 @@ _REFERENCED = {
     },
 }
 
+
 def _spec_schema() -> dict[str, Any]:
     schema = json.loads(SCHEMA.read_text())
     fixed = copy.deepcopy(schema)
@@ -89,7 +101,9 @@ def validator() -> Any:
 
 
 def _assert_valid(validator: Any, codec: Any, where: str) -> None:
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(codec)]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(codec)
+    ]
     assert not errors, f"{where}: {errors}"
 
 
@@ -119,13 +133,17 @@ def test_the_spec_schema_file_has_the_items_typo() -> None:
 
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 5])
-@pytest.mark.parametrize("compression", COMPRESSIONS, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize(
+    "compression", COMPRESSIONS, ids=lambda c: "-".join(str(v) for v in c.values())
+)
 def test_written_codec_validates(validator: Any, compression: dict[str, Any], ndim: int) -> None:
     """``N5DefaultCodec.to_dict()`` and the ``zarr.json`` create_dataset stores, for every
     compression and 1D..5D."""
     base = MemoryStore()
     root = zarr.open_group(N5DefaultStore(base), mode="w")
-    arr = create_dataset(root, "d", shape=(3,) * ndim, dtype="uint16", chunks=(2,) * ndim, compression=compression)
+    arr = create_dataset(
+        root, "d", shape=(3,) * ndim, dtype="uint16", chunks=(2,) * ndim, compression=compression
+    )
     # as JSON: to_dict holds tuples (zarr's own TransposeCodec.to_dict does), written as arrays
     as_json = json.loads(json.dumps(arr.metadata.codecs[0].to_dict()))
     _assert_valid(validator, as_json, f"to_dict for {compression}")
@@ -138,9 +156,17 @@ def test_written_codec_validates(validator: Any, compression: dict[str, Any], nd
 def test_exported_zarr_json_validates(validator: Any, tmp_path: Path, compression: str) -> None:
     """Every array ``zarr.json`` of an exported pyramid."""
     dest = tmp_path / "out.n5"
-    export(np.arange(16 * 12 * 10, dtype="uint16").reshape(16, 12, 10), dest, compression=compression, chunks=8, levels=2)
+    export(
+        np.arange(16 * 12 * 10, dtype="uint16").reshape(16, 12, 10),
+        dest,
+        compression=compression,
+        chunks=8,
+        levels=2,
+    )
     arrays = [
-        doc for doc in (json.loads(p.read_text()) for p in sorted(dest.rglob("zarr.json"))) if doc["node_type"] == "array"
+        doc
+        for doc in (json.loads(p.read_text()) for p in sorted(dest.rglob("zarr.json")))
+        if doc["node_type"] == "array"
     ]
     assert len(arrays) == 2
     for doc in arrays:

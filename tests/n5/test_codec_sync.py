@@ -26,7 +26,12 @@ CHUNK = (8, 6, 5)  # N5 order
 
 
 def codec_for(compression: dict, dtype: str = "uint16") -> N5DefaultCodec:
-    n5 = {"dimensions": [20, 20, 20], "blockSize": list(CHUNK), "dataType": dtype, "compression": compression}
+    n5 = {
+        "dimensions": [20, 20, 20],
+        "blockSize": list(CHUNK),
+        "dataType": dtype,
+        "compression": compression,
+    }
     doc = attributes_to_zarr(n5)
     return N5DefaultCodec.from_dict(doc["codecs"][0])
 
@@ -76,7 +81,9 @@ def test_sync_and_async_decode_agree_exactly(name: str, dtype: str) -> None:
             assert got.tobytes() == expected.tobytes()
         # and the sync encode is the block's own encoding at the chunk shape
         if block.shape == CHUNK:
-            encoded = codec._encode_sync(chunk_spec.prototype.nd_buffer.from_numpy_array(block), chunk_spec)
+            encoded = codec._encode_sync(
+                chunk_spec.prototype.nd_buffer.from_numpy_array(block), chunk_spec
+            )
             as_nd = chunk_spec.prototype.nd_buffer.from_numpy_array(block)
             (encoded_async,) = asyncio.run(codec.encode([(as_nd, chunk_spec)]))
             assert encoded is not None
@@ -94,7 +101,9 @@ def test_decode_view_is_the_values_without_a_copy() -> None:
     assert view.dtype == np.dtype(">u2")
     assert not view.flags.owndata
     np.testing.assert_array_equal(view, block)
-    padded, fresh = codec._decode_view(CPUBuffer.from_bytes(codec.encode_block(block[:3])), chunk_spec)
+    padded, fresh = codec._decode_view(
+        CPUBuffer.from_bytes(codec.encode_block(block[:3])), chunk_spec
+    )
     assert fresh
     assert padded.dtype == np.dtype("uint16")
     assert padded.flags.writeable
@@ -138,7 +147,11 @@ class AsyncOnlyXor(BytesBytesCodec):
 
 def _chain() -> list:
     """transpose and bytes of a 3-d uint16 dataset (no compressor)."""
-    return list(N5DatasetMetadata(dimensions=(1, 1, 1), block_size=(1, 1, 1), data_type="uint16").codec().codecs)
+    return list(
+        N5DatasetMetadata(dimensions=(1, 1, 1), block_size=(1, 1, 1), data_type="uint16")
+        .codec()
+        .codecs
+    )
 
 
 def test_inner_codec_without_the_protocol_goes_through_its_async_api(tmp_path) -> None:
@@ -161,8 +174,15 @@ def test_inner_codec_without_the_protocol_goes_through_its_async_api(tmp_path) -
     np.testing.assert_array_equal(by_async.as_numpy_array(), block)
     # a whole zarr array with this chain, with zarr's fused pipeline switched on
     with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.FusedCodecPipeline"}):
-        arr = zarr.create_array(tmp_path / "x.zarr", shape=(10, 9, 5), chunks=CHUNK, dtype="uint16",
-                                serializer=codec, compressors=None, fill_value=0)
+        arr = zarr.create_array(
+            tmp_path / "x.zarr",
+            shape=(10, 9, 5),
+            chunks=CHUNK,
+            dtype="uint16",
+            serializer=codec,
+            compressors=None,
+            fill_value=0,
+        )
         data = np.arange(450, dtype="uint16").reshape(10, 9, 5)
         arr[...] = data
         np.testing.assert_array_equal(zarr.open_array(tmp_path / "x.zarr", mode="r")[...], data)

@@ -25,7 +25,9 @@ JAVA_DEFAULTS = [
 ]
 
 
-@pytest.mark.parametrize("n5", JAVA_DEFAULTS, ids=lambda c: c["type"] + ("-zlib" if c.get("useZlib") else ""))
+@pytest.mark.parametrize(
+    "n5", JAVA_DEFAULTS, ids=lambda c: c["type"] + ("-zlib" if c.get("useZlib") else "")
+)
 def test_every_row_round_trips(n5: dict) -> None:
     assert zarr_to_n5(n5_to_zarr(n5)) == n5
 
@@ -37,12 +39,22 @@ def test_table_covers_every_n5_compression() -> None:
 
 
 def test_java_gzip_default_level_maps_to_zlib_default() -> None:
-    assert n5_to_zarr({"type": "gzip", "level": -1}) == {"name": "gzip", "configuration": {"level": 6}}
+    assert n5_to_zarr({"type": "gzip", "level": -1}) == {
+        "name": "gzip",
+        "configuration": {"level": 6},
+    }
     assert n5_to_zarr({"type": "gzip"}) == {"name": "gzip", "configuration": {"level": 6}}
 
 
 def test_unknown_keys_ignored_on_read() -> None:
-    z5py_blosc = {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0, "nthreads": 1}
+    z5py_blosc = {
+        "type": "blosc",
+        "cname": "lz4",
+        "clevel": 5,
+        "shuffle": 1,
+        "blocksize": 0,
+        "nthreads": 1,
+    }
     zarr2_gzip = {"type": "gzip", "level": 1, "useZlib": False, "id": "gzip"}
     assert n5_to_zarr(z5py_blosc) == {
         "name": "blosc",
@@ -52,13 +64,27 @@ def test_unknown_keys_ignored_on_read() -> None:
 
 
 def test_blosc_written_without_nthreads() -> None:
-    assert "nthreads" not in zarr_to_n5({"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "typesize": 2, "blocksize": 0}})
+    assert "nthreads" not in zarr_to_n5(
+        {
+            "name": "blosc",
+            "configuration": {
+                "cname": "zstd",
+                "clevel": 3,
+                "shuffle": "bitshuffle",
+                "typesize": 2,
+                "blocksize": 0,
+            },
+        }
+    )
 
 
 def test_legacy_compression_type() -> None:
     assert normalize_n5({"compressionType": "gzip"}) == {"type": "gzip"}
     assert normalize_n5({}) == {"type": "raw"}
-    assert n5_to_zarr(normalize_n5({"compressionType": "bzip2"})) == {"name": "numcodecs.bz2", "configuration": {"level": 9}}
+    assert n5_to_zarr(normalize_n5({"compressionType": "bzip2"})) == {
+        "name": "numcodecs.bz2",
+        "configuration": {"level": 9},
+    }
 
 
 @pytest.mark.parametrize(
@@ -89,7 +115,12 @@ def test_non_finite_parameter_is_a_format_error(value: float) -> None:
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int32", "float64"])
 @pytest.mark.parametrize(
-    "compression", [{"type": "blosc", "cname": "lz4", "shuffle": 1}, {"type": "zstd", "level": 5}, {"type": "gzip"}]
+    "compression",
+    [
+        {"type": "blosc", "cname": "lz4", "shuffle": 1},
+        {"type": "zstd", "level": 5},
+        {"type": "gzip"},
+    ],
 )
 def test_export_compression_round_trips_and_blosc_shuffles_elements(dtype, compression):
     """The fast compression used by export decodes exactly; blosc's typesize is the
@@ -112,7 +143,11 @@ ZARR_EDGE_CASES = [
     *({"type": "zstd", "level": v} for v in (-131072, -1, 0, 3, 22, 23, 99, 2**40)),
     {"type": "zstd", "level": 3, "checksum": True},
     *({"type": "lz4", "blockSize": v} for v in (1, 63, 64, 65536, 2**25, 2**25 + 1, 2**40)),
-    *({"type": "blosc", "cname": "lz4", "clevel": v, "blocksize": b} for v in (-3, 0, 9, 100) for b in (-1, 0, 2**40)),
+    *(
+        {"type": "blosc", "cname": "lz4", "clevel": v, "blocksize": b}
+        for v in (-3, 0, 9, 100)
+        for b in (-1, 0, 2**40)
+    ),
     *({"type": "xz", "preset": v} for v in (-5, 0, 9, 100)),
     *({"type": "bzip2", "blockSize": v} for v in (-1, 0, 1, 9, 100)),
     *({"type": "gzip", "level": v, "useZlib": z} for v in (-1, 0, 9) for z in (False, True)),
@@ -120,7 +155,9 @@ ZARR_EDGE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("compression", ZARR_EDGE_CASES, ids=lambda c: "-".join(map(str, c.values())))
+@pytest.mark.parametrize(
+    "compression", ZARR_EDGE_CASES, ids=lambda c: "-".join(map(str, c.values()))
+)
 def test_zarr_refuses_exactly_what_zarr_refuses(compression: dict) -> None:
     """The zarr-free reader trusts zarr_refuses() instead of building zarr's metadata: it
     must say True exactly where zarr refuses the dataset (then zarr's path reports it)."""
@@ -128,7 +165,12 @@ def test_zarr_refuses_exactly_what_zarr_refuses(compression: dict) -> None:
     from napari_n5zarr.n5.compression import zarr_refuses
     from napari_n5zarr.n5.metadata import N5DatasetMetadata
 
-    fields = {"dimensions": (8, 8), "block_size": (4, 4), "data_type": "uint16", "compression": compression}
+    fields = {
+        "dimensions": (8, 8),
+        "block_size": (4, 4),
+        "data_type": "uint16",
+        "compression": compression,
+    }
     N5DatasetMetadata(**fields, check_zarr=False)  # N5's own checks accept every case here
     if zarr_refuses(compression):
         with pytest.raises(N5MetadataError, match="zarr cannot represent"):

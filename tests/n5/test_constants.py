@@ -36,7 +36,10 @@ def _spelled_elsewhere() -> list[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         skip = _docstrings(tree)
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in skip:
+            if (
+                not (isinstance(node, ast.Constant) and isinstance(node.value, str))
+                or id(node) in skip
+            ):
                 continue
             text = node.value
             a_file_name = set(text.split("/")) & set(NAMES) and not any(c.isspace() for c in text)
@@ -50,5 +53,9 @@ def test_metadata_file_names_and_the_version_key_come_from_constants() -> None:
 
 
 def test_the_names_are_what_the_formats_say() -> None:
-    assert (constants.N5_JSON, constants.ZARR_JSON, constants.VERSION_KEY) == ("attributes.json", "zarr.json", "n5")
+    assert (constants.N5_JSON, constants.ZARR_JSON, constants.VERSION_KEY) == (
+        "attributes.json",
+        "zarr.json",
+        "n5",
+    )
     assert {"attributes.json", "zarr.json"} == constants.METADATA_FILES

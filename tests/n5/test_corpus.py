@@ -37,7 +37,10 @@ def test_corpus_dataset_reads_exactly(record: dict) -> None:
 
 
 def test_corpus_covers_every_compression_and_boundary() -> None:
-    types = {r["compression"].get("type") or r["compression"].get("legacy compressionType") for r in MANIFEST}
+    types = {
+        r["compression"].get("type") or r["compression"].get("legacy compressionType")
+        for r in MANIFEST
+    }
     assert {"raw", "gzip", "bzip2", "xz", "lz4", "blosc", "zstd"} <= types
     assert {"padded", "truncated"} <= {r["boundary"] for r in MANIFEST}
 
@@ -68,20 +71,31 @@ def test_sharded_experimental_is_refused_clearly(path: str) -> None:
 
 
 def test_sibling_of_unreadable_child_still_listed(tmp_path: Path) -> None:
-    shards = CORPUS / "saalfeldlab-n5/experimental_wip_commit_765a7b4/src/test/resources/shardExamples/test.n5"
+    shards = (
+        CORPUS
+        / "saalfeldlab-n5/experimental_wip_commit_765a7b4/src/test/resources/shardExamples/test.n5"
+    )
     shutil.copytree(shards, tmp_path / "c.n5")
-    shutil.copytree(CORPUS / "tensorstore/tensorstore/driver/n5/testdata/raw", tmp_path / "c.n5/good")
+    shutil.copytree(
+        CORPUS / "tensorstore/tensorstore/driver/n5/testdata/raw", tmp_path / "c.n5/good"
+    )
     group = napari_n5zarr.open(tmp_path / "c.n5")
     with pytest.warns(UserWarning, match="sharding"):
         members = dict(group.members())
     assert list(members) == ["good"]
-    np.testing.assert_array_equal(members["good"][...], napari_n5zarr.open(tmp_path / "c.n5/good")[...])
+    np.testing.assert_array_equal(
+        members["good"][...], napari_n5zarr.open(tmp_path / "c.n5/good")[...]
+    )
 
 
 def test_url_attributes_groups_and_user_attributes() -> None:
     root = napari_n5zarr.open(CORPUS / "saalfeldlab-n5/src/test/resources/url/urlAttributes.n5")
     assert isinstance(root, zarr.Group)
-    raw = json.loads((CORPUS / "saalfeldlab-n5/src/test/resources/url/urlAttributes.n5/attributes.json").read_text())
+    raw = json.loads(
+        (
+            CORPUS / "saalfeldlab-n5/src/test/resources/url/urlAttributes.n5/attributes.json"
+        ).read_text()
+    )
     assert root.attrs.asdict() == {k: v for k, v in raw.items() if k != "n5"}
     aaa = root["a/aa/aaa"]
     assert isinstance(aaa, zarr.Group)

@@ -25,17 +25,21 @@ def test_fresh_process_reads_zarr_json_with_n5_default(tmp_path: Path) -> None:
             (dst / f.relative_to(src)).write_bytes(f.read_bytes())
     from napari_n5zarr.n5.metadata import attributes_to_zarr
 
-    (dst / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text()))))
+    (dst / "zarr.json").write_text(
+        json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text())))
+    )
     expected = node[...]
     np.save(tmp_path / "expected.npy", expected)
     code = f"""
 import sys, numpy as np, zarr
 a = zarr.open_array({str(dst)!r}, mode="r")
-assert (a[...] == np.load({str(tmp_path / 'expected.npy')!r})).all()
+assert (a[...] == np.load({str(tmp_path / "expected.npy")!r})).all()
 print(sorted({{m for m in sys.modules if m.startswith(('napari', 'qtpy', 'PyQt'))}}))
 print(type(a.metadata.codecs[0]).__module__)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     # the entry point loaded our codec module lazily; nothing of napari or Qt came along
     assert out[1] == "napari_n5zarr.n5.codec"
     assert all(m.startswith("napari_n5zarr") for m in eval(out[0]))
@@ -43,7 +47,9 @@ print(type(a.metadata.codecs[0]).__module__)
 
 def test_import_does_not_pull_qt_or_napari() -> None:
     code = "import sys, napari_n5zarr; napari_n5zarr.open; print(sorted(m for m in sys.modules if m.split('.')[0] in ('napari', 'qtpy', 'PyQt5', 'PyQt6', 'PySide2', 'PySide6')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -58,7 +64,9 @@ def test_open_zarr_only_folder_using_n5_default(tmp_path: Path) -> None:
             (dst / f.relative_to(src)).write_bytes(f.read_bytes())
     from napari_n5zarr.n5.metadata import attributes_to_zarr
 
-    (dst / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text()))))
+    (dst / "zarr.json").write_text(
+        json.dumps(attributes_to_zarr(json.loads((src / "attributes.json").read_text())))
+    )
     arr = napari_n5zarr.open(dst)
     np.testing.assert_array_equal(arr[...], np.load(CORPUS / "zarrs_n5/data/raw.npy"))
 

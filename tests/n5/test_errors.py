@@ -17,7 +17,12 @@ from napari_n5zarr.n5.block_format import encode_header
 
 def make_dataset(root: Path, attrs: dict | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    base = {"dimensions": [4, 3], "blockSize": [4, 3], "dataType": "uint16", "compression": {"type": "raw"}}
+    base = {
+        "dimensions": [4, 3],
+        "blockSize": [4, 3],
+        "dataType": "uint16",
+        "compression": {"type": "raw"},
+    }
     (root / "attributes.json").write_text(json.dumps({**base, **(attrs or {})}))
     return root
 
@@ -28,14 +33,18 @@ def put_block(root: Path, data: bytes, key: str = "0/0") -> None:
 
 
 @pytest.mark.parametrize(("mode", "name"), [(1, "varlength"), (2, "object")])
-def test_non_default_block_modes_refused_with_key_and_mode(tmp_path: Path, mode: int, name: str) -> None:
+def test_non_default_block_modes_refused_with_key_and_mode(
+    tmp_path: Path, mode: int, name: str
+) -> None:
     ds = make_dataset(tmp_path / "d")
     if mode == 1:
         block = struct.pack(">HHIII", 1, 2, 4, 3, 12) + bytes(24)
     else:
         block = struct.pack(">HI", 2, 24) + bytes(24)
     put_block(ds, block)
-    with pytest.raises(N5BlockError, match=rf"^N5 block 0/0 in {re.escape(str(ds))}: {name} mode \(mode {mode}\)"):
+    with pytest.raises(
+        N5BlockError, match=rf"^N5 block 0/0 in {re.escape(str(ds))}: {name} mode \(mode {mode}\)"
+    ):
         napari_n5zarr.open(ds)[...]
 
 
@@ -47,7 +56,9 @@ def test_codec_alone_names_the_mode(tmp_path: Path) -> None:
     napari_n5zarr.open(ds)  # fine
     from napari_n5zarr.n5.metadata import attributes_to_zarr
 
-    (ds / "zarr.json").write_text(json.dumps(attributes_to_zarr(json.loads((ds / "attributes.json").read_text()))))
+    (ds / "zarr.json").write_text(
+        json.dumps(attributes_to_zarr(json.loads((ds / "attributes.json").read_text())))
+    )
     (ds / "attributes.json").unlink()
     put_block(ds, struct.pack(">HHIII", 1, 2, 4, 3, 12) + bytes(24))
     with pytest.raises(N5BlockError, match=r"varlength mode \(mode 1\)"):
@@ -56,7 +67,11 @@ def test_codec_alone_names_the_mode(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("shape", "match"),
-    [((0, 3), r"header shape \[0, 3\]"), ((4000000, 3), r"header shape \[4000000, 3\]"), ((4, 3, 1), "3 dimensions")],
+    [
+        ((0, 3), r"header shape \[0, 3\]"),
+        ((4000000, 3), r"header shape \[4000000, 3\]"),
+        ((4, 3, 1), "3 dimensions"),
+    ],
 )
 def test_absurd_headers_refused_before_allocation(tmp_path: Path, shape: tuple, match: str) -> None:
     ds = make_dataset(tmp_path / "d")
@@ -68,7 +83,10 @@ def test_absurd_headers_refused_before_allocation(tmp_path: Path, shape: tuple, 
 def test_short_block_refused(tmp_path: Path) -> None:
     ds = make_dataset(tmp_path / "d")
     put_block(ds, encode_header((4, 3)) + bytes(10))
-    with pytest.raises(N5BlockError, match=r"^N5 block 0/0 in .*: raw payload holds 10 bytes, the header shape needs 24"):
+    with pytest.raises(
+        N5BlockError,
+        match=r"^N5 block 0/0 in .*: raw payload holds 10 bytes, the header shape needs 24",
+    ):
         napari_n5zarr.open(ds)[...]
 
 
@@ -144,7 +162,9 @@ def test_unrepresentable_zarr_metadata_refused_on_write(tmp_path: Path) -> None:
     with pytest.raises(N5MetadataError, match="chunk key encoding"):
         root.create_array("a", shape=(4,), dtype="uint8")  # zarr's defaults
     with pytest.raises(N5MetadataError, match="n5_default"):
-        root.create_array("b", shape=(4,), dtype="uint8", chunk_key_encoding={"name": "v2", "separator": "/"})
+        root.create_array(
+            "b", shape=(4,), dtype="uint8", chunk_key_encoding={"name": "v2", "separator": "/"}
+        )
     with pytest.raises(N5MetadataError, match="would read a dataset"):
         root.attrs.update({"dimensions": [1], "dataType": "uint8"})
     assert not (tmp_path / "c.n5/a/attributes.json").exists()

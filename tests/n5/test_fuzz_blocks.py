@@ -49,20 +49,57 @@ COMPRESSIONS = {
     "bzip2": {"type": "bzip2", "blockSize": 9},
     "xz": {"type": "xz", "preset": 1},
     "lz4": {"type": "lz4", "blockSize": 128},
-    "blosc/lz4/shuffle": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0},
-    "blosc/blosclz/noshuffle": {"type": "blosc", "cname": "blosclz", "clevel": 9, "shuffle": 0, "blocksize": 0},
-    "blosc/zstd/bitshuffle": {"type": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2, "blocksize": 0},
-    "blosc/zlib/shuffle": {"type": "blosc", "cname": "zlib", "clevel": 5, "shuffle": 1, "blocksize": 64},
+    "blosc/lz4/shuffle": {
+        "type": "blosc",
+        "cname": "lz4",
+        "clevel": 5,
+        "shuffle": 1,
+        "blocksize": 0,
+    },
+    "blosc/blosclz/noshuffle": {
+        "type": "blosc",
+        "cname": "blosclz",
+        "clevel": 9,
+        "shuffle": 0,
+        "blocksize": 0,
+    },
+    "blosc/zstd/bitshuffle": {
+        "type": "blosc",
+        "cname": "zstd",
+        "clevel": 3,
+        "shuffle": 2,
+        "blocksize": 0,
+    },
+    "blosc/zlib/shuffle": {
+        "type": "blosc",
+        "cname": "zlib",
+        "clevel": 5,
+        "shuffle": 1,
+        "blocksize": 64,
+    },
     "zstd": {"type": "zstd", "level": 3},
 }
-DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32", "float64")
+DTYPES = (
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "uint32",
+    "int32",
+    "uint64",
+    "int64",
+    "float32",
+    "float64",
+)
 GEOMETRIES = (([100], [32]), ([13, 9], [8, 4]), ([5, 6, 7], [4, 4, 4]), ([70, 40], [64, 32]))
 CONTAINER = "memory store"
 
 
 # ====================================================================== the child process
 def _limit_memory(limit: int) -> None:
-    with contextlib.suppress(ValueError, OSError):  # macOS does not enforce RLIMIT_AS: the RSS checks remain
+    with contextlib.suppress(
+        ValueError, OSError
+    ):  # macOS does not enforce RLIMIT_AS: the RSS checks remain
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
@@ -103,39 +140,71 @@ class Campaign:
         for c, (cname, comp) in enumerate(COMPRESSIONS.items()):
             for t, dtype in enumerate(DTYPES):
                 dims, block = GEOMETRIES[(c + t) % len(GEOMETRIES)]
-                attrs = {"dimensions": dims, "blockSize": block, "dataType": dtype, "compression": comp}
+                attrs = {
+                    "dimensions": dims,
+                    "blockSize": block,
+                    "dataType": dtype,
+                    "compression": comp,
+                }
                 prefix = f"{cname.replace('/', '_')}-{dtype}"
-                self.mem._store_dict[f"{prefix}/attributes.json"] = Buffer.from_bytes(json.dumps(attrs).encode())
+                self.mem._store_dict[f"{prefix}/attributes.json"] = Buffer.from_bytes(
+                    json.dumps(attrs).encode()
+                )
                 codec = N5DatasetMetadata.from_json(attrs).codec()
                 self.codecs[cname] = codec
                 data = _sample(tuple(dims), dtype, nprng)
                 arr = zarr.open_array(store=store, path=prefix, mode="r")
                 blocks = {}
                 for index in np.ndindex(*[-(-d // b) for d, b in zip(dims, block, strict=True)]):
-                    region = tuple(slice(i * b, min((i + 1) * b, d)) for i, b, d in zip(index, block, dims, strict=True))
+                    region = tuple(
+                        slice(i * b, min((i + 1) * b, d))
+                        for i, b, d in zip(index, block, dims, strict=True)
+                    )
                     part = data[region]
                     if part.shape != tuple(block) and self.rng.random() < 0.5:  # padded edge block
-                        part = np.pad(part, [(0, b - n) for n, b in zip(part.shape, block, strict=True)])
+                        part = np.pad(
+                            part, [(0, b - n) for n, b in zip(part.shape, block, strict=True)]
+                        )
                     key = f"{prefix}/" + "/".join(map(str, index))
                     encoded = codec.encode_block(part)
                     self.mem._store_dict[key] = Buffer.from_bytes(encoded)
                     blocks[key] = (region, encoded, part)
                 self.datasets.append((cname, dtype, dims, block, arr, data, blocks))
-        self.counts = dict.fromkeys(("error", "exact", "exact_other", "blosc_unchecked", "wrong", "unnamed", "unclean"), 0)
+        self.counts = dict.fromkeys(
+            ("error", "exact", "exact_other", "blosc_unchecked", "wrong", "unnamed", "unclean"), 0
+        )
         self.by_kind: dict[str, int] = {}
         self.samples: list[str] = []
 
     # -- mutations ------------------------------------------------------------------
-    def mutations(self, cname: str, dims, block, key: str, encoded: bytes, part, full_truncation: bool):
+    def mutations(
+        self, cname: str, dims, block, key: str, encoded: bytes, part, full_truncation: bool
+    ):
         """(kind, bytes) pairs for one block."""
         rng = self.rng
         ndim = len(dims)
         hs = 4 + 4 * ndim
         n = len(encoded)
-        lengths = range(n) if full_truncation else sorted({*range(min(n, hs + 24)), *rng.sample(range(n), min(n, 24)), *range(max(0, n - 16), n)})
+        lengths = (
+            range(n)
+            if full_truncation
+            else sorted(
+                {
+                    *range(min(n, hs + 24)),
+                    *rng.sample(range(n), min(n, 24)),
+                    *range(max(0, n - 16), n),
+                }
+            )
+        )
         for length in lengths:
             yield "truncate", encoded[:length]
-        for extra in (b"\x00", b"\x00" * 4, bytes(rng.randrange(256) for _ in range(16)), encoded[hs:], b"\xff" * 3):
+        for extra in (
+            b"\x00",
+            b"\x00" * 4,
+            bytes(rng.randrange(256) for _ in range(16)),
+            encoded[hs:],
+            b"\xff" * 3,
+        ):
             yield "extend", encoded + extra
         for _ in range(48):
             buf = bytearray(encoded)
@@ -153,18 +222,41 @@ class Campaign:
             yield "header-mode", struct.pack(">H", mode) + encoded[2:]
         for nd in {0, ndim - 1, ndim + 1, 0xFFFF}:
             yield "header-ndim", encoded[:2] + struct.pack(">H", nd) + encoded[4:]
-        yield "header-drop-axis", struct.pack(">HH", 0, ndim - 1) + encoded[4 : hs - 4] + encoded[hs:]
-        yield "header-add-axis", struct.pack(">HH", 0, ndim + 1) + encoded[4:hs] + struct.pack(">I", 1) + encoded[hs:]
+        yield (
+            "header-drop-axis",
+            struct.pack(">HH", 0, ndim - 1) + encoded[4 : hs - 4] + encoded[hs:],
+        )
+        yield (
+            "header-add-axis",
+            struct.pack(">HH", 0, ndim + 1) + encoded[4:hs] + struct.pack(">I", 1) + encoded[hs:],
+        )
         shape = struct.unpack_from(f">{ndim}I", encoded, 4)
         for axis in range(ndim):
-            for value in {0, 1, shape[axis] - 1, shape[axis] + 1, block[axis], block[axis] - 1, block[axis] + 1, dims[axis], 1 << 31, 0xFFFFFFFF}:
+            for value in {
+                0,
+                1,
+                shape[axis] - 1,
+                shape[axis] + 1,
+                block[axis],
+                block[axis] - 1,
+                block[axis] + 1,
+                dims[axis],
+                1 << 31,
+                0xFFFFFFFF,
+            }:
                 if value == shape[axis] or not 0 <= value <= 0xFFFFFFFF:
                     continue
-                yield "header-dims", encoded[: 4 + 4 * axis] + struct.pack(">I", value) + encoded[8 + 4 * axis :]
+                yield (
+                    "header-dims",
+                    encoded[: 4 + 4 * axis] + struct.pack(">I", value) + encoded[8 + 4 * axis :],
+                )
         if ndim > 1:
             swapped = list(shape)
             swapped[0], swapped[-1] = swapped[-1], swapped[0]
-            yield "header-swap-dims", encoded[:4] + struct.pack(f">{ndim}I", *swapped) + encoded[hs:]
+            yield (
+                "header-swap-dims",
+                encoded[:4] + struct.pack(f">{ndim}I", *swapped) + encoded[hs:],
+            )
         for other, codec in self.codecs.items():
             if other != cname:
                 yield "payload-swap", encoded[:hs] + codec.encode_block(part)[hs:]
@@ -178,7 +270,18 @@ class Campaign:
             self.bombs[cname] = codec.encode_block(self.np.frombuffer(zeros, dtype="uint8"))[8:]
 
     # -- one case --------------------------------------------------------------------
-    def run_case(self, kind: str, arr, dtype: str, region, key: str, original, encoded: bytes, mutated: bytes, cname: str) -> None:
+    def run_case(
+        self,
+        kind: str,
+        arr,
+        dtype: str,
+        region,
+        key: str,
+        original,
+        encoded: bytes,
+        mutated: bytes,
+        cname: str,
+    ) -> None:
         from napari_n5zarr.errors import N5FormatError
 
         self.mem._store_dict[key] = self.Buffer.from_bytes(mutated)
@@ -199,7 +302,10 @@ class Campaign:
             return
         reference = self.reference(cname, mutated, dtype, len(region))
         shape = tuple(s.stop - s.start for s in region)
-        if reference is not None and reference[tuple(slice(0, n) for n in shape)].tobytes() == out.tobytes():
+        if (
+            reference is not None
+            and reference[tuple(slice(0, n) for n in shape)].tobytes() == out.tobytes()
+        ):
             self.counts["exact_other"] += 1
         elif cname.startswith("blosc") and self._blosc_undetectable(encoded, mutated, len(region)):
             self.counts["blosc_unchecked"] += 1
@@ -256,15 +362,32 @@ class Campaign:
         plans = []
         for cname, dtype, dims, block, arr, _data, blocks in self.datasets:
             for i, (key, (region, encoded, part)) in enumerate(blocks.items()):
-                plans.append((cname, dtype, dims, block, arr, key, region, encoded, part, i == len(blocks) - 1 and len(encoded) < 700))
+                plans.append(
+                    (
+                        cname,
+                        dtype,
+                        dims,
+                        block,
+                        arr,
+                        key,
+                        region,
+                        encoded,
+                        part,
+                        i == len(blocks) - 1 and len(encoded) < 700,
+                    )
+                )
         total = 0
         rounds = 0
-        while total < target and time.monotonic() - start <= budget:  # more rounds: new random mutations
+        while (
+            total < target and time.monotonic() - start <= budget
+        ):  # more rounds: new random mutations
             rounds += 1
             self.rng.shuffle(plans)
             for cname, dtype, dims, block, arr, key, region, encoded, part, full in plans:
                 original = self._original(arr, key, encoded, region)
-                for kind, mutated in self.mutations(cname, dims, block, key, encoded, part, full and rounds == 1):
+                for kind, mutated in self.mutations(
+                    cname, dims, block, key, encoded, part, full and rounds == 1
+                ):
                     if progress is not None and total % 200 == 0:
                         progress.write_text(f"{total} {kind} {key}\n")
                     self.run_case(kind, arr, dtype, region, key, original, encoded, mutated, cname)
@@ -310,7 +433,9 @@ def bomb_payloads(size: int) -> dict[str, bytes]:
         "bzip2": bz2.compress(bytes(step), 9) * reps,
         "xz": lzma.compress(bytes(step), preset=0) * reps,
         "zstd (content size)": zstandard.ZstdCompressor(level=1).compress(bytes(size)),
-        "zstd (no content size)": stream(zstandard.ZstdCompressor(level=1, write_content_size=False).compressobj()),
+        "zstd (no content size)": stream(
+            zstandard.ZstdCompressor(level=1, write_content_size=False).compressobj()
+        ),
         "lz4": lz4block.compress(bytes(65536))[:-21] * (size // 65536) + lz4block.compress(b""),
         "blosc": numcodecs.blosc.compress(bytes(min(size, (2 << 30) - 64)), b"lz4", 5, 1),
     }
@@ -347,7 +472,12 @@ def write_bombs(root: Path, size: int) -> None:
     for name, payload in bombs.items():
         ds = root / name.replace(" ", "_").replace("(", "").replace(")", "")
         ds.mkdir(parents=True)
-        attrs = {"dimensions": BOMB_BLOCK, "blockSize": BOMB_BLOCK, "dataType": "uint16", "compression": COMPRESSION_OF_BOMB[name]}
+        attrs = {
+            "dimensions": BOMB_BLOCK,
+            "blockSize": BOMB_BLOCK,
+            "dataType": "uint16",
+            "compression": COMPRESSION_OF_BOMB[name],
+        }
         (ds / "attributes.json").write_text(json.dumps(attrs))
         (ds / "0/0").mkdir(parents=True)
         with open(ds / "0/0/0", "wb") as f:
@@ -376,7 +506,11 @@ def read_bombs(root: Path) -> dict:
         except BaseException as e:
             outcome = f"UNCLEAN {type(e).__name__}: {e}"
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        results[name] = {"outcome": outcome[:300], "rss_growth_mib": round((peak - base) / 1024, 1), "seconds": round(time.monotonic() - t0, 2)}
+        results[name] = {
+            "outcome": outcome[:300],
+            "rss_growth_mib": round((peak - base) / 1024, 1),
+            "seconds": round(time.monotonic() - t0, 2),
+        }
     return results
 
 
@@ -406,8 +540,14 @@ def _child_main(argv: list[str]) -> None:
 
 # ====================================================================== the tests
 def _child(*args: str, timeout: float) -> tuple[subprocess.CompletedProcess, dict | None]:
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), "MALLOC_ARENA_MAX": "2"}
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "MALLOC_ARENA_MAX": "2",
+    }
+    proc = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     try:
         return proc, json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -419,14 +559,27 @@ def test_fuzz_campaign_every_block_is_a_named_error_or_exact_data(tmp_path: Path
     seed = int(os.environ.get("N5ZARR_FUZZ_SEED", "7"))
     progress = tmp_path / "progress"
     proc, result = _child(
-        "campaign", "--cases", str(cases), "--seed", str(seed), "--budget", "7200" if LONG else "240",
-        "--progress", str(progress), timeout=9000 if LONG else 600,
+        "campaign",
+        "--cases",
+        str(cases),
+        "--seed",
+        str(seed),
+        "--budget",
+        "7200" if LONG else "240",
+        "--progress",
+        str(progress),
+        timeout=9000 if LONG else 600,
     )
     crashed = proc.returncode != 0
     last = progress.read_text() if progress.exists() else "?"
-    assert not crashed, f"campaign child died (rc {proc.returncode}) near case {last}: {proc.stderr[-3000:]}"
+    assert not crashed, (
+        f"campaign child died (rc {proc.returncode}) near case {last}: {proc.stderr[-3000:]}"
+    )
     assert result is not None, proc.stdout[-2000:] + proc.stderr[-2000:]
-    print("\nfuzz campaign:", json.dumps({k: result[k] for k in ("cases", "seconds", "counts", "maxrss_mib")}))
+    print(
+        "\nfuzz campaign:",
+        json.dumps({k: result[k] for k in ("cases", "seconds", "counts", "maxrss_mib")}),
+    )
     print("by kind:", json.dumps(result["by_kind"]))
     counts = result["counts"]
     assert counts["wrong"] == 0, "\n".join(result["samples"])
@@ -442,7 +595,16 @@ def test_decompression_bombs_are_refused_in_bounded_memory(tmp_path: Path) -> No
     """1 GiB of zeros per compression, declared as one 64^3 uint16 block (512 KiB)."""
     root = tmp_path / "bombs"
     root.mkdir()
-    proc, written = _child("write-bombs", "--dir", str(root), "--size", str(1 << 30), "--limit", str(4 << 30), timeout=600)
+    proc, written = _child(
+        "write-bombs",
+        "--dir",
+        str(root),
+        "--size",
+        str(1 << 30),
+        "--limit",
+        str(4 << 30),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert written, proc.stderr[-3000:]
     # 1.5 GiB of address space: a reader that inflated any of these would die here.

@@ -29,7 +29,9 @@ MEMORY_LIMIT = 3 << 30
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs resource.RLIMIT_AS")
 @pytest.mark.parametrize(("seed", "count"), RUNS)
-def test_mutated_attributes_json_end_in_a_named_error_or_a_correct_open(tmp_path: Path, seed: int, count: int) -> None:
+def test_mutated_attributes_json_end_in_a_named_error_or_a_correct_open(
+    tmp_path: Path, seed: int, count: int
+) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
            "PYTHONWARNINGS": "ignore"}  # fmt: skip
     for name in ("N5ZARR_MAX_METADATA_BYTES", "N5ZARR_MAX_BLOCK_BYTES"):
@@ -41,17 +43,33 @@ def test_mutated_attributes_json_end_in_a_named_error_or_a_correct_open(tmp_path
             capture_output=True, text=True, env=env, timeout=60 + count * 0.25,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        current = (tmp_path / "current-case.json").read_text() if (tmp_path / "current-case.json").exists() else "?"
+        current = (
+            (tmp_path / "current-case.json").read_text()
+            if (tmp_path / "current-case.json").exists()
+            else "?"
+        )
         pytest.fail(f"the fuzz run hangs; case under way: {current}")
     if done.returncode != 0:
-        current = (tmp_path / "current-case.json").read_text() if (tmp_path / "current-case.json").exists() else "?"
-        pytest.fail(f"the child died (exit {done.returncode}) during case {current}\n{done.stderr[-3000:]}")
+        current = (
+            (tmp_path / "current-case.json").read_text()
+            if (tmp_path / "current-case.json").exists()
+            else "?"
+        )
+        pytest.fail(
+            f"the child died (exit {done.returncode}) during case {current}\n{done.stderr[-3000:]}"
+        )
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["cases"] == count
     assert summary["failed"] == 0, json.dumps(summary["failures"][:5], indent=1)
     outcomes = summary["outcomes"]
     assert sum(outcomes.values()) == count
     # the mutations reach every kind of end, so the run is not trivially refusing everything
-    for outcome in ("refused: metadata", "opened: same data", "opened: group", "opened: read", "opened: blocks refused"):
+    for outcome in (
+        "refused: metadata",
+        "opened: same data",
+        "opened: group",
+        "opened: read",
+        "opened: blocks refused",
+    ):
         assert outcomes.get(outcome, 0) > 0, outcomes
     print(f"seed {seed}: {count} cases: {outcomes}")

@@ -65,7 +65,10 @@ def _reference(payload: bytes, voxels: int) -> list[int] | None:
 
 
 def _lists(rng: random.Random, voxels: int) -> list[Counter]:
-    pool = [Counter({rng.randrange(-3, 40): rng.randrange(1, 4) for _ in range(rng.randrange(0, 4))}) for _ in range(6)]
+    pool = [
+        Counter({rng.randrange(-3, 40): rng.randrange(1, 4) for _ in range(rng.randrange(0, 4))})
+        for _ in range(6)
+    ]
     return [rng.choice(pool) for _ in range(voxels)]
 
 
@@ -101,15 +104,30 @@ def campaign(cases: int, seed: int) -> dict:
                 block[at] ^= 1 << rng.randrange(8)
         elif how == "truncate":
             del block[rng.randrange(len(block)) :]
-        elif how == "field":  # a size field: count, argMaxSize, an offset or numEntries (raw payloads)
-            at = rng.choice([len(header) - 4, len(header), len(header) + 4, len(header) + len(payload) - 4 * voxels])
+        elif (
+            how == "field"
+        ):  # a size field: count, argMaxSize, an offset or numEntries (raw payloads)
+            at = rng.choice(
+                [
+                    len(header) - 4,
+                    len(header),
+                    len(header) + 4,
+                    len(header) + len(payload) - 4 * voxels,
+                ]
+            )
             if at + 4 <= len(block):
-                block[at : at + 4] = struct.pack(">I", rng.choice([0, 1, 3, 255, 2**31 - 1, 2**32 - 1, rng.randrange(2**32)]))
+                block[at : at + 4] = struct.pack(
+                    ">I", rng.choice([0, 1, 3, 255, 2**31 - 1, 2**32 - 1, rng.randrange(2**32)])
+                )
         else:
             block[rng.randrange(len(block))] = rng.randrange(256)
         mutated = bytes(block)
         try:
-            got = decode_multiset_block(mutated, cell, WHERE, decoders[cname]).ravel(order="F").tolist()
+            got = (
+                decode_multiset_block(mutated, cell, WHERE, decoders[cname])
+                .ravel(order="F")
+                .tolist()
+            )
         except N5FormatError as e:
             if str(e).startswith(WHERE + ": "):
                 counts["error"] += 1
@@ -156,7 +174,9 @@ def test_multiset_fuzz_every_block_is_a_named_error_or_exact_labels() -> None:
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     print("\nmultiset fuzz:", json.dumps(result["counts"]), f"{result['maxrss_mib']} MiB")
     counts = result["counts"]
-    assert counts.get("wrong", 0) == counts.get("unnamed", 0) == counts.get("unclean", 0) == 0, "\n".join(result["samples"])
+    assert counts.get("wrong", 0) == counts.get("unnamed", 0) == counts.get("unclean", 0) == 0, (
+        "\n".join(result["samples"])
+    )
     assert counts.get("error", 0) > 0.3 * cases
     assert counts.get("exact", 0) > 0
     assert sum(counts.values()) == cases

@@ -25,7 +25,9 @@ def test_varlength_and_object_headers() -> None:
     assert (h.mode, h.shape, h.num_elements, h.size) == (2, (), 7, 6)
 
 
-@pytest.mark.parametrize("raw", [b"", b"\x00", b"\x00\x00\x00\x03\x00\x00", struct.pack(">HH", 9, 1)])
+@pytest.mark.parametrize(
+    "raw", [b"", b"\x00", b"\x00\x00\x00\x03\x00\x00", struct.pack(">HH", 9, 1)]
+)
 def test_short_or_unknown_headers(raw: bytes) -> None:
     with pytest.raises(N5BlockError):
         parse_header(raw)

@@ -42,14 +42,20 @@ def ts_n5(path: Path, **extra):
     return ts.open(spec).result()
 
 
-def write_ours(path: Path, data: np.ndarray, compression: dict, block=(8, 8, 4), *, dual: bool = True) -> None:
+def write_ours(
+    path: Path, data: np.ndarray, compression: dict, block=(8, 8, 4), *, dual: bool = True
+) -> None:
     """Write ``data`` as the N5 dataset ``path`` (its parent becomes the container)."""
     from zarr.storage import LocalStore
 
     from napari_n5zarr.n5.stores import N5DefaultStore
 
-    parent = zarr.open_group(N5DefaultStore(LocalStore(path.parent), write_zarr_json=dual), mode="a")
-    arr = napari_n5zarr.create_dataset(parent, path.name, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
+    parent = zarr.open_group(
+        N5DefaultStore(LocalStore(path.parent), write_zarr_json=dual), mode="a"
+    )
+    arr = napari_n5zarr.create_dataset(
+        parent, path.name, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression
+    )
     arr[...] = data
 
 
@@ -61,7 +67,12 @@ def test_tensorstore_writes_we_read(tmp_path: Path, name: str, dtype: str) -> No
     t = ts_n5(
         tmp_path / "t.n5",
         create=True,
-        metadata={"dimensions": list(data.shape), "blockSize": [8, 8, 4], "dataType": dtype, "compression": TS_COMPRESSIONS[name]},
+        metadata={
+            "dimensions": list(data.shape),
+            "blockSize": [8, 8, 4],
+            "dataType": dtype,
+            "compression": TS_COMPRESSIONS[name],
+        },
     )
     t[...] = data
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "t.n5")[...], data)
@@ -82,7 +93,9 @@ def test_tensorstore_reads_our_truncated_blocks(tmp_path: Path) -> None:
     from zarr.storage import LocalStore
 
     data = data_for("float32", (19, 10, 3))
-    write_blocks(LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed")
+    write_blocks(
+        LocalStore(tmp_path / "c"), "d", data, (8, 4, 2), {"type": "gzip", "level": 6}, "mixed"
+    )
     np.testing.assert_array_equal(ts_n5(tmp_path / "c/d").read().result(), data)
 
 
@@ -91,7 +104,9 @@ def test_tensorstore_reads_our_truncated_blocks(tmp_path: Path) -> None:
 def test_z5py_writes_we_read(tmp_path: Path, name: str) -> None:
     data = data_for("int32")  # z5py is C order: its array is the transpose of ours
     f = z5py.File(str(tmp_path / "z.n5"), "w")
-    ds = f.create_dataset("d", shape=data.T.shape, chunks=(3, 5, 7), dtype="int32", compression=name)
+    ds = f.create_dataset(
+        "d", shape=data.T.shape, chunks=(3, 5, 7), dtype="int32", compression=name
+    )
     ds[:] = data.T
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "z.n5" / "d")[...], data)
 
@@ -121,5 +136,7 @@ def test_z5py_refuses_dual_folders_so_we_offer_n5_only(tmp_path: Path) -> None:
     write_ours(tmp_path / "c.n5/d", data, {"type": "raw"}, dual=True)
     with pytest.raises(RuntimeError, match="not both supported"):
         z5py.File(str(tmp_path / "c.n5"), "r")["d"]
-    shutil.copytree(tmp_path / "c.n5", tmp_path / "copy.n5", ignore=shutil.ignore_patterns("zarr.json"))
+    shutil.copytree(
+        tmp_path / "c.n5", tmp_path / "copy.n5", ignore=shutil.ignore_patterns("zarr.json")
+    )
     np.testing.assert_array_equal(z5py.File(str(tmp_path / "copy.n5"), "r")["d"][:], data.T)

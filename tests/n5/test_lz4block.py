@@ -13,7 +13,7 @@ from napari_n5zarr.n5 import lz4block
 
 @pytest.mark.parametrize("size", [0, 1, 1000, 65536, 65537, 300_000])
 def test_round_trip_and_structure(size: int) -> None:
-    data = (os.urandom(size // 2) + bytes(size - size // 2))
+    data = os.urandom(size // 2) + bytes(size - size // 2)
     stream = lz4block.compress(data)
     assert lz4block.decompress(stream) == data
     # pieces of at most blockSize, each with lz4-java's 21-byte header; token level 6 = 64 KiB
@@ -41,7 +41,9 @@ def test_truncated_stream() -> None:
 
 
 def test_codec_json() -> None:
-    codec = lz4block.LZ4BlockCodec.from_dict({"name": "n5zarr.lz4block", "configuration": {"blockSize": 1024}})
+    codec = lz4block.LZ4BlockCodec.from_dict(
+        {"name": "n5zarr.lz4block", "configuration": {"blockSize": 1024}}
+    )
     assert codec.to_dict() == {"name": "n5zarr.lz4block", "configuration": {"blockSize": 1024}}
     with pytest.raises(ValueError, match=r"blockSize must be an int in \[64, 2\*\*25\], got 0"):
         lz4block.LZ4BlockCodec(blockSize=0)

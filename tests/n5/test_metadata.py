@@ -7,13 +7,30 @@ import pytest
 from napari_n5zarr.errors import N5MetadataError
 from napari_n5zarr.n5.metadata import attributes_to_zarr, zarr_to_attributes
 
-DTYPES = ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float32", "float64"]
+DTYPES = [
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_dataset_round_trip(dtype: str) -> None:
-    attrs = {"dimensions": [5, 4, 3], "blockSize": [2, 2, 2], "dataType": dtype, "compression": {"type": "xz", "preset": 4},
-             "pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]}, "downsamplingFactors": [1, 1, 1]}
+    attrs = {
+        "dimensions": [5, 4, 3],
+        "blockSize": [2, 2, 2],
+        "dataType": dtype,
+        "compression": {"type": "xz", "preset": 4},
+        "pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]},
+        "downsamplingFactors": [1, 1, 1],
+    }
     doc = attributes_to_zarr(attrs)
     assert doc["shape"] == [5, 4, 3]
     assert doc["data_type"] == dtype
@@ -22,22 +39,39 @@ def test_dataset_round_trip(dtype: str) -> None:
     assert doc["fill_value"] == 0
     inner = doc["codecs"][0]["configuration"]["codecs"]
     assert inner[0] == {"name": "transpose", "configuration": {"order": [2, 1, 0]}}
-    assert inner[1] == ({"name": "bytes"} if dtype.endswith("int8") else {"name": "bytes", "configuration": {"endian": "big"}})
-    assert doc["attributes"] == {"pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]}, "downsamplingFactors": [1, 1, 1]}
+    assert inner[1] == (
+        {"name": "bytes"}
+        if dtype.endswith("int8")
+        else {"name": "bytes", "configuration": {"endian": "big"}}
+    )
+    assert doc["attributes"] == {
+        "pixelResolution": {"unit": "um", "dimensions": [1, 1, 2]},
+        "downsamplingFactors": [1, 1, 1],
+    }
     assert zarr_to_attributes(doc) == attrs
 
 
 def test_group_round_trip_and_version_key() -> None:
     attrs = {"n5": "4.0.0", "scales": [[1, 1], [2, 2]], "axes": ["x", "y"]}
     doc = attributes_to_zarr(attrs)
-    assert doc == {"zarr_format": 3, "node_type": "group", "attributes": {"scales": [[1, 1], [2, 2]], "axes": ["x", "y"]}}
+    assert doc == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"scales": [[1, 1], [2, 2]], "axes": ["x", "y"]},
+    }
     assert zarr_to_attributes(doc, root=True) == attrs
     assert zarr_to_attributes(doc) == {"scales": [[1, 1], [2, 2]], "axes": ["x", "y"]}
     assert zarr_to_attributes(doc, existing={"n5": "2.1.0"}) == {"n5": "2.1.0", **doc["attributes"]}
 
 
 def test_root_dataset_keeps_version_in_same_file() -> None:
-    attrs = {"n5": "4.0.0", "dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "raw"}}
+    attrs = {
+        "n5": "4.0.0",
+        "dimensions": [4],
+        "blockSize": [4],
+        "dataType": "uint8",
+        "compression": {"type": "raw"},
+    }
     doc = attributes_to_zarr(attrs)
     assert "n5" not in doc["attributes"]
     assert zarr_to_attributes(doc, root=True) == attrs
@@ -78,7 +112,13 @@ def test_groups_may_hold_some_reserved_keys_like_bigdataviewer_setups() -> None:
 
 def test_group_that_would_read_as_a_dataset_is_refused() -> None:
     with pytest.raises(N5MetadataError, match="would read a dataset"):
-        zarr_to_attributes({"zarr_format": 3, "node_type": "group", "attributes": {"dimensions": [2], "dataType": "uint8"}})
+        zarr_to_attributes(
+            {
+                "zarr_format": 3,
+                "node_type": "group",
+                "attributes": {"dimensions": [2], "dataType": "uint8"},
+            }
+        )
 
 
 # -- hostile documents: every refusal names the attributes.json --------------------------------
@@ -110,7 +150,9 @@ def test_every_metadata_error_names_the_attributes_json_path(tmp_path: Path, nam
     with pytest.raises(N5MetadataError) as info:
         napari_n5zarr.open(ds)
     assert str(info.value).startswith(f"{ds / 'attributes.json'}: "), str(info.value)
-    with pytest.raises(N5MetadataError, match=r"sub/d/attributes.json: "):  # opened from the container too
+    with pytest.raises(
+        N5MetadataError, match=r"sub/d/attributes.json: "
+    ):  # opened from the container too
         napari_n5zarr.open(tmp_path / "c.n5")["sub/d"]
 
 
@@ -119,7 +161,9 @@ def test_metadata_errors_name_the_file_in_a_zip(tmp_path: Path) -> None:
 
     with zipfile.ZipFile(tmp_path / "c.n5.zip", "w") as z:
         z.writestr("d/attributes.json", BAD_DOCUMENTS["bad dtype"])
-    with pytest.raises(N5MetadataError, match=rf"^{tmp_path / 'c.n5.zip'}/d/attributes.json: N5 dataType"):
+    with pytest.raises(
+        N5MetadataError, match=rf"^{tmp_path / 'c.n5.zip'}/d/attributes.json: N5 dataType"
+    ):
         napari_n5zarr.open(tmp_path / "c.n5.zip")["d"]
 
 
@@ -138,7 +182,12 @@ def test_check_nesting_counts_levels_without_recursion() -> None:
 
 
 def test_translation_itself_refuses_deep_user_attributes() -> None:
-    attrs = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "a": json.loads("[" * 300 + "]" * 300)}
+    attrs = {
+        "dimensions": [4],
+        "blockSize": [4],
+        "dataType": "uint8",
+        "a": json.loads("[" * 300 + "]" * 300),
+    }
     with pytest.raises(N5MetadataError, match=r"/tmp/d/attributes\.json: JSON nested deeper"):
         attributes_to_zarr(attrs, path="/tmp/d/attributes.json")
 
@@ -147,9 +196,16 @@ def test_block_larger_than_n5_java_can_write_is_refused(monkeypatch: pytest.Monk
     """Found by the fuzz: blockSize [2**32-1] made every read allocate 4 GiB+ (MemoryError)."""
     monkeypatch.delenv("N5ZARR_MAX_BLOCK_BYTES", raising=False)
     attrs = {"dimensions": [5], "blockSize": [2**32 - 1], "dataType": "uint8"}
-    with pytest.raises(N5MetadataError, match=r"d/attributes.json: blockSize \[4294967295\] makes 4294967295 bytes.*N5ZARR_MAX_BLOCK_BYTES"):
+    with pytest.raises(
+        N5MetadataError,
+        match=r"d/attributes.json: blockSize \[4294967295\] makes 4294967295 bytes.*N5ZARR_MAX_BLOCK_BYTES",
+    ):
         attributes_to_zarr(attrs, path="d/attributes.json")
-    ok = {"dimensions": [5, 5], "blockSize": [2**14, 2**14], "dataType": "uint64"}  # exactly 2 GiB: refused
+    ok = {
+        "dimensions": [5, 5],
+        "blockSize": [2**14, 2**14],
+        "dataType": "uint64",
+    }  # exactly 2 GiB: refused
     with pytest.raises(N5MetadataError, match="over the limit of 2147483647 bytes"):
         attributes_to_zarr(ok)
     attributes_to_zarr({**ok, "dataType": "uint32"})  # 1 GiB: fine
@@ -164,7 +220,9 @@ def test_block_larger_than_n5_java_can_write_is_refused(monkeypatch: pytest.Monk
         ({"type": "lz4", "blockSize": 1e999}, "must be an integer, got inf"),
     ],
 )
-def test_parameters_zarr_refuses_are_metadata_errors_naming_the_file(compression: dict, match: str) -> None:
+def test_parameters_zarr_refuses_are_metadata_errors_naming_the_file(
+    compression: dict, match: str
+) -> None:
     """Found by the fuzz: these escaped as a bare ValueError/OverflowError from zarr."""
     attrs = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": compression}
     with pytest.raises(N5MetadataError, match=rf"^x/attributes.json: .*{match}"):

@@ -52,13 +52,17 @@ def test_corpus_round_trips_through_the_model(path: Path) -> None:
             parse_attributes(doc, str(path))
         return
     meta = parse_attributes(doc, str(path))
-    assert isinstance(meta, N5DatasetMetadata if "dimensions" in doc and "dataType" in doc else N5GroupMetadata)
+    assert isinstance(
+        meta, N5DatasetMetadata if "dimensions" in doc and "dataType" in doc else N5GroupMetadata
+    )
     assert type(meta).from_json(meta.to_json()) == meta
     expected = dict(doc)
     if isinstance(meta, N5DatasetMetadata) and not isinstance(doc.get("compression"), dict):
         # legacy ``compressionType`` (or a bare name) becomes a ``compression`` object
         expected.pop("compressionType", None)
-        expected["compression"] = {"type": doc.get("compression") or doc.get("compressionType", "raw")}
+        expected["compression"] = {
+            "type": doc.get("compression") or doc.get("compressionType", "raw")
+        }
     assert meta.to_json() == expected
     # and back from the zarr.json document: the same node (N5 compression parameters come
     # back in their canonical form: gzip level -1 is 6, ...)
@@ -69,7 +73,9 @@ def test_corpus_round_trips_through_the_model(path: Path) -> None:
         assert back == meta
 
 
-@pytest.mark.parametrize("path", [p for p in DOCUMENTS if _readable(p)], ids=lambda p: str(p.relative_to(DATA)))
+@pytest.mark.parametrize(
+    "path", [p for p in DOCUMENTS if _readable(p)], ids=lambda p: str(p.relative_to(DATA))
+)
 def test_to_zarr_json_is_what_the_store_answers(path: Path) -> None:
     meta = parse_attributes(_doc(path), str(path))
     store = N5DefaultStore(LocalStore(path.parent, read_only=True))
@@ -115,8 +121,12 @@ def test_fields_are_typed() -> None:
           BloscCodec(cname="zstd", clevel=3, shuffle="bitshuffle", blocksize=0)]),
     ],
 )  # fmt: skip
-def test_codec_is_the_n5_default_codec_for_the_dataset(compression, dtype: str, expected: list) -> None:
-    meta = N5DatasetMetadata(dimensions=(10, 7), block_size=(4, 4), data_type=dtype, compression=compression)
+def test_codec_is_the_n5_default_codec_for_the_dataset(
+    compression, dtype: str, expected: list
+) -> None:
+    meta = N5DatasetMetadata(
+        dimensions=(10, 7), block_size=(4, 4), data_type=dtype, compression=compression
+    )
     codec = meta.codec()
     assert isinstance(codec, N5DefaultCodec)
     assert codec == N5DefaultCodec(codecs=expected)
@@ -126,8 +136,12 @@ def test_codec_is_the_n5_default_codec_for_the_dataset(compression, dtype: str, 
 def test_constructor_and_from_json_validate_the_same_way() -> None:
     with pytest.raises(N5MetadataError, match=r"^N5 dataType 'complex64' is not supported"):
         N5DatasetMetadata(dimensions=(4,), block_size=(4,), data_type="complex64")
-    with pytest.raises(N5MetadataError, match=r"^d/attributes.json: N5 dataType 'complex64' is not supported"):
-        N5DatasetMetadata.from_json({"dimensions": [4], "blockSize": [4], "dataType": "complex64"}, "d/attributes.json")
+    with pytest.raises(
+        N5MetadataError, match=r"^d/attributes.json: N5 dataType 'complex64' is not supported"
+    ):
+        N5DatasetMetadata.from_json(
+            {"dimensions": [4], "blockSize": [4], "dataType": "complex64"}, "d/attributes.json"
+        )
 
 
 @pytest.mark.parametrize(
@@ -135,13 +149,38 @@ def test_constructor_and_from_json_validate_the_same_way() -> None:
     [
         ([1, 2], "must hold a JSON object, got list"),
         ({"dimensions": [4], "dataType": "uint8"}, r"lack \['blockSize'\]"),
-        ({"dimensions": ["4"], "blockSize": [4], "dataType": "uint8"}, "'dimensions' must be a list of integers"),
-        ({"dimensions": [4], "blockSize": [0], "dataType": "uint8"}, r"'blockSize' values must be in \[1, 2\*\*32\)"),
+        (
+            {"dimensions": ["4"], "blockSize": [4], "dataType": "uint8"},
+            "'dimensions' must be a list of integers",
+        ),
+        (
+            {"dimensions": [4], "blockSize": [0], "dataType": "uint8"},
+            r"'blockSize' values must be in \[1, 2\*\*32\)",
+        ),
         ({"dimensions": [4, 4], "blockSize": [4], "dataType": "uint8"}, "differ in length"),
         ({"dimensions": [], "blockSize": [], "dataType": "uint8"}, "zero dimensions"),
-        ({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"level": 1}}, "must be an object with a 'type'"),
-        ({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "snappy"}}, "unsupported N5 compression 'snappy'"),
-        ({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "zstd", "level": 99}}, "zarr cannot represent"),
+        (
+            {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"level": 1}},
+            "must be an object with a 'type'",
+        ),
+        (
+            {
+                "dimensions": [4],
+                "blockSize": [4],
+                "dataType": "uint8",
+                "compression": {"type": "snappy"},
+            },
+            "unsupported N5 compression 'snappy'",
+        ),
+        (
+            {
+                "dimensions": [4],
+                "blockSize": [4],
+                "dataType": "uint8",
+                "compression": {"type": "zstd", "level": 99},
+            },
+            "zarr cannot represent",
+        ),
         ({"dimensions": [4], "blockSize": [4], "dataType": "uint8", "shardSize": [8]}, "sharding"),
         ({"a": json.loads("[" * 120 + "]" * 120)}, "nested deeper"),
     ],
@@ -154,16 +193,24 @@ def test_bad_documents_name_the_document_and_the_field(doc, match: str) -> None:
 def test_group_refuses_to_be_a_dataset_and_keeps_its_version() -> None:
     with pytest.raises(N5MetadataError, match=r"^g/attributes.json: a group cannot hold both"):
         N5GroupMetadata.from_json({"dimensions": [2], "dataType": "uint8"}, "g/attributes.json")
-    setup = N5GroupMetadata.from_json({"n5": "2.5.1", "dataType": "uint16", "downsamplingFactors": [[1, 1]]})
+    setup = N5GroupMetadata.from_json(
+        {"n5": "2.5.1", "dataType": "uint16", "downsamplingFactors": [[1, 1]]}
+    )
     assert setup.version == "2.5.1"
     assert setup.attributes == {"dataType": "uint16", "downsamplingFactors": [[1, 1]]}
-    assert setup.to_zarr_json() == {"zarr_format": 3, "node_type": "group", "attributes": dict(setup.attributes)}
+    assert setup.to_zarr_json() == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": dict(setup.attributes),
+    }
     assert N5GroupMetadata.from_zarr_json(setup.to_zarr_json(), "2.5.1") == setup
 
 
 def test_reserved_user_attributes_are_refused() -> None:
     with pytest.raises(N5MetadataError, match=r"\['compression'\] are reserved"):
-        N5DatasetMetadata(dimensions=(4,), block_size=(4,), data_type="uint8", attributes={"compression": 1})
+        N5DatasetMetadata(
+            dimensions=(4,), block_size=(4,), data_type="uint8", attributes={"compression": 1}
+        )
 
 
 def test_the_model_imports_no_codec_or_compression_library() -> None:

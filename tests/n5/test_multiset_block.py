@@ -39,7 +39,12 @@ from napari_n5zarr.n5.label_multiset import (
 WHERE = "N5 block s0/0/0 in memory"
 
 
-def _block(lists: list[Counter], shape: tuple[int, ...], store_argmax: bool = False, compression: str = "raw") -> bytes:
+def _block(
+    lists: list[Counter],
+    shape: tuple[int, ...],
+    store_argmax: bool = False,
+    compression: str = "raw",
+) -> bytes:
     payload = multiset_payload(lists, store_argmax)
     return varlength_block(shape, payload, len(payload), compression)
 
@@ -58,7 +63,9 @@ def test_fixture_blocks_decode_to_the_labels_they_encode(tmp_path, compression):
                 continue
             cell = cell_shape(index, expected.shape, BLOCK)
             got = decode_multiset_block(path.read_bytes(), cell, WHERE, gz)
-            want = expected[tuple(slice(i * b, i * b + c) for i, b, c in zip(index, BLOCK, cell, strict=True))]
+            want = expected[
+                tuple(slice(i * b, i * b + c) for i, b, c in zip(index, BLOCK, cell, strict=True))
+            ]
             assert got.dtype == np.uint64
             assert got.shape == cell
             np.testing.assert_array_equal(got, want)
@@ -66,14 +73,26 @@ def test_fixture_blocks_decode_to_the_labels_they_encode(tmp_path, compression):
 
 
 def test_ties_go_to_the_smaller_signed_id_and_empty_lists_are_invalid():
-    lists = [Counter({3: 2, -5: 2}), Counter({7: 1, 4: 1}), Counter(), Counter({9: 1, 2: 5, 11: 5}), Counter({3: 2, -5: 2})]
+    lists = [
+        Counter({3: 2, -5: 2}),
+        Counter({7: 1, 4: 1}),
+        Counter(),
+        Counter({9: 1, 2: 5, 11: 5}),
+        Counter({3: 2, -5: 2}),
+    ]
     got = decode_multiset_block(_block(lists, (5,)), (5,), WHERE, raw_payload)
     assert got.tolist() == [2**64 - 5, 4, INVALID, 2, 2**64 - 5]
 
 
 def test_runs_of_voxels_on_one_list_decode_as_voxel_by_voxel():
     # voxels pointing at the same list one after another are looked up once per run
-    kinds = [Counter({3: 2, -5: 2}), Counter(), Counter({7: 1, 4: 1}), Counter({9: 4}), Counter({2: 1, 11: 3})]
+    kinds = [
+        Counter({3: 2, -5: 2}),
+        Counter(),
+        Counter({7: 1, 4: 1}),
+        Counter({9: 4}),
+        Counter({2: 1, 11: 3}),
+    ]
     lengths = np.random.default_rng(3).integers(1, 40, size=60)
     lists = [kinds[(i * 7) % len(kinds)] for i, n in enumerate(lengths) for _ in range(n)]
     got = decode_multiset_block(_block(lists, (len(lists),)), (len(lists),), WHERE, raw_payload)
@@ -94,7 +113,9 @@ def test_stored_argmax_is_what_paintera_shows():
     lists = [Counter({3: 1, 4: 1})] * 4
     payload = bytearray(multiset_payload(lists, store_argmax=True))
     struct.pack_into(">q", payload, 4 + 8, 42)  # a writer may store another argMax: it is shown
-    got = decode_multiset_block(varlength_block((4,), bytes(payload), len(payload), "raw"), (4,), WHERE, raw_payload)
+    got = decode_multiset_block(
+        varlength_block((4,), bytes(payload), len(payload), "raw"), (4,), WHERE, raw_payload
+    )
     assert got.tolist() == [3, 42, 3, 3]
 
 
@@ -134,7 +155,12 @@ def test_bad_payloads_are_clean_errors_naming_the_block(mutate, message):
 
 def test_forged_sizes_are_refused_before_allocating():
     with pytest.raises(N5BlockError, match="over the"):
-        decode_multiset_block(struct.pack(">HHII", 1, 1, 4, 2**32 - 1) + gzip.compress(b"x"), (4,), WHERE, n5_decompress({"type": "gzip"}))
+        decode_multiset_block(
+            struct.pack(">HHII", 1, 1, 4, 2**32 - 1) + gzip.compress(b"x"),
+            (4,),
+            WHERE,
+            n5_decompress({"type": "gzip"}),
+        )
     with pytest.raises(N5BlockError, match="dimensions"):
         decode_multiset_block(_block([Counter({1: 1})] * 4, (4,)), (2, 2), WHERE, raw_payload)
     with pytest.raises(N5BlockError, match="varlength"):
@@ -147,7 +173,9 @@ def test_overlapping_lists_are_refused():
     struct.pack_into(">i", payload, 8, 4)  # voxel 1's list starts inside voxel 0's (a forged table)
     payload += bytes(8)
     with pytest.raises(N5BlockError, match="add up to more"):
-        decode_multiset_block(varlength_block((2,), bytes(payload), len(payload), "raw"), (2,), WHERE, raw_payload)
+        decode_multiset_block(
+            varlength_block((2,), bytes(payload), len(payload), "raw"), (2,), WHERE, raw_payload
+        )
 
 
 def test_assignment_maps_fragments_and_leaves_the_rest():

@@ -46,13 +46,20 @@ def test_open_reads_equal_tensorstore_exactly(tmp_path, name: str) -> None:
     data = sample()
     path = tmp_path / f"{name}.n5"
     spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}
-    meta = {"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": "uint16", "compression": TS_COMPRESSIONS[name]}
+    meta = {
+        "dimensions": list(SHAPE),
+        "blockSize": BLOCK,
+        "dataType": "uint16",
+        "compression": TS_COMPRESSIONS[name],
+    }
     t = ts.open({**spec, "create": True, "metadata": meta}).result()
     t[...] = data
     t[:16, :16, 8:16] = 0  # tensorstore deletes a block equal to the fill value: a missing block
     expected = ts.open(spec).result().read().result()
     arr = napari_n5zarr.open(path)
-    assert type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"  # the fast path is tested
+    assert (
+        type(arr._async_array.codec_pipeline).__name__ == "FusedCodecPipeline"
+    )  # the fast path is tested
     assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
     whole = arr[...]
     assert whole.dtype == np.dtype("uint16")
@@ -63,7 +70,9 @@ def test_open_reads_equal_tensorstore_exactly(tmp_path, name: str) -> None:
         got = arr[sel]
         np.testing.assert_array_equal(got, expected[sel])
         np.testing.assert_array_equal(got, reference[sel])
-    np.testing.assert_array_equal(pickle.loads(pickle.dumps(arr))[SELECTIONS[1]], expected[SELECTIONS[1]])
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(arr))[SELECTIONS[1]], expected[SELECTIONS[1]]
+    )
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int32", "float64"])
@@ -73,11 +82,24 @@ def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, 
     data = sample(dtype=dtype)
     path = tmp_path / "java.n5"
     root = napari_n5zarr.open(path, mode="w")
-    n5 = {"dimensions": list(SHAPE), "blockSize": BLOCK, "dataType": dtype, "compression": ALL_COMPRESSIONS[name]}
+    n5 = {
+        "dimensions": list(SHAPE),
+        "blockSize": BLOCK,
+        "dataType": dtype,
+        "compression": ALL_COMPRESSIONS[name],
+    }
     doc = attributes_to_zarr(n5)
     codec = N5DefaultCodec.from_dict(doc["codecs"][0])
-    arr = root.create_array("d", shape=SHAPE, dtype=dtype, chunks=BLOCK, serializer=codec, compressors=None,
-                            chunk_key_encoding={"name": "v2", "separator": "/"}, fill_value=0)
+    arr = root.create_array(
+        "d",
+        shape=SHAPE,
+        dtype=dtype,
+        chunks=BLOCK,
+        serializer=codec,
+        compressors=None,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+        fill_value=0,
+    )
     expected = np.zeros(SHAPE, dtype)
     grid = [range(0, s, b) for s, b in zip(SHAPE, BLOCK, strict=True)]
     for i, x in enumerate(grid[0]):
@@ -85,7 +107,9 @@ def test_open_reads_truncated_and_missing_blocks_like_zarr(tmp_path, name: str, 
             for k, z in enumerate(grid[2]):
                 if (i, j, k) == (1, 0, 1):
                     continue  # missing
-                block = data[x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]]  # truncated at the edge
+                block = data[
+                    x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]
+                ]  # truncated at the edge
                 (path / "d" / str(i) / str(j)).mkdir(parents=True, exist_ok=True)
                 (path / "d" / str(i) / str(j) / str(k)).write_bytes(codec.encode_block(block))
                 expected[x : x + BLOCK[0], y : y + BLOCK[1], z : z + BLOCK[2]] = block
@@ -105,7 +129,9 @@ def test_open_writes_padded_and_partial_blocks(tmp_path) -> None:
     data = sample()
     path = tmp_path / "w.n5"
     root = napari_n5zarr.open(path, mode="w")
-    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"})
+    napari_n5zarr.create_dataset(
+        root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"}
+    )
     arr = napari_n5zarr.open(path / "d", mode="r+")
     arr[...] = data
     arr[3:9, 30:38, 4] = 5  # partial blocks: read-modify-write
@@ -118,7 +144,9 @@ def test_zip_archives_read_like_folders(tmp_path) -> None:
     data = sample()
     src = tmp_path / "z.n5"
     root = napari_n5zarr.open(src, mode="w")
-    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "zstd"})
+    napari_n5zarr.create_dataset(
+        root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "zstd"}
+    )
     napari_n5zarr.open(src / "d", mode="r+")[...] = data
     import shutil
 
@@ -135,7 +163,9 @@ def test_zip_archives_open_like_folders(tmp_path) -> None:
     data = sample()
     src = tmp_path / "z.n5"
     root = napari_n5zarr.open(src, mode="w")
-    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"})
+    napari_n5zarr.create_dataset(
+        root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression={"type": "gzip"}
+    )
     napari_n5zarr.open(src / "d", mode="r+")[3:40, :, 2:] = data[3:40, :, 2:]  # some blocks missing
     data[:3], data[:, :, :2], data[40:] = 0, 0, 0
     shutil.make_archive(str(tmp_path / "z"), "zip", src)
@@ -149,8 +179,14 @@ def test_plain_zarr_arrays_read_like_zarr(tmp_path, compressor) -> None:
     """A Zarr v3 array (not N5): fill value 7, edge chunks, missing chunks, every read equal to zarr's own."""
     data = sample(shape=(30, 17, 9), dtype="int32")
     path = tmp_path / "plain.zarr"
-    arr = zarr.create_array(path, shape=data.shape, chunks=(8, 8, 4), dtype="int32", fill_value=7,
-                            compressors=compressor and getattr(zarr.codecs, compressor)())
+    arr = zarr.create_array(
+        path,
+        shape=data.shape,
+        chunks=(8, 8, 4),
+        dtype="int32",
+        fill_value=7,
+        compressors=compressor and getattr(zarr.codecs, compressor)(),
+    )
     arr[4:29, :, 1:] = data[4:29, :, 1:]
     expected = zarr.open_array(path, mode="r")[...]
     assert (expected[:4] == 7).all()
@@ -172,7 +208,9 @@ def test_a_pipeline_the_user_configured_is_kept(tmp_path) -> None:
     path = tmp_path / "u.n5"
     root = napari_n5zarr.open(path, mode="w")
     napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK)
-    with zarr.config.set({"codec_pipeline.path": f"{UsersPipeline.__module__}.{UsersPipeline.__qualname__}"}):
+    with zarr.config.set(
+        {"codec_pipeline.path": f"{UsersPipeline.__module__}.{UsersPipeline.__qualname__}"}
+    ):
         arr = napari_n5zarr.open(path / "d")
     assert type(arr._async_array.codec_pipeline) is UsersPipeline
     np.testing.assert_array_equal(arr[...], np.zeros(SHAPE, "uint16"))
@@ -199,10 +237,15 @@ def test_blocks_decoded_on_the_pool_name_the_one_corrupt_block(tmp_path, name: s
 
     path = tmp_path / "c.n5"
     root = napari_n5zarr.open(path, mode="w")
-    napari_n5zarr.create_dataset(root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression=ALL_COMPRESSIONS[name])
+    napari_n5zarr.create_dataset(
+        root, "d", shape=SHAPE, dtype="uint16", chunks=BLOCK, compression=ALL_COMPRESSIONS[name]
+    )
     napari_n5zarr.open(path / "d", mode="r+")[...] = sample()
     np.testing.assert_array_equal(napari_n5zarr.open(path)["d"][...], sample())
     block = path / "d" / "1" / "2" / "1"
     block.write_bytes(block.read_bytes()[:-5])
-    with pytest.raises(N5BlockError, match=rf"^N5 block d/1/2/1 in {re.escape(str(path))}: (corrupt|truncated) {name}"):
+    with pytest.raises(
+        N5BlockError,
+        match=rf"^N5 block d/1/2/1 in {re.escape(str(path))}: (corrupt|truncated) {name}",
+    ):
         napari_n5zarr.open(path)["d"][...]

@@ -29,15 +29,22 @@ def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
     return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
 
 
-def write_blocks(store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str) -> None:
+def write_blocks(
+    store, path: str, data: np.ndarray, block: tuple[int, ...], compression: dict, boundary: str
+) -> None:
     """Write ``data`` (N5 order) as an N5 dataset block by block (boundary blocks padded,
     truncated or mixed); named apart from the ``write_n5`` fixture, which writes through zarr."""
     group = zarr.open_group(N5DefaultStore(store), mode="a")
-    arr = napari_n5zarr.create_dataset(group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression)
+    arr = napari_n5zarr.create_dataset(
+        group, path, shape=data.shape, dtype=data.dtype, chunks=block, compression=compression
+    )
     codec: N5DefaultCodec = arr.metadata.codecs[0]
     grid = [math.ceil(s / b) for s, b in zip(data.shape, block, strict=True)]
     for n, pos in enumerate(itertools.product(*map(range, grid))):
-        region = tuple(slice(p * b, min((p + 1) * b, s)) for p, b, s in zip(pos, block, data.shape, strict=True))
+        region = tuple(
+            slice(p * b, min((p + 1) * b, s))
+            for p, b, s in zip(pos, block, data.shape, strict=True)
+        )
         piece = data[region]
         edge = piece.shape != tuple(block)
         if edge and (boundary == "pad" or (boundary == "mixed" and n % 2 == 0)):
@@ -45,7 +52,9 @@ def write_blocks(store, path: str, data: np.ndarray, block: tuple[int, ...], com
             padded[tuple(slice(0, s) for s in piece.shape)] = piece
             piece = padded
         key = f"{path}/" + "/".join(map(str, pos))
-        zarr.core.sync.sync(store.set(key, zarr.core.buffer.cpu.Buffer.from_bytes(codec.encode_block(piece))))
+        zarr.core.sync.sync(
+            store.set(key, zarr.core.buffer.cpu.Buffer.from_bytes(codec.encode_block(piece)))
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -62,7 +71,9 @@ def test_every_compression_and_dtype(tmp_path: Path, name: str, dtype: str) -> N
 BOUNDARIES = ["pad", "truncate", "mixed"]
 
 
-def _check_round_trip(data: np.ndarray, block: tuple[int, ...], name: str, boundary: str, sel: tuple[slice, ...]) -> None:
+def _check_round_trip(
+    data: np.ndarray, block: tuple[int, ...], name: str, boundary: str, sel: tuple[slice, ...]
+) -> None:
     """Write ``data`` with N5 blocks, read it back through the store stack: exactly equal
     (bit for bit: NaN payloads, signed zeros), whole and over ``sel``."""
     store = MemoryStore()
@@ -77,7 +88,9 @@ def _check_round_trip(data: np.ndarray, block: tuple[int, ...], name: str, bound
 
 
 @st.composite
-def round_trip_cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], str, str, tuple[slice, ...]]:
+def round_trip_cases(
+    draw: st.DrawFn,
+) -> tuple[np.ndarray, tuple[int, ...], str, str, tuple[slice, ...]]:
     """compression x dtype x boundary style x 1..5D x shape x block x data x a region."""
     ndim = draw(st.integers(1, 5))
     most = {1: 40, 2: 12, 3: 7, 4: 5, 5: 4}[ndim]  # at most ~1,600 elements
@@ -89,10 +102,20 @@ def round_trip_cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], str,
     for n in shape:
         start = draw(st.integers(0, n - 1))
         sel.append(slice(start, draw(st.integers(start + 1, n))))
-    return data, block, draw(st.sampled_from(sorted(COMPRESSIONS))), draw(st.sampled_from(BOUNDARIES)), tuple(sel)
+    return (
+        data,
+        block,
+        draw(st.sampled_from(sorted(COMPRESSIONS))),
+        draw(st.sampled_from(BOUNDARIES)),
+        tuple(sel),
+    )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(case=round_trip_cases())
 def test_round_trip_property(case) -> None:
     """Any compression, dtype, boundary style, 1D..5D shape and block size round-trips exactly."""
@@ -107,14 +130,20 @@ CORNERS = [
     pytest.param("zstd", "uint32", (8, 4), (4, 2), "mixed", id="no-edge-blocks"),
     pytest.param("lz4", "float64", (3, 3, 3), (1, 1, 1), "truncate", id="unit-blocks"),
     *(
-        pytest.param(name, dtype, (11, 6, 5, 3, 2), (4, 4, 2, 2, 1), "mixed", id=f"5d-mixed-{name}-{dtype}")
-        for name, dtype in zip(sorted(COMPRESSIONS), itertools.cycle(["int64", "float32", "uint16", "int8"]))
+        pytest.param(
+            name, dtype, (11, 6, 5, 3, 2), (4, 4, 2, 2, 1), "mixed", id=f"5d-mixed-{name}-{dtype}"
+        )
+        for name, dtype in zip(
+            sorted(COMPRESSIONS), itertools.cycle(["int64", "float32", "uint16", "int8"])
+        )
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "dtype", "shape", "block", "boundary"), CORNERS)
-def test_round_trip_corners(name: str, dtype: str, shape: tuple[int, ...], block: tuple[int, ...], boundary: str) -> None:
+def test_round_trip_corners(
+    name: str, dtype: str, shape: tuple[int, ...], block: tuple[int, ...], boundary: str
+) -> None:
     data = sample(shape, dtype, seed=len(shape))
     if data.dtype.kind in "iu":  # the extremes of the type at the first and last element
         data.flat[0], data.flat[-1] = np.iinfo(dtype).min, np.iinfo(dtype).max
@@ -138,7 +167,13 @@ def test_zarr_write_path_round_trip(tmp_path: Path, name: str) -> None:
     data = sample((9, 6, 4), "float32")
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
     arr = napari_n5zarr.create_dataset(
-        root, "a", shape=data.shape, dtype=data.dtype, chunks=(4, 4, 4), compression=COMPRESSIONS[name], attributes={"note": [1, 2]}
+        root,
+        "a",
+        shape=data.shape,
+        dtype=data.dtype,
+        chunks=(4, 4, 4),
+        compression=COMPRESSIONS[name],
+        attributes={"note": [1, 2]},
     )
     arr[...] = data
     arr[2:5, 1:3, 0] = -1.0  # partial update of existing blocks

@@ -35,7 +35,11 @@ class _GroupDocBuffer(CPUBuffer):
 
     @classmethod
     def from_bytes(cls, bytes_like: Any) -> CPUBuffer:  # type: ignore[override]
-        doc = {"zarr_format": 3, "node_type": "group", "attributes": {"suite_value": bytes(bytes_like).hex()}}
+        doc = {
+            "zarr_format": 3,
+            "node_type": "group",
+            "attributes": {"suite_value": bytes(bytes_like).hex()},
+        }
         return CPUBuffer.from_bytes(json.dumps(doc).encode())
 
 
@@ -52,11 +56,23 @@ def _with_group_documents(test: Any) -> Any:
 
 def _doc(tag: str) -> CPUBuffer:
     """A valid Zarr v3 group document with attribute ``tag``."""
-    return CPUBuffer.from_bytes(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"tag": tag}}).encode())
+    return CPUBuffer.from_bytes(
+        json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"tag": tag}}).encode()
+    )
 
 
-_N5_ARRAY = {"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "raw"}}
-_RANGES = [RangeByteRequest(1, 4), OffsetByteRequest(5), SuffixByteRequest(7), RangeByteRequest(10**6, 10**6 + 5)]
+_N5_ARRAY = {
+    "dimensions": [4, 3],
+    "blockSize": [2, 2],
+    "dataType": "uint8",
+    "compression": {"type": "raw"},
+}
+_RANGES = [
+    RangeByteRequest(1, 4),
+    OffsetByteRequest(5),
+    SuffixByteRequest(7),
+    RangeByteRequest(10**6, 10**6 + 5),
+]
 _RANGE_IDS = ["range", "offset", "suffix", "range-past-eof"]
 
 
@@ -67,7 +83,9 @@ def _base(store: Any) -> Any:
     return store
 
 
-async def _assert_ranges_of_document(store: Any, key: str, byte_range: Any, *, node_type: str) -> None:
+async def _assert_ranges_of_document(
+    store: Any, key: str, byte_range: Any, *, node_type: str
+) -> None:
     proto = default_buffer_prototype()
     whole = (await store.get(key, proto)).to_bytes()
     assert json.loads(whole)["node_type"] == node_type  # the generated document, not a raw file
@@ -165,7 +183,9 @@ class _N5Overrides:
     async def test_translated_metadata_byte_range(self, store: Any, byte_range: Any) -> None:
         """A range of a ``zarr.json`` translated from ``attributes.json`` is that range of
         the document, the same through get, get_sync and get_partial_values."""
-        await self.set(store, "foo/attributes.json", CPUBuffer.from_bytes(json.dumps(_N5_ARRAY).encode()))
+        await self.set(
+            store, "foo/attributes.json", CPUBuffer.from_bytes(json.dumps(_N5_ARRAY).encode())
+        )
         await _assert_ranges_of_document(store, "foo/zarr.json", byte_range, node_type="array")
 
 
@@ -204,7 +224,9 @@ def _n5_memory(**kwargs: Any) -> N5DefaultStore:
     return N5DefaultStore(MemoryStore(**kwargs))
 
 
-class TestImplicitGroupStore(_MemoryBacked, _N5Overrides, StoreTests[ImplicitGroupStore, CPUBuffer]):
+class TestImplicitGroupStore(
+    _MemoryBacked, _N5Overrides, StoreTests[ImplicitGroupStore, CPUBuffer]
+):
     store_cls = ImplicitGroupStore
 
     @pytest.fixture
@@ -219,7 +241,9 @@ class TestImplicitGroupStore(_MemoryBacked, _N5Overrides, StoreTests[ImplicitGro
         assert repr(store) == f"ImplicitGroupStore({store._store!r})"
 
     @pytest.mark.parametrize("byte_range", _RANGES, ids=_RANGE_IDS)
-    async def test_implicit_group_byte_range(self, store: ImplicitGroupStore, byte_range: Any) -> None:
+    async def test_implicit_group_byte_range(
+        self, store: ImplicitGroupStore, byte_range: Any
+    ) -> None:
         """A range of the implicit group document is that range of the document."""
         await self.set(store, "grp/child/attributes.json", CPUBuffer.from_bytes(b"{}"))
         await _assert_ranges_of_document(store, "grp/zarr.json", byte_range, node_type="group")

@@ -30,7 +30,12 @@ def memory_copy(folder: Path) -> MemoryStore:
     store = MemoryStore()
     for f in folder.rglob("*"):
         if f.is_file():
-            sync(store.set(f.relative_to(folder).as_posix(), default_buffer_prototype().buffer.from_bytes(f.read_bytes())))
+            sync(
+                store.set(
+                    f.relative_to(folder).as_posix(),
+                    default_buffer_prototype().buffer.from_bytes(f.read_bytes()),
+                )
+            )
     return store
 
 
@@ -39,14 +44,24 @@ def test_zarr_json_answered_from_attributes_json() -> None:
     doc = json.loads(sync(store.get("gzip/zarr.json", default_buffer_prototype())).to_bytes())
     assert doc["node_type"] == "array"
     assert doc["shape"] == [3, 512, 512]
-    assert doc["codecs"][0]["configuration"]["codecs"][2] == {"name": "gzip", "configuration": {"level": 6}}
+    assert doc["codecs"][0]["configuration"]["codecs"][2] == {
+        "name": "gzip",
+        "configuration": {"level": 6},
+    }
     assert sync(store.exists("gzip/zarr.json"))
     assert sync(store.get("nothing/zarr.json", default_buffer_prototype())) is None
 
 
 def test_listings_show_zarr_json_never_attributes_json() -> None:
     store = ImplicitGroupStore(N5DefaultStore(LocalStore(JAVA, read_only=True)))
-    assert set(sync(_collect(store.list_dir("")))) == {"zarr.json", "raw", "gzip", "bzip2", "xz", "lz4"}
+    assert set(sync(_collect(store.list_dir("")))) == {
+        "zarr.json",
+        "raw",
+        "gzip",
+        "bzip2",
+        "xz",
+        "lz4",
+    }
     keys = sync(_collect(store.list_prefix("raw/")))
     assert "raw/zarr.json" in keys
     assert not any(k.endswith("attributes.json") for k in keys)
@@ -117,7 +132,9 @@ def test_implicit_groups_only_where_something_exists() -> None:
 def test_user_attributes_survive_both_ways(tmp_path: Path) -> None:
     src = tmp_path / "c.n5"
     shutil.copytree(CORPUS / "tensorstore/tensorstore/driver/n5/testdata/gzip", src / "g")
-    (src / "attributes.json").write_text(json.dumps({"n5": "4.0.0", "pixelResolution": {"unit": "nm", "dimensions": [4, 4]}}))
+    (src / "attributes.json").write_text(
+        json.dumps({"n5": "4.0.0", "pixelResolution": {"unit": "nm", "dimensions": [4, 4]}})
+    )
     attrs = json.loads((src / "g/attributes.json").read_text())
     attrs.update({"nested": {"a": [1, [2, 3]]}, "with space": "ok", "downsamplingFactors": [1, 1]})
     (src / "g/attributes.json").write_text(json.dumps(attrs))
@@ -169,9 +186,13 @@ def test_one_unreadable_child_never_hides_its_siblings(tmp_path: Path) -> None:
     root = tmp_path / "c.n5"
     shutil.copytree(CORPUS / "tensorstore/tensorstore/driver/n5/testdata/raw", root / "good")
     (root / "bad").mkdir()
-    (root / "bad/attributes.json").write_text('{"dimensions": [2], "blockSize": [2], "dataType": "object"}')
+    (root / "bad/attributes.json").write_text(
+        '{"dimensions": [2], "blockSize": [2], "dataType": "object"}'
+    )
     (root / "attributes.json").write_text('{"n5": "4.0.0"}')
     group = napari_n5zarr.open(root)
-    with pytest.warns(UserWarning, match="c.n5/bad/attributes.json: N5 dataType 'object' is not supported"):
+    with pytest.warns(
+        UserWarning, match="c.n5/bad/attributes.json: N5 dataType 'object' is not supported"
+    ):
         members = dict(group.members())
     assert list(members) == ["good"]

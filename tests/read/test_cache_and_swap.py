@@ -41,7 +41,9 @@ def test_cache_of_tiny_blocks_bounds_traced_memory() -> None:
         tracemalloc.stop()
     stats = cache.stats()
     assert stats.nbytes <= limit
-    assert held <= 1.25 * limit, f"{stats.entries} entries of 1 byte hold {held} bytes under a {limit}-byte cache"
+    assert held <= 1.25 * limit, (
+        f"{stats.entries} entries of 1 byte hold {held} bytes under a {limit}-byte cache"
+    )
     assert stats.entries > 100  # still a cache
 
 
@@ -51,11 +53,15 @@ def test_planes_read_while_an_export_replaces_the_dataset_are_never_mixed(tmp_pa
     from napari_n5zarr._napari.reader import read_path
     from napari_n5zarr.read import block_cache as bc
 
-    monkeypatch.setattr(bc, "_cache", BlockCache(cache_bytes))  # small: blocks of one plane evicted and read again
+    monkeypatch.setattr(
+        bc, "_cache", BlockCache(cache_bytes)
+    )  # small: blocks of one plane evicted and read again
 
     root = tmp_path / "live.n5"
     shape = (8, 64, 64)  # a plane spans 16 blocks of 16×16
-    export(np.full(shape, 1, "uint8"), root, levels=1, chunks=16, compression="raw", zarr_json=False)
+    export(
+        np.full(shape, 1, "uint8"), root, levels=1, chunks=16, compression="raw", zarr_json=False
+    )
     notes: list[str] = []
     [(data, _meta, _kind)] = read_path(str(root), lambda level, text: notes.append(text))
     level = data[0] if isinstance(data, list) else data
@@ -77,7 +83,15 @@ def test_planes_read_while_an_export_replaces_the_dataset_are_never_mixed(tmp_pa
     thread.start()
     try:
         for value in range(2, 12):
-            export(np.full(shape, value, "uint8"), root, levels=1, chunks=16, compression="raw", zarr_json=False, overwrite=True)
+            export(
+                np.full(shape, value, "uint8"),
+                root,
+                levels=1,
+                chunks=16,
+                compression="raw",
+                zarr_json=False,
+                overwrite=True,
+            )
     finally:
         stop.set()
         thread.join(timeout=60)

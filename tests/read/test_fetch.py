@@ -96,7 +96,9 @@ def test_a_failing_block_is_named_once_and_only_it_reads_as_fill(tmp_path, serve
 
 
 @pytest.mark.parametrize("name", list(COMPRESSIONS))
-def test_every_compression_reads_over_http_exactly_as_zarr_reads_it_locally(tmp_path, counting_http, name):
+def test_every_compression_reads_over_http_exactly_as_zarr_reads_it_locally(
+    tmp_path, counting_http, name
+):
     url, state = counting_http(tmp_path, latency=0.0)
     data, path = make(tmp_path, compression=COMPRESSIONS[name])
     level = lv.dask_level(napari_n5zarr.open(f"{url}/{path}"), report=pytest.fail)
@@ -139,8 +141,12 @@ def test_prefetch_runs_at_the_lowest_priority_and_leaves_the_caller_alone():
     from napari_n5zarr.read import fetch
 
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    prefetch = fetch._prefetch_pool().submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-    decode = fetch.decode_pool().submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    prefetch = fetch._prefetch_pool().submit(
+        lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    )
+    decode = fetch.decode_pool().submit(
+        lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    )
     assert prefetch.result() == 19
     assert decode.result() == before
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before

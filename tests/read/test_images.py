@@ -25,13 +25,36 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(bc, "_cache", bc.BlockCache(bc.default_cache_bytes()))
 
 
-def write_pyramid(root: Path, data: np.ndarray, block, compression, *, levels=2, boundary="truncate", skip=(), group_attrs=None) -> None:
+def write_pyramid(
+    root: Path,
+    data: np.ndarray,
+    block,
+    compression,
+    *,
+    levels=2,
+    boundary="truncate",
+    skip=(),
+    group_attrs=None,
+) -> None:
     """``data`` (N5 order) as ``s0..``: level k every 2**k-th value; ``skip`` blocks absent in every level."""
     group = napari_n5zarr.open(root, mode="a")
-    group.attrs.update(group_attrs if group_attrs is not None else {"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 2.0][: data.ndim]}})
+    group.attrs.update(
+        group_attrs
+        if group_attrs is not None
+        else {"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 2.0][: data.ndim]}}
+    )
     for k in range(levels):
         level = np.ascontiguousarray(data[(slice(None, None, 2**k),) * data.ndim])
-        write_blockwise(root, f"s{k}", level, block, compression, boundary=boundary, skip=skip, attrs={"downsamplingFactors": [2**k] * data.ndim})
+        write_blockwise(
+            root,
+            f"s{k}",
+            level,
+            block,
+            compression,
+            boundary=boundary,
+            skip=skip,
+            attrs={"downsamplingFactors": [2**k] * data.ndim},
+        )
 
 
 def expected_level(data: np.ndarray, k: int, skip=(), block=None) -> np.ndarray:
@@ -55,7 +78,9 @@ def only(found: Images) -> list[np.ndarray]:
 def test_levels_hold_exactly_what_was_written(tmp_path, compression, boundary):
     data = sample((21, 18, 11), "uint16")  # N5 order: x, y, z
     block, skip = (8, 8, 4), {(1, 0, 0)}
-    write_pyramid(tmp_path / "p.n5", data, block, COMPRESSIONS[compression], boundary=boundary, skip=skip)
+    write_pyramid(
+        tmp_path / "p.n5", data, block, COMPRESSIONS[compression], boundary=boundary, skip=skip
+    )
     reports: list[str] = []
     found = open_images(tmp_path / "p.n5", limit=32, report=reports.append)
     levels = only(found)
@@ -73,7 +98,11 @@ def test_levels_hold_exactly_what_was_written(tmp_path, compression, boundary):
 
 
 def test_corpus_dataset_matches_the_manifest(corpus_dir):
-    record = next(r for r in json.loads((corpus_dir / "MANIFEST.json").read_text())["datasets"] if r["path"].startswith("zarrs_n5/data/gzip.n5"))
+    record = next(
+        r
+        for r in json.loads((corpus_dir / "MANIFEST.json").read_text())["datasets"]
+        if r["path"].startswith("zarrs_n5/data/gzip.n5")
+    )
     expected = np.load(corpus_dir / record["expected"]["file"].split(" ")[0])
     expected = expected if record["expected"]["axis_order"] == "reversed" else expected.T
     (level,) = only(open_images(corpus_dir / record["path"]))
@@ -113,7 +142,9 @@ def test_a_corrupt_block_reads_as_fill_value_and_is_named_once(tmp_path, how):
     assert s0[0:4].min() > 0  # fill value there only
     np.asarray(layer[0][0][5])  # read again: not named again
     assert len(notes) == 2, notes
-    assert all(level == "warning" and str(root) in m and "(shown as fill value)" in m for level, m in notes), notes
+    assert all(
+        level == "warning" and str(root) in m and "(shown as fill value)" in m for level, m in notes
+    ), notes
     assert sorted("s1/0/0/0" in m for _, m in notes) == [False, True]
     assert any("s0/1/0/1" in m for _, m in notes)
 
@@ -147,14 +178,18 @@ def test_a_broken_folder_says_what_and_shows_the_rest(tmp_path):
     (root / "bad" / "attributes.json").write_text("{not json")
     write_blockwise(root, "refused", sample((4, 4), "uint8"), (4, 4), COMPRESSIONS["zstd"])
     doc = json.loads((root / "refused" / "attributes.json").read_text())
-    (root / "refused" / "attributes.json").write_text(json.dumps({**doc, "compression": {"type": "zstd", "level": 23}}))
+    (root / "refused" / "attributes.json").write_text(
+        json.dumps({**doc, "compression": {"type": "zstd", "level": 23}})
+    )
     (root / "refused" / "zarr.json").unlink(missing_ok=True)
     write_blockwise(root, "line", sample((9,), "uint8"), (4,), COMPRESSIONS["raw"])
     found = open_images(root, limit=32)
     assert [image.multiscale.name for image in found.images] == ["good"]
     np.testing.assert_array_equal(np.asarray(found.images[0].levels[0]), data.T)
     assert any(p.startswith("bad") and "JSON" in p for p in found.problems), found.problems
-    assert any("refused" in p and "less than or equal to 22" in p for p in found.problems), found.problems
+    assert any("refused" in p and "less than or equal to 22" in p for p in found.problems), (
+        found.problems
+    )
     assert "line: 1-D data cannot be shown as an image" in found.problems
     notes: list[tuple[str, str]] = []
     assert len(read_path(root, lambda *note: notes.append(note))) == 1
@@ -190,7 +225,13 @@ from napari_n5zarr.read.images import open_images
 found = open_images({str(root)!r}, limit=32)
 print(json.dumps([len(found.images), list(found.images[0].multiscale.scale)]))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [1, [0.5, 0.5, 2.0]]  # the container's own pixelResolution
 
@@ -217,7 +258,9 @@ def test_the_store_chain_import_leaves_the_garbage_collector_as_it_found_it(tmp_
     import subprocess
     import sys
 
-    write_pyramid(tmp_path / "p.n5", sample((8, 8, 8), "uint8"), (4, 4, 4), COMPRESSIONS["raw"], levels=1)
+    write_pyramid(
+        tmp_path / "p.n5", sample((8, 8, 8), "uint8"), (4, 4, 4), COMPRESSIONS["raw"], levels=1
+    )
     code = f"""
 import gc, sys
 from napari_n5zarr.read.images import open_images
@@ -228,6 +271,8 @@ found = open_images({str(tmp_path / "p.n5")!r})
 print(len(found.images), "zarr" in sys.modules, gc.isenabled())
 """
     for given, expected in (("on", "1 True True"), ("off", "1 True False")):
-        done = subprocess.run([sys.executable, "-c", code, given], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", code, given], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == expected.split()

@@ -27,7 +27,9 @@ def fresh_cache(monkeypatch):
     return cache
 
 
-def write_n5(root: Path, path: str, data: np.ndarray, block, compression, boundary="truncate", skip=()):
+def write_n5(
+    root: Path, path: str, data: np.ndarray, block, compression, boundary="truncate", skip=()
+):
     """``data`` (N5 order) as an N5 dataset written block by block (see :func:`write_blockwise`)."""
     return write_blockwise(root, path, data, block, compression, boundary=boundary, skip=skip)
 
@@ -68,7 +70,10 @@ def assert_reads_like_zarr(arr: zarr.Array, expect_fast: bool = True) -> None:
         assert isinstance(view, lv.RegionView)
         assert view.shape == expected[outer].shape
         got = view[inner]
-        assert np.array_equal(np.asarray(got), expected[outer][inner], equal_nan=True), (outer, inner)
+        assert np.array_equal(np.asarray(got), expected[outer][inner], equal_nan=True), (
+            outer,
+            inner,
+        )
     level = lv.dask_level(arr, report=pytest.fail)
     assert np.array_equal(np.asarray(level), expected, equal_nan=True)
     assert np.array_equal(np.asarray(level[5]), expected[5], equal_nan=True)
@@ -78,7 +83,9 @@ def assert_reads_like_zarr(arr: zarr.Array, expect_fast: bool = True) -> None:
 @pytest.mark.parametrize("name", COMPRESSIONS)
 def test_every_compression_and_boundary_reads_like_zarr(tmp_path, name, boundary):
     data = sample((13, 18, 11), "uint16")
-    arr = write_n5(tmp_path, "d", data, (4, 8, 3), COMPRESSIONS[name], boundary, skip={(1, 0, 0), (3, 2, 3)})
+    arr = write_n5(
+        tmp_path, "d", data, (4, 8, 3), COMPRESSIONS[name], boundary, skip={(1, 0, 0), (3, 2, 3)}
+    )
     assert_reads_like_zarr(arr)
     whole = lv.LevelReader(arr, n5_order=True)[...]
     assert np.all(whole[0:3, 0:8, 4:8] == 0)  # the missing block reads as fill value
@@ -126,10 +133,14 @@ def test_time_stacked_bdv_reads_like_zarr(tmp_path):
     from napari_n5zarr._napari.reader import read_path
 
     root = napari_n5zarr.open(tmp_path / "b.n5", mode="w")
-    setup = root.create_group("setup0", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"})
+    setup = root.create_group(
+        "setup0", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"}
+    )
     arrays = []
     for t in range(3):
-        tp = setup.create_group(f"timepoint{t}", attributes={"multiScale": True, "resolution": [1.0, 1.0, 1.0]})
+        tp = setup.create_group(
+            f"timepoint{t}", attributes={"multiScale": True, "resolution": [1.0, 1.0, 1.0]}
+        )
         for k in range(2):
             shape = (21 >> k, 17 >> k, 9 >> k)
             a = napari_n5zarr.create_dataset(tp, f"s{k}", shape=shape, dtype="uint16", chunks=(8, 8, 4),
@@ -157,7 +168,9 @@ def decodes(monkeypatch):
     return count
 
 
-def test_scrolling_within_a_block_slab_decodes_nothing_again(tmp_path, decodes, fresh_cache, monkeypatch):
+def test_scrolling_within_a_block_slab_decodes_nothing_again(
+    tmp_path, decodes, fresh_cache, monkeypatch
+):
     monkeypatch.setenv(fetch.PREFETCH_ENV, "0")  # counted exactly: no background decoding
     data = sample((40, 36, 20), "uint16")  # N5 order: 3 x 3 x 2 blocks of 16^2 x 10
     arr = write_n5(tmp_path, "d", data, (16, 16, 10), COMPRESSIONS["gzip"])
@@ -229,7 +242,9 @@ def test_a_container_opened_again_does_not_see_old_blocks(tmp_path, decodes):
     data = sample((8, 8, 4), "uint8")
     arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["raw"])
     assert np.array_equal(lv.LevelReader(arr, n5_order=True)[...], data.T)
-    (tmp_path / "d" / "0" / "0" / "0").write_bytes(arr.metadata.codecs[0].encode_block(data[::-1]))  # rewritten
+    (tmp_path / "d" / "0" / "0" / "0").write_bytes(
+        arr.metadata.codecs[0].encode_block(data[::-1])
+    )  # rewritten
     changed = napari_n5zarr.open(tmp_path / "d")
     assert np.array_equal(lv.LevelReader(changed, n5_order=True)[...], data[::-1].T)
     assert decodes[0] == 2
@@ -305,7 +320,9 @@ def test_block_with_impossible_header_is_refused_as_zarr_refuses_it(tmp_path):
     data = sample((12, 8), "int16")
     arr = write_n5(tmp_path, "d", data, (8, 8), COMPRESSIONS["raw"])
     codec: N5DefaultCodec = arr.metadata.codecs[0]
-    (tmp_path / "d" / "0" / "0").write_bytes(codec.encode_block(data[:5, :8]))  # interior block, truncated
+    (tmp_path / "d" / "0" / "0").write_bytes(
+        codec.encode_block(data[:5, :8])
+    )  # interior block, truncated
     reports: list[str] = []
     got = lv.LevelReader(arr, n5_order=True, report=reports.append)[...]
     expected = data.T.copy()
@@ -326,18 +343,24 @@ def served(tmp_path, counting_http):
 def test_remote_blocks_read_like_local_ones_and_concurrently(tmp_path, served):
     url, state = served
     data = sample((30, 20, 6), "uint16")
-    local = write_n5(tmp_path, "r.n5", data, (8, 8, 6), COMPRESSIONS["gzip"], "mixed", skip={(1, 1, 0)})
+    local = write_n5(
+        tmp_path, "r.n5", data, (8, 8, 6), COMPRESSIONS["gzip"], "mixed", skip={(1, 1, 0)}
+    )
     remote = napari_n5zarr.open(f"{url}/r.n5")
     reader = lv.LevelReader(remote, n5_order=True, report=pytest.fail)
     assert reader.source is not None
     assert not reader.source.synchronous
-    assert lv._task_bytes(reader) > lv._task_bytes(lv.LevelReader(local, n5_order=True))  # larger remote tasks
+    assert lv._task_bytes(reader) > lv._task_bytes(
+        lv.LevelReader(local, n5_order=True)
+    )  # larger remote tasks
     state["peak"] = 0
     plane = reader[2]  # one plane: 4 x 3 blocks, 1 absent
     assert state["peak"] >= 2  # requests of one plane are in flight together
     assert np.array_equal(plane, np.asarray(local[...]).T[2])
     assert np.array_equal(reader[...], lv.LevelReader(local, n5_order=True)[...])
-    assert np.array_equal(np.asarray(lv.dask_level(remote)[:, 3:17]), np.asarray(local[...]).T[:, 3:17])
+    assert np.array_equal(
+        np.asarray(lv.dask_level(remote)[:, 3:17]), np.asarray(local[...]).T[:, 3:17]
+    )
 
 
 def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes):
@@ -347,7 +370,11 @@ def test_a_block_being_prefetched_is_awaited_not_decoded_again(tmp_path, decodes
     arr = write_n5(tmp_path, "d", data, (8, 8, 4), COMPRESSIONS["gzip"])
     source = BlockSource.for_array(arr)
     assert source is not None
-    key = (source.cache_token(), source.prefix, (1, 0, 0))  # a local dataset: its folder version too
+    key = (
+        source.cache_token(),
+        source.prefix,
+        (1, 0, 0),
+    )  # a local dataset: its folder version too
     future: Future = Future()
     fetch._inflight[key] = future
     prefetched = np.asarray(arr[:, :, 4:8]).T.copy()

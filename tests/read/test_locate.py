@@ -44,7 +44,9 @@ def test_node_location_metadata_files_mean_their_folder():
     assert location.node_location("/d/c.n5/attributes.json") == "/d/c.n5"
     assert location.node_location("file:///d/c.n5/zarr.json") == "/d/c.n5"
     assert location.node_location("s3://b/c.n5/") == "s3://b/c.n5"
-    assert location.node_location("s3://b/c.n5/zarr.json") == "s3://b/c.n5/zarr.json"  # URLs: as given
+    assert (
+        location.node_location("s3://b/c.n5/zarr.json") == "s3://b/c.n5/zarr.json"
+    )  # URLs: as given
 
 
 def test_real_path_resolves_symlinks(tmp_path):
@@ -103,7 +105,9 @@ def test_resolve_bdv_xml_and_its_sibling(tmp_path):
 
 def test_resolve_plain_locations(tmp_path):
     napari_n5zarr.open(tmp_path / "p.n5", mode="w")
-    assert resolve(f"file://{tmp_path}/p.n5") == Source(f"file://{tmp_path}/p.n5", str(tmp_path / "p.n5"))
+    assert resolve(f"file://{tmp_path}/p.n5") == Source(
+        f"file://{tmp_path}/p.n5", str(tmp_path / "p.n5")
+    )
     assert resolve("s3://b/c.n5/") == Source("s3://b/c.n5/", "s3://b/c.n5")
     (tmp_path / "other.xml").write_text("<not-spimdata/>")
     assert bdv_xml_target(tmp_path / "other.xml") is None
@@ -118,7 +122,9 @@ def test_is_n5(tmp_path, write_n5):
     assert is_n5(f"file://{tmp_path}/c.n5")
     assert is_n5(tmp_path / "c.n5" / "d" / "attributes.json")
     (tmp_path / "c.n5" / "d" / "0").mkdir(exist_ok=True)
-    assert is_n5(tmp_path / "c.n5" / "d" / "0")  # inside a container: an ancestor has attributes.json
+    assert is_n5(
+        tmp_path / "c.n5" / "d" / "0"
+    )  # inside a container: an ancestor has attributes.json
     (tmp_path / "plain").mkdir()
     assert not is_n5(tmp_path / "plain")
     assert not is_n5(tmp_path / "missing")

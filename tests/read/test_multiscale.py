@@ -30,10 +30,18 @@ BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 def _pyramid(tmp_path, write_n5):
     """N5 Viewer pyramid ``raw`` (s0 6x5x4 N5 order, s1 3x3x2), a 1-D dataset, a broken one."""
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    raw = root.create_group("raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
+    raw = root.create_group(
+        "raw", attributes={"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}
+    )
     s0 = np.arange(6 * 5 * 4, dtype="uint16").reshape(6, 5, 4)  # N5 order (x, y, z)
     write_n5(raw, "s0", s0, chunks=(4, 4, 2))
-    write_n5(raw, "s1", s0[::2, ::2, ::2].copy(), chunks=(4, 4, 2), attributes={"downsamplingFactors": [2, 2, 2]})
+    write_n5(
+        raw,
+        "s1",
+        s0[::2, ::2, ::2].copy(),
+        chunks=(4, 4, 2),
+        attributes={"downsamplingFactors": [2, 2, 2]},
+    )
     write_n5(root, "line", np.arange(5, dtype="uint8"), chunks=(5,))
     (tmp_path / "c.n5" / "broken").mkdir()
     (tmp_path / "c.n5" / "broken" / "attributes.json").write_text("{not json")
@@ -90,11 +98,17 @@ def test_opening_reads_each_metadata_document_once(tmp_path, write_n5, monkeypat
     monkeypatch.setattr(SafeLocalStore, "get_sync", counting_sync)
     monkeypatch.setattr(SafeLocalStore, "get", counting)
     found = open_images(tmp_path / "c.n5")
-    assert [image.multiscale.name for image in found.images] == ["raw"]  # (line: 1-D, broken: a problem)
+    assert [image.multiscale.name for image in found.images] == [
+        "raw"
+    ]  # (line: 1-D, broken: a problem)
     documents = [r for r in reads if r.endswith(".json")]
     assert sorted({r for r in documents if documents.count(r) > 1}) == []
     assert f"{tmp_path / 'c.n5'}/raw/s0/attributes.json" in documents
-    assert not [r for r in documents if r.endswith("zarr.json") and r.startswith(str(tmp_path / "c.n5" / "raw"))]
+    assert not [
+        r
+        for r in documents
+        if r.endswith("zarr.json") and r.startswith(str(tmp_path / "c.n5" / "raw"))
+    ]
 
 
 def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(tmp_path, write_n5):
@@ -112,9 +126,16 @@ def test_strict_levels_raise_on_a_corrupt_block_viewing_levels_fill_and_report(t
 
 def test_bdv_time_points_stack_and_xml_voxel_sizes_apply(tmp_path, write_n5):
     root = napari_n5zarr.open(tmp_path / "bdv.n5", mode="w")
-    setup = root.create_group("setup0", attributes={"downsamplingFactors": [[1, 1, 1]], "dataType": "uint8"})
+    setup = root.create_group(
+        "setup0", attributes={"downsamplingFactors": [[1, 1, 1]], "dataType": "uint8"}
+    )
     for t in range(3):
-        write_n5(setup.create_group(f"timepoint{t}"), "s0", np.full((6, 5, 4), t, "uint8"), chunks=(3, 3, 2))
+        write_n5(
+            setup.create_group(f"timepoint{t}"),
+            "s0",
+            np.full((6, 5, 4), t, "uint8"),
+            chunks=(3, 3, 2),
+        )
     (tmp_path / "dataset.xml").write_text(BDV_XML)
     source = resolve(tmp_path / "dataset.xml")
     tree = tree_of(source)
@@ -132,7 +153,9 @@ def test_bdv_time_points_stack_and_xml_voxel_sizes_apply(tmp_path, write_n5):
 def test_a_huge_single_level_gets_preview_levels_unless_strict(tmp_path):
     root = napari_n5zarr.open(tmp_path / "h.n5", mode="w")
     edge = lv.HUGE_EDGE * 2
-    napari_n5zarr.create_dataset(root, "big", shape=(edge, edge), dtype="uint8", chunks=(1024, 1024))
+    napari_n5zarr.create_dataset(
+        root, "big", shape=(edge, edge), dtype="uint8", chunks=(1024, 1024)
+    )
     (ms,) = find_multiscales(root).multiscales
     viewing = levels_for(root, ms)
     assert len(viewing) > 1
@@ -144,8 +167,20 @@ def test_a_huge_single_level_gets_preview_levels_unless_strict(tmp_path):
 
 def test_is_rgb(tmp_path, write_n5):
     root = napari_n5zarr.open(tmp_path / "rgb.n5", mode="w")
-    write_n5(root, "photo", np.zeros((3, 8, 6), "uint8"), chunks=(3, 8, 6), attributes={"axes": ["rgb", "x", "y"]})
-    write_n5(root, "stack", np.zeros((3, 8, 6), "uint8"), chunks=(3, 8, 6), attributes={"axes": ["x", "y", "z"]})
+    write_n5(
+        root,
+        "photo",
+        np.zeros((3, 8, 6), "uint8"),
+        chunks=(3, 8, 6),
+        attributes={"axes": ["rgb", "x", "y"]},
+    )
+    write_n5(
+        root,
+        "stack",
+        np.zeros((3, 8, 6), "uint8"),
+        chunks=(3, 8, 6),
+        attributes={"axes": ["x", "y", "z"]},
+    )
     by_name = {ms.name: ms for ms in find_multiscales(root).multiscales}
     assert is_rgb(by_name["photo"])
     assert not is_rgb(by_name["stack"])

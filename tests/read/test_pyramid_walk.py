@@ -49,7 +49,9 @@ def _container() -> zarr.Group:
     for c in range(2):
         g = root.create_group(f"c{c}")
         for k in range(3):
-            a = g.create_array(f"s{k}", shape=(64 >> k, 32 >> k, 16 >> k), dtype="uint16", chunks=(8, 8, 8))
+            a = g.create_array(
+                f"s{k}", shape=(64 >> k, 32 >> k, 16 >> k), dtype="uint16", chunks=(8, 8, 8)
+            )
             a[...] = k + 1
             a.attrs["downsamplingFactors"] = [2**k] * 3
     lab = root.create_array("labels", shape=(64, 32, 16), dtype="uint64", chunks=(16, 16, 16))
@@ -62,7 +64,12 @@ def _container() -> zarr.Group:
         tp.create_array("s0", shape=(20, 20, 5), dtype="uint8", chunks=(10, 10, 5))[...] = 1
         tp.create_array("s1", shape=(10, 10, 5), dtype="uint8", chunks=(10, 10, 5))[...] = 1
     em = root.create_array("em", shape=(10, 10, 10), dtype="uint8", chunks=(5, 5, 5))
-    em.attrs["transform"] = {"axes": ["z", "y", "x"], "scale": [8, 4, 2], "translate": [0, 0, 1], "units": ["nm"] * 3}
+    em.attrs["transform"] = {
+        "axes": ["z", "y", "x"],
+        "scale": [8, 4, 2],
+        "translate": [0, 0, 1],
+        "units": ["nm"] * 3,
+    }
     return root
 
 
@@ -100,7 +107,12 @@ def test_detect_without_metadata_is_unit_scale():
     root = zarr.open_group(MemoryStore(), mode="w")
     root.create_array("a", shape=(3, 4), dtype="float32")
     (ms,) = detect(root)
-    assert (ms.scale, ms.translate, ms.units, ms.axes) == ((1.0, 1.0), (0.0, 0.0), (None, None), ("x", "y"))
+    assert (ms.scale, ms.translate, ms.units, ms.axes) == (
+        (1.0, 1.0),
+        (0.0, 0.0),
+        (None, None),
+        ("x", "y"),
+    )
 
 
 def test_detect_reads_metadata_only():
@@ -128,10 +140,16 @@ def test_detect_reports_a_broken_child_and_keeps_siblings():
 
 def test_detect_logs_each_skipped_node(caplog: pytest.LogCaptureFixture):
     root = _container()
-    sync(root.store.set("broken/zarr.json", default_buffer_prototype().buffer.from_bytes(b"{ not json")))
+    sync(
+        root.store.set(
+            "broken/zarr.json", default_buffer_prototype().buffer.from_bytes(b"{ not json")
+        )
+    )
     with caplog.at_level("INFO", logger="napari_n5zarr.read.pyramid_walk"):
         detect(root, on_error=lambda path, exc: None)
-    assert [r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.read.pyramid_walk"] == ["skipped broken"]
+    assert [
+        r.getMessage()[:14] for r in caplog.records if r.name == "napari_n5zarr.read.pyramid_walk"
+    ] == ["skipped broken"]
 
 
 def test_detect_ignores_objects_that_are_not_nodes():
@@ -149,7 +167,9 @@ def test_detect_inherits_from_groups_above_the_store_root(tmp_path):
     import napari_n5zarr
 
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    g = root.create_group("g", attributes={"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 3.0]}})
+    g = root.create_group(
+        "g", attributes={"pixelResolution": {"unit": "um", "dimensions": [0.5, 0.5, 3.0]}}
+    )
     napari_n5zarr.create_dataset(g, "s0", shape=(8, 8, 4), dtype="uint8", chunks=(4, 4, 4))
     (ms,) = detect(napari_n5zarr.open(tmp_path / "c.n5" / "g" / "s0"))  # the store starts at s0
     assert ms.scale == (0.5, 0.5, 3.0)
@@ -165,7 +185,9 @@ def test_uncalibrated_c_order_rgb_gets_a_colour_axis(tmp_path):
     root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
     napari_n5zarr.create_dataset(root, "rgb", shape=(3, 40, 30), dtype="uint8", chunks=(3, 16, 16))
     napari_n5zarr.create_dataset(root, "rgba", shape=(4, 40, 30), dtype="uint8", chunks=(4, 16, 16))
-    napari_n5zarr.create_dataset(root, "stack", shape=(3, 40, 30), dtype="uint16", chunks=(3, 16, 16))
+    napari_n5zarr.create_dataset(
+        root, "stack", shape=(3, 40, 30), dtype="uint16", chunks=(3, 16, 16)
+    )
     found = {ms.name: ms for ms in detect(napari_n5zarr.open(tmp_path / "c.n5"))}
     assert found["rgb"].axes == ("rgb", "x", "y")
     assert found["rgba"].axes == ("rgba", "x", "y")

@@ -30,7 +30,9 @@ BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 def bdv_container(tmp_path: Path, size: str) -> Path:
     root = tmp_path / "c.n5"
     export(np.ones((8, 8, 8), "uint16"), root, path="setup0/timepoint0", levels=1, zarr_json=False)
-    (root / "setup0" / "attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"}))
+    (root / "setup0" / "attributes.json").write_text(
+        json.dumps({"downsamplingFactors": [[1, 1, 1]], "dataType": "uint16"})
+    )
     xml = tmp_path / "dataset.xml"
     xml.write_text(BDV_XML.format(size=size))
     return xml
@@ -51,7 +53,9 @@ def run_py(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
                           timeout=timeout, env={**os.environ, "NAPARI_CONFIG": os.devnull}, check=False)  # fmt: skip
 
 
-def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(tmp_path: Path) -> None:
+def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "c.n5"
     export(np.ones((8, 8), "uint16"), root, levels=1, zarr_json=False)
     # A full disk, simulated: files may not grow past 64 bytes (EFBIG; SIGXFSZ ignored).
@@ -67,11 +71,15 @@ def test_add_zarr_metadata_on_a_full_disk_leaves_no_truncated_file_and_names_it(
     [line] = [ln for ln in run.stderr.splitlines() if ln.startswith("n5zarr: error:")]
     assert "zarr.json" in line, line
     assert str(root) in line, line
-    left = [p for p in root.rglob("*") if "zarr.json" in p.name]  # no truncated zarr.json, no temporary file
+    left = [
+        p for p in root.rglob("*") if "zarr.json" in p.name
+    ]  # no truncated zarr.json, no temporary file
     assert not left, left
 
 
-def test_dual_folder_whose_documents_disagree_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dual_folder_whose_documents_disagree_is_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from napari_n5zarr.cli import main
     from napari_n5zarr.read.tree import open_tree
 
@@ -106,11 +114,16 @@ def test_dead_scheduler_address_is_one_line_exit_4(tmp_path: Path) -> None:
     src = tmp_path / "src.n5"
     export(np.ones((8, 8), "uint16"), src, levels=1, zarr_json=False)
     address = f"tcp://127.0.0.1:{port}"
-    run = run_py(f"""
+    run = run_py(
+        f"""
         import sys
         from napari_n5zarr.cli import main
         sys.exit(main(["convert", {str(src)!r}, {str(tmp_path / "out.n5")!r}, "--scheduler", {address!r}]))
-    """, timeout=25)  # dask's own connect timeout is 30 s: this fails if it is still in charge
+    """,
+        timeout=25,
+    )  # dask's own connect timeout is 30 s: this fails if it is still in charge
     assert run.returncode == 4, run.stdout + run.stderr
     [line] = [ln for ln in run.stderr.splitlines() if ln.strip()]
-    assert line.startswith(f"n5zarr: error: cannot connect to the dask scheduler at {address}"), run.stderr
+    assert line.startswith(f"n5zarr: error: cannot connect to the dask scheduler at {address}"), (
+        run.stderr
+    )

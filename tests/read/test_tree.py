@@ -33,7 +33,13 @@ def test_rows_of_a_real_container(corpus_dir: Path) -> None:
     assert [c.name for c in kids] == ["bzip2", "gzip", "lz4", "raw", "xz"]
     lz4 = kids[2]
     # N5 dimensions [3, 512, 512] (x, y, z) -> napari order (z, y, x)
-    assert (lz4.kind, lz4.shape, lz4.axes, lz4.dtype, lz4.blocks) == ("array", (512, 512, 3), ("z", "y", "x"), "uint8", (100, 100, 1))
+    assert (lz4.kind, lz4.shape, lz4.axes, lz4.dtype, lz4.blocks) == (
+        "array",
+        (512, 512, 3),
+        ("z", "y", "x"),
+        "uint8",
+        (100, 100, 1),
+    )
     row = lz4.row()
     assert row["shape"] == "512×512×3 zyx"
     assert row["size"] == "768.0 KiB"
@@ -47,7 +53,12 @@ def test_compression_names_are_n5_names_with_levels(tmp_path: Path) -> None:
                        "c": {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}, "d": {"type": "gzip", "useZlib": True, "level": 2}}.items():  # fmt: skip
         dataset(root / name, compression=comp)
     tree = open_tree(root)
-    assert [c.compression for c in tree.children(tree.root)] == ["gzip 4", "zstd 7", "blosc lz4 5", "gzip (zlib) 2"]
+    assert [c.compression for c in tree.children(tree.root)] == [
+        "gzip 4",
+        "zstd 7",
+        "blosc lz4 5",
+        "gzip (zlib) 2",
+    ]
 
 
 def test_broken_node_in_place_siblings_listed(tmp_path: Path) -> None:
@@ -104,7 +115,9 @@ def test_listing_is_lazy_and_paged(tmp_path: Path) -> None:
     tree = open_tree(root)
     groups = tree.children(tree.root)
     assert [g.name for g in groups] == ["big", "other"]
-    assert "big" not in [p.split("/")[0] for p in tree._nodes if "/" in p]  # nothing read below "big" yet
+    assert "big" not in [
+        p.split("/")[0] for p in tree._nodes if "/" in p
+    ]  # nothing read below "big" yet
     pages = list(tree.iter_children(groups[0], page_size=500))
     assert [len(p) for p in pages] == [100, 500, 500, 134]  # first page small, no cap
     names = [c.name for p in pages for c in p]
@@ -136,7 +149,9 @@ def test_pyramids_are_one_node(tmp_path: Path, conventions_dir: Path) -> None:
 def test_n5viewer_pyramid_inherits_resolution(tmp_path: Path) -> None:
     root = tmp_path / "c.n5"
     (root / "img").mkdir(parents=True)
-    (root / "img/attributes.json").write_text(json.dumps({"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}}))
+    (root / "img/attributes.json").write_text(
+        json.dumps({"pixelResolution": {"unit": "nm", "dimensions": [4, 4, 40]}})
+    )
     dataset(root / "img/s0", dims=(64, 64, 8))
     dataset(root / "img/s1", dims=(32, 32, 8), downsamplingFactors=[2, 2, 1])
     tree = open_tree(root)
@@ -225,7 +240,11 @@ def test_cli_tree_json_lines(tmp_path: Path, capsys) -> None:
     dataset(root / "g/a", dims=(30, 20, 9))
     assert main(["tree", "--json", str(root)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(r["depth"], r["path"], r["kind"]) for r in rows] == [(0, "", "group"), (1, "g", "group"), (2, "g/a", "array")]
+    assert [(r["depth"], r["path"], r["kind"]) for r in rows] == [
+        (0, "", "group"),
+        (1, "g", "group"),
+        (2, "g/a", "array"),
+    ]
     assert rows[2]["shape"] == [9, 20, 30]
     assert rows[2]["axes"] == ["z", "y", "x"]
     assert rows[2]["compression"] == "zstd 5"
@@ -238,7 +257,11 @@ def test_cli_tree_streams_before_the_walk_ends(tmp_path: Path) -> None:
     for g in range(30):
         for d in range(50):
             dataset(root / f"g{g:02d}" / f"d{d:02d}")
-    proc = subprocess.Popen([sys.executable, "-m", "napari_n5zarr.cli", "tree", str(root)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "napari_n5zarr.cli", "tree", str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     first = [proc.stdout.readline() for _ in range(3)]
     (root / "g29/d49/attributes.json").write_text("{broken")  # not read yet
@@ -284,15 +307,26 @@ BDV_XML = """<?xml version="1.0" encoding="UTF-8"?>
 def test_bigdataviewer_xml_setup_is_one_pyramid(tmp_path: Path) -> None:
     root = tmp_path / "c.n5"
     (root / "setup0").mkdir(parents=True)
-    (root / "setup0/attributes.json").write_text(json.dumps({"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"}))
+    (root / "setup0/attributes.json").write_text(
+        json.dumps({"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"})
+    )
     for t in range(3):
         dataset(root / f"setup0/timepoint{t}/s0", dims=(20, 12, 6), block=(8, 8, 6))
-        dataset(root / f"setup0/timepoint{t}/s1", dims=(10, 6, 3), block=(8, 8, 3), downsamplingFactors=[2, 2, 2])
+        dataset(
+            root / f"setup0/timepoint{t}/s1",
+            dims=(10, 6, 3),
+            block=(8, 8, 3),
+            downsamplingFactors=[2, 2, 2],
+        )
     (tmp_path / "dataset.xml").write_text(BDV_XML)
     tree = open_tree(tmp_path / "dataset.xml")
     assert tree.n5_location == str(root)
     (setup,) = tree.children(tree.root)
-    assert (setup.kind, setup.convention, setup.timepoints) == ("pyramid", "bdv-xml", 3)  # voxel size from the XML
+    assert (setup.kind, setup.convention, setup.timepoints) == (
+        "pyramid",
+        "bdv-xml",
+        3,
+    )  # voxel size from the XML
     assert setup.kind_text == "BigDataViewer, 2 levels, 3 timepoints"
     assert setup.row()["voxel"].endswith("1.5 × 0.2 × 0.1 µm")  # the XML's voxel size (t first)
     assert [c.name for c in tree.children(setup)] == ["timepoint0", "timepoint1", "timepoint2"]
@@ -328,7 +362,9 @@ def test_a_row_shows_what_the_reader_opens(tmp_path: Path) -> None:
 
     group = zarr.open_group(tmp_path / "p.zarr", mode="w")
     group.create_array("img", shape=(10, 20, 30), chunks=(5, 10, 30), dtype="uint8")
-    pyr = zarr.open_group(tmp_path / "p.zarr" / "pyr", mode="w", attributes={"resolution": [0, 2, 3]})
+    pyr = zarr.open_group(
+        tmp_path / "p.zarr" / "pyr", mode="w", attributes={"resolution": [0, 2, 3]}
+    )
     for k in range(2):
         pyr.create_array(f"s{k}", shape=(8 >> k, 6, 4), chunks=(4, 6, 4), dtype="uint16")
     tree = open_tree(tmp_path / "p.zarr")

@@ -30,12 +30,16 @@ def mixed_container(root: Path) -> Path:
     """Implicit groups, datasets, a Zarr-only group, a dual folder, bad JSON, a stray file."""
     write_container(root, ["g/a", "g/h/b", "s0", "s1"])
     (root / "z").mkdir()
-    (root / "z/zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {"k": 1}}')
+    (root / "z/zarr.json").write_text(
+        '{"zarr_format": 3, "node_type": "group", "attributes": {"k": 1}}'
+    )
     (root / "bad").mkdir()
     (root / "bad/attributes.json").write_text("{not json")
     (root / "g/notes.txt").write_text("not a node")
     zarr_view = napari_n5zarr.open(root / "g/a").metadata.to_dict()
-    (root / "g/a/zarr.json").write_text(json.dumps({**zarr_view, "shape": [1, 2, 3]}))  # a dual folder that disagrees
+    (root / "g/a/zarr.json").write_text(
+        json.dumps({**zarr_view, "shape": [1, 2, 3]})
+    )  # a dual folder that disagrees
     return root
 
 
@@ -69,10 +73,15 @@ def test_local_folder_and_zip_list_the_same_rows(tmp_path: Path) -> None:
 def test_the_local_chain_lists_and_answers_in_the_calling_thread(tmp_path: Path) -> None:
     root = write_container(tmp_path / "c.n5", ["g/a"])
     store = wrap(base_store(root))
-    assert sorted(store.list_dir_sync("")) == ["g", "zarr.json"]  # attributes.json shows as zarr.json
+    assert sorted(store.list_dir_sync("")) == [
+        "g",
+        "zarr.json",
+    ]  # attributes.json shows as zarr.json
     assert store.list_dir_sync("g") == ["a"]
     implicit = store.get_sync("g/zarr.json", prototype=default_buffer_prototype())
-    assert json.loads(implicit.to_bytes())["node_type"] == "group"  # the store decides implicit groups
+    assert (
+        json.loads(implicit.to_bytes())["node_type"] == "group"
+    )  # the store decides implicit groups
     assert list_names(store, "g") == ["a"]
     got = get_many(store, ["g/a/zarr.json", "g/a/attributes.json", "g/nothing/zarr.json"])
     assert json.loads(got[0])["node_type"] == "array"
@@ -87,7 +96,9 @@ def test_a_rewritten_attributes_json_is_translated_again(tmp_path: Path) -> None
     attrs = json.loads(METADATA_ONLY_ATTRS)
     (root / "a/attributes.json").write_text(json.dumps({**attrs, "dimensions": [7, 7, 7]}))
     second = json.loads(get_many(store, ["a/zarr.json"])[0])
-    assert second["shape"] == [7, 7, 7] != first["shape"]  # kept translations are found by content, not by key
+    assert (
+        second["shape"] == [7, 7, 7] != first["shape"]
+    )  # kept translations are found by content, not by key
 
 
 @pytest.fixture
@@ -96,21 +107,34 @@ def served(tmp_path: Path):
     yield from serve(FaultyServer(root=tmp_path))
 
 
-def test_over_http_the_same_rows_and_each_attributes_json_requested_once(served: FaultyServer, tmp_path: Path) -> None:
+def test_over_http_the_same_rows_and_each_attributes_json_requested_once(
+    served: FaultyServer, tmp_path: Path
+) -> None:
     local = rows(tmp_path / "c.n5")
     served.hits.clear()
     assert rows(f"{served.url}/c.n5") == local
-    datasets = {f"/c.n5/{p}/attributes.json": served.hits[f"/c.n5/{p}/attributes.json"] for p in ("s0", "s1", "g/a", "g/h/b")}
-    assert all(n == 1 for n in datasets.values()), datasets  # the store translates the copy just read
+    datasets = {
+        f"/c.n5/{p}/attributes.json": served.hits[f"/c.n5/{p}/attributes.json"]
+        for p in ("s0", "s1", "g/a", "g/h/b")
+    }
+    assert all(n == 1 for n in datasets.values()), (
+        datasets
+    )  # the store translates the copy just read
 
 
-def test_a_404_page_is_read_before_its_connection_is_closed(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_404_page_is_read_before_its_connection_is_closed(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A connection closed with a 404 page unread is reset: the server then prints a
     traceback (the HTTP tests' server did, into the next command's stderr)."""
     for server in serve(FaultyServer(root=tmp_path)):
         store = base_store(f"{server.url}/c.n5")
-        for _ in range(3):  # many at once, as a listing asks: the reset is a race, lost now and then
-            assert get_many(store, [f"nothing{i}/attributes.json" for i in range(40)]) == [None] * 40
+        for _ in range(
+            3
+        ):  # many at once, as a listing asks: the reset is a race, lost now and then
+            assert (
+                get_many(store, [f"nothing{i}/attributes.json" for i in range(40)]) == [None] * 40
+            )
         del store
         gc.collect()
         time.sleep(0.5)
@@ -120,7 +144,13 @@ def test_a_404_page_is_read_before_its_connection_is_closed(tmp_path: Path, capf
 def test_building_the_cli_parser_imports_no_writer() -> None:
     """``n5zarr tree`` builds the whole parser: it must not import the writer (dask)."""
     code = "import sys; from napari_n5zarr.cli import build_parser; build_parser(); print('napari_n5zarr.write.export.plan' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -135,7 +165,13 @@ def test_a_pickled_array_still_refuses_an_impossible_block_header(tmp_path: Path
 
     from napari_n5zarr.errors import N5BlockError
 
-    arr = napari_n5zarr.create_dataset(napari_n5zarr.open(tmp_path / "c.n5", mode="w"), "a", shape=(8, 8), dtype="uint8", chunks=(4, 4))
+    arr = napari_n5zarr.create_dataset(
+        napari_n5zarr.open(tmp_path / "c.n5", mode="w"),
+        "a",
+        shape=(8, 8),
+        dtype="uint8",
+        chunks=(4, 4),
+    )
     arr[...] = np.arange(64, dtype="uint8").reshape(8, 8)
     copy = pickle.loads(pickle.dumps(napari_n5zarr.open(tmp_path / "c.n5/a")))
     # an interior-sized block 0/0 whose header says 2x2: impossible at a full-block position

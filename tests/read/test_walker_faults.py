@@ -26,7 +26,9 @@ MEMORY_CAP = 1500 * 2**20  # an endless read fails with MemoryError, not the mac
 
 def run_py(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     """``code`` in a fresh interpreter with a memory cap; a hang fails the case."""
-    prelude = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP}))\n"
+    prelude = (
+        f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_CAP}, {MEMORY_CAP}))\n"
+    )
     try:
         return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
                               timeout=timeout, env={**os.environ, "NAPARI_CONFIG": os.devnull}, check=False)  # fmt: skip
@@ -35,7 +37,9 @@ def run_py(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[s
 
 
 def run_cli(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return run_py(f"import sys; from napari_n5zarr.cli import main; sys.exit(main({list(args)!r}))", timeout)
+    return run_py(
+        f"import sys; from napari_n5zarr.cli import main; sys.exit(main({list(args)!r}))", timeout
+    )
 
 
 def no_traceback(run: subprocess.CompletedProcess[str]) -> bool:
@@ -44,7 +48,14 @@ def no_traceback(run: subprocess.CompletedProcess[str]) -> bool:
 
 def container_with_links(root: Path, links: int) -> Path:
     """A container holding a pyramid and ``links`` symbolic links to itself inside a group."""
-    export(np.arange(64 * 64, dtype="uint16").reshape(64, 64), root, path="img", levels=2, chunks=32, zarr_json=True)
+    export(
+        np.arange(64 * 64, dtype="uint16").reshape(64, 64),
+        root,
+        path="img",
+        levels=2,
+        chunks=32,
+        zarr_json=True,
+    )
     group = root / "grp"
     group.mkdir()
     (group / "attributes.json").write_text("{}")
@@ -126,7 +137,13 @@ def zip_with_member(tmp_path: Path, odd: str) -> Path:
     return out
 
 
-ODD_NAMES = ["/x/attributes.json", "../x/attributes.json", "x\\y/attributes.json", "x//attributes.json", "./x/attributes.json"]
+ODD_NAMES = [
+    "/x/attributes.json",
+    "../x/attributes.json",
+    "x\\y/attributes.json",
+    "x//attributes.json",
+    "./x/attributes.json",
+]
 
 
 @pytest.mark.parametrize("odd", ODD_NAMES)
@@ -169,7 +186,8 @@ def test_special_xml_beside_a_container_is_not_opened(tmp_path: Path, kind: str)
         os.mkfifo(xml)
     else:
         xml.symlink_to("/dev/zero")
-    run = run_py(f"""
+    run = run_py(
+        f"""
         from napari_n5zarr._napari.reader import read_path
         from napari_n5zarr.read.locate import is_n5, resolve
         print(len(read_path({str(root)!r}, lambda l, t: None)), is_n5({str(xml)!r}), resolve({str(xml)!r}).bdv_setups)
@@ -178,7 +196,9 @@ def test_special_xml_beside_a_container_is_not_opened(tmp_path: Path, kind: str)
             open_tree({str(xml)!r})
         except Exception as e:
             print("refused:", e)
-    """, timeout=30)
+    """,
+        timeout=30,
+    )
     assert run.returncode == 0, run.stderr
     first, second = run.stdout.splitlines()[:2]
     assert first == "1 False None", run.stdout
@@ -191,7 +211,8 @@ def test_fifo_inside_old_node_does_not_hang_overwrite(tmp_path: Path, where: str
     dest = tmp_path / "out.n5"
     export(np.ones((8, 8), "uint8"), dest, levels=1, zarr_json=False)
     os.mkfifo(dest / where)
-    run = run_py(f"""
+    run = run_py(
+        f"""
         import numpy as np
         from napari_n5zarr import export
         try:
@@ -199,7 +220,9 @@ def test_fifo_inside_old_node_does_not_hang_overwrite(tmp_path: Path, where: str
             print("written")
         except Exception as e:
             print("refused:", type(e).__name__, e)
-    """, timeout=30)
+    """,
+        timeout=30,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(("written", "refused:")), run.stdout
 
@@ -208,9 +231,12 @@ def test_fifo_named_zarr_json_does_not_hang_the_sniffer(tmp_path: Path) -> None:
     folder = tmp_path / "data.zarr"
     folder.mkdir()
     os.mkfifo(folder / "zarr.json")
-    run = run_py(f"""
+    run = run_py(
+        f"""
         from napari_n5zarr._napari.reader import get_reader
         print(get_reader({str(folder)!r}))
-    """, timeout=30)
+    """,
+        timeout=30,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.strip() == "None", run.stdout + run.stderr

@@ -15,8 +15,25 @@ from napari_n5zarr.spatial.model import ArrayInfo, Listing
 from napari_n5zarr.spatial.pyramids import dataset_pyramid
 
 SPATIAL = Path(__file__).resolve().parents[2] / "src" / "napari_n5zarr" / "spatial"
-IO_MODULES = {"os", "io", "pathlib", "shutil", "socket", "tempfile", "urllib", "fsspec", "zarr", "requests", "aiohttp"}
-READ_WING = ("napari_n5zarr.read", "napari_n5zarr.storage", "napari_n5zarr.access", "napari_n5zarr.n5")
+IO_MODULES = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "socket",
+    "tempfile",
+    "urllib",
+    "fsspec",
+    "zarr",
+    "requests",
+    "aiohttp",
+}
+READ_WING = (
+    "napari_n5zarr.read",
+    "napari_n5zarr.storage",
+    "napari_n5zarr.access",
+    "napari_n5zarr.n5",
+)
 
 
 def _imports(tree: ast.AST) -> list[str]:
@@ -35,7 +52,9 @@ def test_no_spatial_module_imports_zarr_io_or_the_read_wing(path: Path) -> None:
     walk's old public names, imported on first use) is the one exception."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     if path.name == "__init__.py":
-        tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")]
+        tree.body = [
+            n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
+        ]
     bad = [m for m in _imports(tree) if m.split(".")[0] in IO_MODULES or m.startswith(READ_WING)]
     assert bad == []
 
@@ -61,7 +80,9 @@ def _levels(n: int = 3, **attrs: object) -> dict[str, ArrayInfo]:
     return {f"s{k}": _info((64 >> k, 32 >> k, 16 >> k), dict(attrs)) for k in range(n)}
 
 
-def _take(convention: cv.Convention, group: Listing, inherited: dict | None = None) -> list[cv.Recognised]:
+def _take(
+    convention: cv.Convention, group: Listing, inherited: dict | None = None
+) -> list[cv.Recognised]:
     assert convention.matches(group)
     assert convention.reads(group) == ()  # everything it needs is in the listing
     return convention.build(group, inherited or {})
@@ -87,8 +108,14 @@ def test_ngff_entry() -> None:
                 "version": "0.4",
                 "axes": [{"name": "z"}, {"name": "y"}, {"name": "x"}],
                 "datasets": [
-                    {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [4, 2, 1]}]},
-                    {"path": "1", "coordinateTransformations": [{"type": "scale", "scale": [8, 4, 2]}]},
+                    {
+                        "path": "0",
+                        "coordinateTransformations": [{"type": "scale", "scale": [4, 2, 1]}],
+                    },
+                    {
+                        "path": "1",
+                        "coordinateTransformations": [{"type": "scale", "scale": [8, 4, 2]}],
+                    },
                 ],
             }
         ]
@@ -108,7 +135,12 @@ def test_ngff_entry() -> None:
 
 
 def test_cosem_entry() -> None:
-    transform = {"axes": ["z", "y", "x"], "scale": [8, 4, 2], "translate": [0, 0, 0], "units": ["nm"] * 3}
+    transform = {
+        "axes": ["z", "y", "x"],
+        "scale": [8, 4, 2],
+        "translate": [0, 0, 0],
+        "units": ["nm"] * 3,
+    }
     attrs = {"multiscales": [{"datasets": [{"path": "s0", "transform": transform}]}]}
     g = Listing.of(attrs, {"s0": _info((10, 10, 10))})
     assert cv.COSEM.matches(g)
@@ -133,7 +165,11 @@ def test_paintera_entry() -> None:
     g = Listing.of(attrs, {}, {"data": None, "unique-labels": None})
     assert cv.PAINTERA.matches(g)
     assert cv.PAINTERA.reads(g) == ("data",)
-    g = Listing.of(attrs, {}, {"data": Listing.of({"resolution": [2, 2, 2]}, _levels(2)), "unique-labels": None})
+    g = Listing.of(
+        attrs,
+        {},
+        {"data": Listing.of({"resolution": [2, 2, 2]}, _levels(2)), "unique-labels": None},
+    )
     (r,) = _take(cv.PAINTERA, g)
     assert r.pyramid.paths == ("data/s0", "data/s1")
     assert r.pyramid.scale == (2.0, 2.0, 2.0)
@@ -144,7 +180,9 @@ def test_paintera_entry() -> None:
 
 def _setup(timepoints: int = 2) -> Listing:
     tps = {f"timepoint{t}": Listing.of({}, _levels(2)) for t in range(timepoints)}
-    return Listing.of({"downsamplingFactors": [[1, 1, 1], [2, 2, 1]], "dataType": "uint16"}, {}, tps)
+    return Listing.of(
+        {"downsamplingFactors": [[1, 1, 1], [2, 2, 1]], "dataType": "uint16"}, {}, tps
+    )
 
 
 def test_bdv_timepoints_entry() -> None:
@@ -165,19 +203,39 @@ def test_bdv_setups_entry_reads_setups_then_their_timepoints() -> None:
     assert cv.BDV_SETUPS.reads(root) == ("setup0", "setup1")
     half = Listing.of({}, {}, {"setup0": Listing.of({}, {}, {"timepoint0": None}), "setup1": None})
     assert cv.BDV_SETUPS.reads(half) == ("setup0/timepoint0", "setup1")
-    found = _take(cv.BDV_SETUPS, Listing.of({}, {}, {"setup0": _setup(1), "setup1": _setup(2), "other": None}))
-    assert [(r.at, r.claims, r.pyramid.ndim) for r in found] == [("setup0", ("setup0",), 3), ("setup1", ("setup1",), 4)]
+    found = _take(
+        cv.BDV_SETUPS, Listing.of({}, {}, {"setup0": _setup(1), "setup1": _setup(2), "other": None})
+    )
+    assert [(r.at, r.claims, r.pyramid.ndim) for r in found] == [
+        ("setup0", ("setup0",), 3),
+        ("setup1", ("setup1",), 4),
+    ]
 
 
 def test_the_first_pyramid_entry_that_builds_wins() -> None:
     """OME-NGFF before N5 Viewer: a group with both is the NGFF image; if its datasets are not
     there, N5 Viewer's ``sN`` levels are."""
-    ngff = {"multiscales": [{"axes": ["z", "y", "x"], "datasets": [{"path": "s1", "coordinateTransformations": []}]}]}
+    ngff = {
+        "multiscales": [
+            {"axes": ["z", "y", "x"], "datasets": [{"path": "s1", "coordinateTransformations": []}]}
+        ]
+    }
     g = Listing.of(ngff, _levels(2))
     built = next(r for c in cv.PYRAMIDS if c.matches(g) for r in c.build(g, {}))
     assert built.pyramid.convention.startswith("ngff")
     assert built.pyramid.paths == ("s1",)
-    g = Listing.of({**ngff, "multiscales": [{**ngff["multiscales"][0], "datasets": [{"path": "x", "coordinateTransformations": []}]}]}, _levels(2))
+    g = Listing.of(
+        {
+            **ngff,
+            "multiscales": [
+                {
+                    **ngff["multiscales"][0],
+                    "datasets": [{"path": "x", "coordinateTransformations": []}],
+                }
+            ],
+        },
+        _levels(2),
+    )
     built = next(r for c in cv.PYRAMIDS if c.matches(g) for r in c.build(g, {}))
     assert built.pyramid.convention == "n5viewer"
     assert built.pyramid.paths == ("s0", "s1")

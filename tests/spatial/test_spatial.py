@@ -70,7 +70,14 @@ def test_cosem_fortran_order_key(conventions_dir, read_json):
 
 
 def test_cosem_anisotropic_c_order_is_reversed():
-    t = {"transform": {"axes": ["z", "y", "x"], "scale": [40, 8, 4], "translate": [3, 2, 1], "units": ["nm"] * 3}}
+    t = {
+        "transform": {
+            "axes": ["z", "y", "x"],
+            "scale": [40, 8, 4],
+            "translate": [3, 2, 1],
+            "units": ["nm"] * 3,
+        }
+    }
     cal = sp.cosem(t, 3)
     assert cal.scale == (4.0, 8.0, 40.0)
     assert cal.translate == (1.0, 2.0, 3.0)
@@ -81,11 +88,18 @@ def test_cosem_wins_over_n5viewer_keys(conventions_dir, read_json):
     # c0/s0 has both a transform listed x, y, z (no order key) and pixelResolution 1.5
     i = info(conventions_dir, read_json, "n5-ij/test.n5/c0/s0")
     cal = sp.calibrate(i.attrs, 3)
-    assert (cal.scale, cal.translate, cal.convention) == ((7.0, 11.0, 13.0), (2.0, 3.0, 5.0), "cosem")
+    assert (cal.scale, cal.translate, cal.convention) == (
+        (7.0, 11.0, 13.0),
+        (2.0, 3.0, 5.0),
+        "cosem",
+    )
 
 
 def test_cosem_pyramid_from_dataset_transforms(conventions_dir, read_json):
-    children = {n: info(conventions_dir, read_json, f"n5-ij/test.n5/cosem_ms/{n}") for n in ("s0", "s1", "s2")}
+    children = {
+        n: info(conventions_dir, read_json, f"n5-ij/test.n5/cosem_ms/{n}")
+        for n in ("s0", "s1", "s2")
+    }
     ms = sp.n5viewer_pyramid({}, children)
     assert ms.paths == ("s0", "s1", "s2")
     assert ms.scale == (32.0, 32.0, 32.0)
@@ -107,13 +121,24 @@ def test_openorganelle_group_conventions_agree(conventions_dir, read_json):
         assert ms.downsampling[5] == (32.0, 32.0, 32.0)
         assert len(ms.paths) == 6
     assert by_cosem.convention == "cosem"
-    assert by_n5viewer.convention == "n5viewer-old"  # pixelResolution + scales: N5 Viewer's keys (axes/units beside them)
+    assert (
+        by_n5viewer.convention == "n5viewer-old"
+    )  # pixelResolution + scales: N5 Viewer's keys (axes/units beside them)
     # the group's explicit s1 translate is the N5 Viewer half-pixel rule
     assert by_cosem.level_translate(1) == pytest.approx((2.0, 2.0, 2.62))
 
 
 def test_cosem_pyramid_skips_missing_levels():
-    attrs = {"multiscales": [{"datasets": [{"path": "s0", "transform": {"scale": [2, 1], "axes": ["y", "x"]}}, {"path": "gone"}]}]}
+    attrs = {
+        "multiscales": [
+            {
+                "datasets": [
+                    {"path": "s0", "transform": {"scale": [2, 1], "axes": ["y", "x"]}},
+                    {"path": "gone"},
+                ]
+            }
+        ]
+    }
     ms = sp.cosem_pyramid(attrs, {"s0": ArrayInfo({}, (10, 20), "uint8")})
     assert ms.paths == ("s0",)
     assert ms.scale == (1.0, 2.0)
@@ -125,7 +150,10 @@ def test_cosem_pyramid_skips_missing_levels():
 @pytest.mark.parametrize("variant", ["deprecated", "modern"])
 def test_neuroglancer_multiscale(conventions_dir, read_json, variant):
     root = conventions_dir / f"neuroglancer/n5_viewer_multiscale_{variant}"
-    children = {n: info(conventions_dir, read_json, f"neuroglancer/n5_viewer_multiscale_{variant}/{n}") for n in ("s0", "s1", "s2")}
+    children = {
+        n: info(conventions_dir, read_json, f"neuroglancer/n5_viewer_multiscale_{variant}/{n}")
+        for n in ("s0", "s1", "s2")
+    }
     ms = sp.n5viewer_pyramid(read_json(root / "attributes.json"), children)
     assert ms.scale == (10.0, 20.0)
     assert ms.units == ("nm", "s")
@@ -145,7 +173,10 @@ def test_tensorstore_dataset_keys():
 
 
 def test_n5viewer_old_scales():
-    group = {"scales": [[1, 1, 1], [2, 2, 1], [4, 4, 2]], "pixelResolution": {"unit": "um", "dimensions": [0.1, 0.1, 0.5]}}
+    group = {
+        "scales": [[1, 1, 1], [2, 2, 1], [4, 4, 2]],
+        "pixelResolution": {"unit": "um", "dimensions": [0.1, 0.1, 0.5]},
+    }
     children = {f"s{k}": ArrayInfo({}, (64 >> k, 64 >> k, 8 >> (k // 2))) for k in range(3)}
     ms = sp.n5viewer_pyramid(group, children)
     assert ms.convention == "n5viewer-old"
@@ -174,17 +205,39 @@ def _ngff(version: str) -> dict:
             {"name": "x", "type": "space", "unit": "micrometer"},
         ],
         "datasets": [
-            {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 2.0, 0.5, 0.5]}, {"type": "translation", "translation": [0, 1, 0, 0]}]},
-            {"path": "1", "coordinateTransformations": [{"type": "scale", "scale": [1, 2.0, 1.0, 1.0]}, {"type": "translation", "translation": [0, 1, 0.25, 0.25]}]},
+            {
+                "path": "0",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [1, 2.0, 0.5, 0.5]},
+                    {"type": "translation", "translation": [0, 1, 0, 0]},
+                ],
+            },
+            {
+                "path": "1",
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [1, 2.0, 1.0, 1.0]},
+                    {"type": "translation", "translation": [0, 1, 0.25, 0.25]},
+                ],
+            },
         ],
-        "coordinateTransformations": [{"type": "scale", "scale": [1, 1, 10, 10]}, {"type": "translation", "translation": [0, 0, 100, 0]}],
+        "coordinateTransformations": [
+            {"type": "scale", "scale": [1, 1, 10, 10]},
+            {"type": "translation", "translation": [0, 0, 100, 0]},
+        ],
     }
-    return {"multiscales": [ms]} if version == "0.4" else {"ome": {"version": version, "multiscales": [ms]}}
+    return (
+        {"multiscales": [ms]}
+        if version == "0.4"
+        else {"ome": {"version": version, "multiscales": [ms]}}
+    )
 
 
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
 def test_ngff(version):
-    children = {"0": ArrayInfo({}, (64, 64, 10, 2), "uint16"), "1": ArrayInfo({}, (32, 32, 10, 2), "uint16")}
+    children = {
+        "0": ArrayInfo({}, (64, 64, 10, 2), "uint16"),
+        "1": ArrayInfo({}, (32, 32, 10, 2), "uint16"),
+    }
     ms = sp.ngff_pyramid(_ngff(version), children)
     assert ms.paths == ("0", "1")
     assert ms.axes == ("x", "y", "z", "c")
@@ -197,7 +250,19 @@ def test_ngff(version):
 
 
 def test_ngff_listed_in_n5_order_is_not_reversed():
-    attrs = {"multiscales": [{"axes": ["x", "y"], "datasets": [{"path": "s0", "coordinateTransformations": [{"type": "scale", "scale": [3, 4]}]}]}]}
+    attrs = {
+        "multiscales": [
+            {
+                "axes": ["x", "y"],
+                "datasets": [
+                    {
+                        "path": "s0",
+                        "coordinateTransformations": [{"type": "scale", "scale": [3, 4]}],
+                    }
+                ],
+            }
+        ]
+    }
     ms = sp.ngff_pyramid(attrs, {"s0": ArrayInfo({}, (5, 6))})
     assert ms.scale == (3.0, 4.0)
     assert ms.axes == ("x", "y")
@@ -208,9 +273,17 @@ def test_ngff_listed_in_n5_order_is_not_reversed():
 
 def test_imagej_xyczt():
     attrs = {
-        "pixelWidth": 0.0885, "pixelHeight": 0.0885, "pixelDepth": 0.25, "pixelUnit": "µm",
-        "xOrigin": 1.0, "yOrigin": 2.0, "zOrigin": 3.0, "frameInterval": 2.0,
-        "numChannels": 2, "numSlices": 5, "numFrames": 51,
+        "pixelWidth": 0.0885,
+        "pixelHeight": 0.0885,
+        "pixelDepth": 0.25,
+        "pixelUnit": "µm",
+        "xOrigin": 1.0,
+        "yOrigin": 2.0,
+        "zOrigin": 3.0,
+        "frameInterval": 2.0,
+        "numChannels": 2,
+        "numSlices": 5,
+        "numFrames": 51,
     }
     cal = sp.imagej(attrs, 5)
     assert cal.axes == ("x", "y", "c", "z", "t")
@@ -220,7 +293,15 @@ def test_imagej_xyczt():
 
 
 def test_imagej_drops_singletons():
-    attrs = {"pixelWidth": 2.0, "pixelHeight": 3.0, "pixelDepth": 4.0, "pixelUnit": "micron", "numChannels": 1, "numSlices": 7, "numFrames": 1}
+    attrs = {
+        "pixelWidth": 2.0,
+        "pixelHeight": 3.0,
+        "pixelDepth": 4.0,
+        "pixelUnit": "micron",
+        "numChannels": 1,
+        "numSlices": 7,
+        "numFrames": 1,
+    }
     cal = sp.calibrate(attrs, 3)
     assert (cal.axes, cal.scale, cal.convention) == (("x", "y", "z"), (2.0, 3.0, 4.0), "imagej")
 
@@ -245,7 +326,12 @@ def test_bdv_setup_time_axis():
 
 
 def test_bdv_single_timepoint_and_paintera_resolution():
-    tps = {"timepoint0": ({"multiScale": True, "resolution": [0.5, 0.5, 2.0]}, _bdv_timepoints(1)["timepoint0"][1])}
+    tps = {
+        "timepoint0": (
+            {"multiScale": True, "resolution": [0.5, 0.5, 2.0]},
+            _bdv_timepoints(1)["timepoint0"][1],
+        )
+    }
     ms = sp.bdv_setup({"downsamplingFactors": [[1, 1, 1], [2, 2, 1]]}, tps)
     assert ms.time_paths == ()
     assert ms.scale == (0.5, 0.5, 2.0)
@@ -267,7 +353,10 @@ def test_bdv_xml():
       <ViewSetup><id>x</id></ViewSetup><ViewSetup><id>4</id></ViewSetup></ViewSetups></SequenceDescription></SpimData>"""
     n5, setups = sp.bdv_xml(text)
     assert n5 == "dataset.n5"
-    assert setups == {3: sp.BdvSetup("ch 3", (0.5, 0.5, 2.0), "um"), 4: sp.BdvSetup(None, None, None)}
+    assert setups == {
+        3: sp.BdvSetup("ch 3", (0.5, 0.5, 2.0), "um"),
+        4: sp.BdvSetup(None, None, None),
+    }
     assert sp.bdv_xml(text.replace("bdv.n5", "bdv.hdf5")) == (None, {})
     assert sp.bdv_xml("<broken") == (None, {})
     ms = sp.bdv_setup({"downsamplingFactors": [[1, 1, 1], [2, 2, 2]]}, _bdv_timepoints(2))
@@ -331,6 +420,15 @@ def test_is_labels(name, attrs, dtype, expected):
 
 
 def test_normalize_unit():
-    assert [sp.normalize_unit(u) for u in ("um", "µm", "micron", "nm", "sec", "", None, "parsec")] == [
-        "micrometer", "micrometer", "micrometer", "nanometer", "second", None, None, "parsec",
+    assert [
+        sp.normalize_unit(u) for u in ("um", "µm", "micron", "nm", "sec", "", None, "parsec")
+    ] == [
+        "micrometer",
+        "micrometer",
+        "micrometer",
+        "nanometer",
+        "second",
+        None,
+        None,
+        "parsec",
     ]

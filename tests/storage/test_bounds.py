@@ -29,7 +29,9 @@ SRC = Path(__file__).parents[2] / "src"
 PEAK_MB = 600  # generous: the caps below are 16-64 MiB; the bombs inflate to gigabytes
 WATCHDOG_MB = 1500  # a reader past this is unbounded: stopped before it takes the machine
 BLOCK_CAP = 32 * 2**20  # N5ZARR_MAX_BLOCK_BYTES in these tests (the default is 2 GiB)
-DEADLINE = "not complete within 2 s"  # our deadline fired (N5ZARR_READ_TIMEOUT=2), not a per-byte timeout
+DEADLINE = (
+    "not complete within 2 s"  # our deadline fired (N5ZARR_READ_TIMEOUT=2), not a per-byte timeout
+)
 
 READER = r"""
 import json, os, sys, threading, time
@@ -78,13 +80,21 @@ print(json.dumps(out), flush=True)
 """
 
 
-def read_in_subprocess(what: str, location: str, inner: str = "", options: dict | None = None, **env: str) -> dict:
+def read_in_subprocess(
+    what: str, location: str, inner: str = "", options: dict | None = None, **env: str
+) -> dict:
     """Open ``location`` (its node ``inner`` if given; and read its first block if ``what == "block"``) in a fresh
     interpreter: {error class, message, peak_mb, seconds}."""
     environ = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(SRC), "WATCHDOG_MB": str(WATCHDOG_MB),
                "N5ZARR_MAX_BLOCK_BYTES": str(BLOCK_CAP), "N5ZARR_READ_TIMEOUT": "2", "N5ZARR_CONNECT_TIMEOUT": "2",
                "N5ZARR_RETRIES": "1", "N5ZARR_RETRY_BACKOFF": "0.05", **env}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", READER, what, location, inner, json.dumps(options)], env=environ, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", READER, what, location, inner, json.dumps(options)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result (exit {done.returncode}): {done.stderr[-2000:]}"
     result = json.loads(lines[-1])
@@ -141,7 +151,9 @@ def _check_block_refused_at_its_dataset_limit(result: dict, url: str) -> None:
     assert "\n" not in message
     found = GZIP_LIMIT.search(message)
     assert found, message
-    assert 10_000 < int(found[1]) < 16_000, message  # 10,000 bytes a block: gzip's worst case and a header, not 2 GiB
+    assert 10_000 < int(found[1]) < 16_000, (
+        message
+    )  # 10,000 bytes a block: gzip's worst case and a header, not 2 GiB
     assert result["peak_mb"] < DATA_PEAK_MB, result
 
 
@@ -159,7 +171,9 @@ def test_endless_s3_block_ends_at_its_datasets_limit(s3_bucket: dict) -> None:
     for server in serve(FaultyServer(upstream=s3_bucket["endpoint_url"], s3=True)):
         server.faults["/java.n5/gzip/0/0/0"] = "endless"
         options = {**s3_bucket, "endpoint_url": server.url}
-        result = read_in_subprocess("block", "s3://n5-data/java.n5/gzip", options=options, N5ZARR_MAX_BLOCK_BYTES="")
+        result = read_in_subprocess(
+            "block", "s3://n5-data/java.n5/gzip", options=options, N5ZARR_MAX_BLOCK_BYTES=""
+        )
     _check_block_refused_at_its_dataset_limit(result, "s3://n5-data/java.n5/gzip/0/0/0")
 
 
@@ -172,7 +186,10 @@ def test_zip_member_over_its_datasets_limit_is_refused_before_it_inflates(tmp_pa
     assert result["error"] == "N5BlockError", result
     assert result["message"].startswith(f"{path}/data/0/0 (zip member declares {16 * 2**20} bytes): stored block is over "
                                         "its dataset's limit of"), result  # fmt: skip
-    assert "(a [64, 64] block of 1-byte elements, raw's worst case and the header)" in result["message"]
+    assert (
+        "(a [64, 64] block of 1-byte elements, raw's worst case and the header)"
+        in result["message"]
+    )
     assert result["peak_mb"] < DATA_PEAK_MB, result
 
 
@@ -215,18 +232,30 @@ def _collect(keys: AsyncIterator[str]) -> list[str]:
     return sync(all_of())
 
 
-def test_listing_within_the_limits_lists(server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listing_within_the_limits_lists(
+    server: FaultyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Control: a page of 2,000 links lists every child (and the real folder page too)."""
     from napari_n5zarr.access import base_store
     from napari_n5zarr.n5.stores import list_names
 
-    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(p.name for p in JAVA.iterdir())
-    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "gzip/0")) == sorted(p.name for p in (JAVA / "gzip/0").iterdir())
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(
+        p.name for p in JAVA.iterdir()
+    )
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "gzip/0")) == sorted(
+        p.name for p in (JAVA / "gzip/0").iterdir()
+    )
     files = sorted(p.relative_to(JAVA).as_posix() for p in JAVA.rglob("*") if p.is_file())
-    assert sorted(_collect(base_store(f"{server.url}/java.n5").list())) == files  # every page capped, walked
-    assert sorted(_collect(base_store(f"{server.url}/java.n5").list_prefix("gzip/"))) == [f for f in files if f.startswith("gzip/")]
+    assert (
+        sorted(_collect(base_store(f"{server.url}/java.n5").list())) == files
+    )  # every page capped, walked
+    assert sorted(_collect(base_store(f"{server.url}/java.n5").list_prefix("gzip/"))) == [
+        f for f in files if f.startswith("gzip/")
+    ]
     server.faults["/java.n5"] = server.faults["/java.n5/"] = "links:2000"
-    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(f"k{i}" for i in range(2000))
+    assert sorted(list_names(base_store(f"{server.url}/java.n5"), "")) == sorted(
+        f"k{i}" for i in range(2000)
+    )
     monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", "1999")
     with pytest.raises(N5StoreError, match="more than 1999 entries"):
         list_names(base_store(f"{server.url}/java.n5"), "")
@@ -258,7 +287,12 @@ def test_http_reads_still_work_and_ignored_ranges_are_sliced(server: FaultyServe
 def _zip_bomb(path: Path, member: str, inflated: int) -> None:
     """A zip of a dataset ``data`` whose ``member`` is ``inflated`` zero bytes (deflated:
     about 1/1000 of it), written in pieces (the test never holds it in memory)."""
-    attrs = {"dimensions": [64, 64], "blockSize": [64, 64], "dataType": "uint8", "compression": {"type": "raw"}}
+    attrs = {
+        "dimensions": [64, 64],
+        "blockSize": [64, 64],
+        "dataType": "uint8",
+        "compression": {"type": "raw"},
+    }
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("attributes.json", json.dumps({"n5": "4.0.0"}))
         if member != "data/attributes.json":
@@ -277,7 +311,9 @@ def test_zip_bomb_member_is_refused_before_it_inflates(tmp_path: Path, member: s
     result = read_in_subprocess("block" if member.endswith("0") else "metadata", str(path), "data")
     assert result["error"] in ("N5BlockError", "N5MetadataError"), result
     assert f"bomb.zip/{member}" in result["message"], result
-    assert ("size limit" if member.endswith(".json") else "over its dataset's limit") in result["message"], result
+    assert ("size limit" if member.endswith(".json") else "over its dataset's limit") in result[
+        "message"
+    ], result
     assert "declares 1073741824 bytes" in result["message"]
     assert result["peak_mb"] < PEAK_MB, result
 
@@ -302,7 +338,9 @@ def test_zip_member_lying_about_its_size_is_an_error_naming_it(tmp_path: Path) -
     from napari_n5zarr.errors import N5BlockError
 
     store = base_store(path)
-    with pytest.raises(N5BlockError, match=r"liar.zip/data/0/0: broken zip member"):  # the bytes are bad, not the disk
+    with pytest.raises(
+        N5BlockError, match=r"liar.zip/data/0/0: broken zip member"
+    ):  # the bytes are bad, not the disk
         sync(store.get("data/0/0", default_buffer_prototype()))
 
 
@@ -337,7 +375,12 @@ def test_one_byte_a_second_from_s3_ends_at_the_deadline(s3_bucket: dict) -> None
 def test_request_timeout_setting(server: FaultyServer) -> None:
     """N5ZARR_REQUEST_TIMEOUT sets the deadline apart from the read timeout."""
     server.faults["/gzip/attributes.json"] = "trickle"
-    result = read_in_subprocess("metadata", f"{server.url}/java.n5/gzip", N5ZARR_READ_TIMEOUT="60", N5ZARR_REQUEST_TIMEOUT="1")
+    result = read_in_subprocess(
+        "metadata",
+        f"{server.url}/java.n5/gzip",
+        N5ZARR_READ_TIMEOUT="60",
+        N5ZARR_REQUEST_TIMEOUT="1",
+    )
     assert result["error"] == "N5StoreError", result
     assert "not complete within 1 s" in result["message"], result
 
@@ -350,7 +393,12 @@ def test_tree_streams_and_names_what_it_waits_for(tmp_path: Path) -> None:
     import time
 
     root = tmp_path / "c.n5"
-    attrs = {"dimensions": [8, 8], "blockSize": [4, 4], "dataType": "uint8", "compression": {"type": "raw"}}
+    attrs = {
+        "dimensions": [8, 8],
+        "blockSize": [4, 4],
+        "dataType": "uint8",
+        "compression": {"type": "raw"},
+    }
     for name in ("a", "b", "c"):
         (root / name).mkdir(parents=True)
         (root / name / "attributes.json").write_text(json.dumps(attrs))
@@ -377,7 +425,9 @@ def test_tree_streams_and_names_what_it_waits_for(tmp_path: Path) -> None:
     assert "c.n5/b/attributes.json" in lines[1], lines[1]
     assert "timed out" in lines[1], lines[1]
     assert proc.returncode == 1  # an unreadable node
-    assert "not complete within 2 s" in lines[1], lines[1]  # the deadline ended it (timings printed above)
+    assert "not complete within 2 s" in lines[1], lines[
+        1
+    ]  # the deadline ended it (timings printed above)
 
 
 def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> None:
@@ -406,7 +456,9 @@ def test_http_requests_in_flight_are_capped(tmp_path: Path, counting_http) -> No
     assert state["peak"] == HTTP_IN_FLIGHT == 32, state["peak"]
 
 
-def test_a_users_own_timeout_sets_the_deadline(server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_users_own_timeout_sets_the_deadline(
+    server: FaultyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A user who gave aiohttp (or S3) a longer timeout is not cut off at our default
     deadline; N5ZARR_REQUEST_TIMEOUT still wins."""
     import aiohttp
@@ -414,10 +466,17 @@ def test_a_users_own_timeout_sets_the_deadline(server: FaultyServer, monkeypatch
     from napari_n5zarr.access import base_store
 
     url = f"{server.url}/java.n5"
-    assert base_store(url).settings.deadline == 2.0  # N5ZARR_READ_TIMEOUT of the autouse fixture below
+    assert (
+        base_store(url).settings.deadline == 2.0
+    )  # N5ZARR_READ_TIMEOUT of the autouse fixture below
     slow = {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=300)}}
     assert base_store(url, storage_options=slow).settings.deadline == 300
-    assert base_store(url, storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=90)}}).settings.deadline == 90
+    assert (
+        base_store(
+            url, storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(sock_read=90)}}
+        ).settings.deadline
+        == 90
+    )
     monkeypatch.setenv("N5ZARR_REQUEST_TIMEOUT", "5")
     assert base_store(url, storage_options=slow).settings.deadline == 5
 
@@ -451,7 +510,9 @@ def test_s3_listing_is_bounded_in_entries(s3_bucket: dict, monkeypatch: pytest.M
     from napari_n5zarr.n5.stores import list_names
 
     url = "s3://n5-data/java.n5"
-    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "")) == sorted(p.name for p in JAVA.iterdir())
+    assert sorted(list_names(base_store(url, storage_options=s3_bucket), "")) == sorted(
+        p.name for p in JAVA.iterdir()
+    )
     blocks = sorted(p.name for p in (JAVA / "gzip/0").iterdir())
     monkeypatch.setenv("N5ZARR_MAX_LISTING_ENTRIES", str(len(blocks)))
     assert sorted(list_names(base_store(url, storage_options=s3_bucket), "gzip/0")) == blocks

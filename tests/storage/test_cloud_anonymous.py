@@ -33,7 +33,9 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)  # fmt: skip
 
 
-def test_public_bucket_reads_without_credentials(public_s3, no_credentials, monkeypatch, caplog) -> None:
+def test_public_bucket_reads_without_credentials(
+    public_s3, no_credentials, monkeypatch, caplog
+) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", public_s3)  # the standard variable: no storage_options
     with caplog.at_level(logging.INFO, logger="napari_n5zarr.storage.cloud_credentials"):
         arr = napari_n5zarr.open("s3://pub/java.n5/gzip")
@@ -48,32 +50,48 @@ def test_credentials_are_used_when_present(public_s3, no_credentials, monkeypatc
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "admin")
     options = storage_options_with_defaults("s3://pub/java.n5", None, RemoteSettings.from_env())
     assert "anon" not in options
-    assert not cloud_credentials.is_anonymous(RemoteStore.open_url("s3://pub/java.n5", {"endpoint_url": public_s3}).fs)
+    assert not cloud_credentials.is_anonymous(
+        RemoteStore.open_url("s3://pub/java.n5", {"endpoint_url": public_s3}).fs
+    )
 
 
 def test_users_choice_is_kept(no_credentials) -> None:
     settings = RemoteSettings.from_env()
     assert storage_options_with_defaults("s3://b/c.n5", {"anon": False}, settings)["anon"] is False
-    assert storage_options_with_defaults("s3://b/c.n5", {"profile": "lab"}, settings).get("anon") is None
+    assert (
+        storage_options_with_defaults("s3://b/c.n5", {"profile": "lab"}, settings).get("anon")
+        is None
+    )
     assert storage_options_with_defaults("s3://b/c.n5", None, settings)["anon"] is True
     assert "anon" not in storage_options_with_defaults("https://h/c.n5", None, settings)
 
 
-@pytest.mark.parametrize("command", [["tree"], ["info"], ["convert", "{dest}"], ["add-zarr-metadata", "--dry-run"]])
-def test_every_cli_command_reads_a_public_bucket(public_s3, no_credentials, tmp_path, command) -> None:
+@pytest.mark.parametrize(
+    "command", [["tree"], ["info"], ["convert", "{dest}"], ["add-zarr-metadata", "--dry-run"]]
+)
+def test_every_cli_command_reads_a_public_bucket(
+    public_s3, no_credentials, tmp_path, command
+) -> None:
     env = {**no_credentials, "AWS_ENDPOINT_URL": public_s3}
     args = [a.format(dest=tmp_path / "copy.n5") for a in command]
     done = _cli(args[0], "s3://pub/java.n5", *args[1:], env=env)
     assert done.returncode == 0, done.stderr
     assert "Credentials" not in done.stderr
     if command[0] == "convert":
-        np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "copy.n5/gzip/s0")[...], EXPECTED)
+        np.testing.assert_array_equal(
+            napari_n5zarr.open(tmp_path / "copy.n5/gzip/s0")[...], EXPECTED
+        )
     else:
         assert done.stdout
 
 
 def test_refused_credentials_exit_4_with_a_hint(guarded_s3, no_credentials) -> None:
-    env = {**no_credentials, "AWS_ENDPOINT_URL": guarded_s3, "AWS_ACCESS_KEY_ID": "wrong", "AWS_SECRET_ACCESS_KEY": "x"}
+    env = {
+        **no_credentials,
+        "AWS_ENDPOINT_URL": guarded_s3,
+        "AWS_ACCESS_KEY_ID": "wrong",
+        "AWS_SECRET_ACCESS_KEY": "x",
+    }
     done = _cli("info", "s3://pub/java.n5/gzip", env=env)
     assert done.returncode == 4, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -84,7 +102,9 @@ def test_refused_credentials_exit_4_with_a_hint(guarded_s3, no_credentials) -> N
 
 
 def test_private_bucket_read_anonymously_says_so(public_s3, no_credentials) -> None:
-    done = _cli("info", "s3://private/java.n5/gzip", env={**no_credentials, "AWS_ENDPOINT_URL": public_s3})
+    done = _cli(
+        "info", "s3://private/java.n5/gzip", env={**no_credentials, "AWS_ENDPOINT_URL": public_s3}
+    )
     assert done.returncode == 4, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -102,7 +122,9 @@ def test_gcs_without_credentials_is_anonymous(no_credentials) -> None:
 
 
 def test_every_pip_hint_names_a_declared_extra() -> None:
-    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
     named: set[str] = set()
     for path in (ROOT / "src").rglob("*.py"):
         named.update(re.findall(r"pip install 'napari-n5zarr\[([a-z]\w*)\]'", path.read_text()))

@@ -22,7 +22,12 @@ from napari_n5zarr.errors import N5MetadataError, N5StoreError
 from napari_n5zarr.storage.local import SafeLocalStore
 
 SRC = Path(__file__).parents[2] / "src"
-ATTRS = {"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "compression": {"type": "raw"}}
+ATTRS = {
+    "dimensions": [4, 3],
+    "blockSize": [2, 2],
+    "dataType": "uint8",
+    "compression": {"type": "raw"},
+}
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 
 
@@ -36,7 +41,10 @@ def run_child(code: str, timeout: float = 120) -> dict:
     """Run ``code`` in a fresh Python (address space capped at 2 GiB) and return the JSON it
     prints last; a hang fails the test at ``timeout`` instead of hanging the suite."""
     prelude = "import resource; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
     try:
         done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True,
                               text=True, timeout=timeout, env=env)  # fmt: skip
@@ -88,7 +96,9 @@ def test_symlinks_to_regular_files_still_read(tmp_path: Path) -> None:
     real = dataset(tmp_path / "real.n5")
     (real / "0").mkdir()
     for j in range(2):
-        (real / "0" / str(j)).write_bytes(bytes([0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2]) + bytes([j + 1] * 4))
+        (real / "0" / str(j)).write_bytes(
+            bytes([0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2]) + bytes([j + 1] * 4)
+        )
     link = tmp_path / "link.n5"
     link.mkdir()
     (link / "attributes.json").symlink_to(real / "attributes.json")
@@ -97,19 +107,28 @@ def test_symlinks_to_regular_files_still_read(tmp_path: Path) -> None:
     np.testing.assert_array_equal(arr[:2, :], [[1, 1, 2], [1, 1, 2]])
 
 
-def test_oversized_attributes_json_is_refused_with_how_to_raise_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oversized_attributes_json_is_refused_with_how_to_raise_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ds = dataset(tmp_path / "d.n5", note="x" * 5000)
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", "4096")
-    with pytest.raises(N5MetadataError, match=rf"^{ds / 'attributes.json'}: .*size limit of 4096 bytes.*N5ZARR_MAX_METADATA_BYTES"):
+    with pytest.raises(
+        N5MetadataError,
+        match=rf"^{ds / 'attributes.json'}: .*size limit of 4096 bytes.*N5ZARR_MAX_METADATA_BYTES",
+    ):
         napari_n5zarr.open(ds)
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", "8192")
     assert napari_n5zarr.open(ds).attrs["note"] == "x" * 5000
 
 
-def test_default_cap_refuses_a_17_mib_attributes_json_before_reading_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_cap_refuses_a_17_mib_attributes_json_before_reading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("N5ZARR_MAX_METADATA_BYTES", raising=False)
     ds = dataset(tmp_path / "d.n5")
-    with open(ds / "attributes.json", "r+b") as f:  # sparse: valid JSON followed by 17 MiB of spaces
+    with open(
+        ds / "attributes.json", "r+b"
+    ) as f:  # sparse: valid JSON followed by 17 MiB of spaces
         f.seek(17 << 20)
         f.write(b" ")
         f.seek(0)
@@ -120,7 +139,9 @@ def test_default_cap_refuses_a_17_mib_attributes_json_before_reading_it(tmp_path
 
 def test_bad_cap_setting_is_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", "lots")
-    with pytest.raises(ValueError, match="N5ZARR_MAX_METADATA_BYTES must be a whole number of bytes"):
+    with pytest.raises(
+        ValueError, match="N5ZARR_MAX_METADATA_BYTES must be a whole number of bytes"
+    ):
         napari_n5zarr.open(dataset(tmp_path / "d.n5"))
 
 
@@ -132,12 +153,21 @@ def nested(depth: int) -> object:
 
 
 @pytest.mark.parametrize("depth", [150, 1000, 100_000])
-def test_deeply_nested_user_attribute_is_bad_metadata_naming_the_file(tmp_path: Path, depth: int) -> None:
+def test_deeply_nested_user_attribute_is_bad_metadata_naming_the_file(
+    tmp_path: Path, depth: int
+) -> None:
     ds = tmp_path / "d.n5"
     ds.mkdir()
-    text = '{"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "deep": ' + "[" * depth + "]" * depth + "}"
+    text = (
+        '{"dimensions": [4, 3], "blockSize": [2, 2], "dataType": "uint8", "deep": '
+        + "[" * depth
+        + "]" * depth
+        + "}"
+    )
     (ds / "attributes.json").write_text(text)
-    with pytest.raises(N5MetadataError, match=rf"^{ds / 'attributes.json'}: JSON nested deeper than 100 levels"):
+    with pytest.raises(
+        N5MetadataError, match=rf"^{ds / 'attributes.json'}: JSON nested deeper than 100 levels"
+    ):
         napari_n5zarr.open(ds)
 
 
@@ -192,7 +222,10 @@ def test_reads_match_zarr_local_store(tmp_path: Path, byte_range) -> None:
     proto = default_buffer_prototype()
     for key in ("a/k", "a/missing", "a", "missing/k", "a/k/below"):
         want = sync(theirs.get(key, proto, byte_range))
-        for got in (sync(ours.get(key, proto, byte_range)), ours.get_sync(key, prototype=proto, byte_range=byte_range)):
+        for got in (
+            sync(ours.get(key, proto, byte_range)),
+            ours.get_sync(key, prototype=proto, byte_range=byte_range),
+        ):
             assert (got is None) == (want is None), key
             if want is not None:
                 assert got.to_bytes() == want.to_bytes(), key
@@ -205,7 +238,9 @@ def test_write_through_safe_store_then_read(tmp_path: Path) -> None:
     root = napari_n5zarr.open(tmp_path / "w.n5", mode="w")
     arr = napari_n5zarr.create_dataset(root, "d", shape=(5, 4), dtype="uint16", chunks=(2, 2))
     arr[...] = np.arange(20, dtype="uint16").reshape(5, 4)
-    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "w.n5/d")[...], np.arange(20).reshape(5, 4))
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(tmp_path / "w.n5/d")[...], np.arange(20).reshape(5, 4)
+    )
     assert isinstance(napari_n5zarr.open(tmp_path / "w.n5"), zarr.Group)
 
 

@@ -21,7 +21,9 @@ from napari_n5zarr.errors import N5FormatError, N5MetadataError, N5StoreError
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
 JAVA = CORPUS / "zarr_implementations/data/n5-java.n5"
-EXPECTED = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy").T  # N5 order
+EXPECTED = np.load(
+    CORPUS / "expected_derived/zarr_implementations_reference_image.npy"
+).T  # N5 order
 BLOCK = (slice(0, 1), slice(0, 100), slice(0, 100))  # block 0/0/0 of every dataset ([1, 100, 100])
 HANG_GUARD = 120  # s: a read still running after this is a hang (the timeout under test is 1 s)
 
@@ -88,7 +90,9 @@ def guarded(call):
 def test_no_fault_reads_exactly(remote) -> None:
     _server, url, options = remote
     for name in ("raw", "gzip"):
-        np.testing.assert_array_equal(napari_n5zarr.open(f"{url}/{name}", storage_options=options)[...], EXPECTED)
+        np.testing.assert_array_equal(
+            napari_n5zarr.open(f"{url}/{name}", storage_options=options)[...], EXPECTED
+        )
 
 
 # -- blocks --------------------------------------------------------------------------------------
@@ -175,7 +179,9 @@ def test_metadata_transport_fault_is_not_reported_as_not_found(remote, fault: st
     assert not isinstance(info.value, FileNotFoundError)
 
 
-@pytest.mark.parametrize(("fault", "match"), [("html", "not valid JSON"), ("empty", "not valid JSON")])
+@pytest.mark.parametrize(
+    ("fault", "match"), [("html", "not valid JSON"), ("empty", "not valid JSON")]
+)
 def test_metadata_with_a_bogus_body_names_the_file(remote, fault: str, match: str) -> None:
     server, url, options = remote
     server.faults["/gzip/attributes.json"] = fault
@@ -207,7 +213,10 @@ def test_oversized_remote_metadata_is_refused(remote, monkeypatch: pytest.Monkey
     _server, url, options = remote
     size = len((JAVA / "gzip/attributes.json").read_bytes())
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", str(size - 1))
-    with pytest.raises(N5MetadataError, match=r"java.n5/gzip/attributes.json: .*size limit.*N5ZARR_MAX_METADATA_BYTES"):
+    with pytest.raises(
+        N5MetadataError,
+        match=r"java.n5/gzip/attributes.json: .*size limit.*N5ZARR_MAX_METADATA_BYTES",
+    ):
         napari_n5zarr.open(f"{url}/gzip", storage_options=options)
     monkeypatch.setenv("N5ZARR_MAX_METADATA_BYTES", str(size))
     assert napari_n5zarr.open(f"{url}/gzip", storage_options=options).shape == (3, 512, 512)
@@ -218,7 +227,10 @@ def test_user_timeouts_take_precedence(http_server: FaultyServer) -> None:
     aiohttp = pytest.importorskip("aiohttp")
     from napari_n5zarr.access import base_store
 
-    store = base_store(f"{http_server.url}/java.n5", storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=7)}})
+    store = base_store(
+        f"{http_server.url}/java.n5",
+        storage_options={"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=7)}},
+    )
     assert store.fs.client_kwargs["timeout"].total == 7
     default = base_store(f"{http_server.url}/java.n5")
     timeout = default.fs.client_kwargs["timeout"]
@@ -233,7 +245,9 @@ def test_listing_fault_is_an_error_naming_the_url_not_an_empty_group(remote) -> 
     from napari_n5zarr.access import base_store
 
     root = napari_n5zarr.open(url, storage_options=options)
-    base_store(url, storage_options=options).fs.invalidate_cache()  # s3fs caches listings (same fs instance)
+    base_store(
+        url, storage_options=options
+    ).fs.invalidate_cache()  # s3fs caches listings (same fs instance)
     server.faults["/java.n5/" if url.startswith("http") else "/n5-data"] = "500"
     with pytest.raises(N5StoreError, match=r"cannot read the listing of \S*java.n5.*500"):
         guarded(lambda: list(root.array_keys()))
@@ -241,7 +255,9 @@ def test_listing_fault_is_an_error_naming_the_url_not_an_empty_group(remote) -> 
     assert sorted(root.array_keys()) == ["bzip2", "gzip", "lz4", "raw", "xz"]
 
 
-def test_remote_arrays_pickle_with_their_settings(http_server: FaultyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remote_arrays_pickle_with_their_settings(
+    http_server: FaultyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """dask.distributed ships arrays to workers by pickle: the retry settings go along."""
     import pickle
 
@@ -257,17 +273,23 @@ def test_remote_arrays_pickle_with_their_settings(http_server: FaultyServer, mon
     assert store.settings.retries == 5
 
 
-def test_opening_for_napari_reads_each_listing_and_level_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_opening_for_napari_reads_each_listing_and_level_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Over a network every repeated read is a round trip: the reader's size check,
     detection and layers share one listing per group and one metadata read per level."""
     from napari_n5zarr import export
     from napari_n5zarr._napari.reader import read_path
 
-    monkeypatch.setenv("N5ZARR_READ_TIMEOUT", "60")  # no retry on a busy machine: it would count twice
+    monkeypatch.setenv(
+        "N5ZARR_READ_TIMEOUT", "60"
+    )  # no retry on a busy machine: it would count twice
 
     a = (np.arange(8 * 24 * 32).reshape(8, 24, 32) % 251).astype("uint16")
     export(a, tmp_path / "c.n5", path="em/raw", chunks=8, scale=(2.0, 1.0, 1.0), units="nanometer")
-    export(a[:, :8, :8], tmp_path / "c.n5", path="em/mask", chunks=8)  # beside raw in the same group
+    export(
+        a[:, :8, :8], tmp_path / "c.n5", path="em/mask", chunks=8
+    )  # beside raw in the same group
     notes: list[tuple[str, str]] = []
     for server in serve(FaultyServer(root=tmp_path)):
         layers = read_path(f"{server.url}/c.n5", notify=lambda *n: notes.append(n))
@@ -277,10 +299,14 @@ def test_opening_for_napari_reads_each_listing_and_level_once(tmp_path: Path, mo
     assert sorted(by_name) == ["em/mask", "em/raw"]
     assert len(by_name["em/raw"]) > 1  # a pyramid
     np.testing.assert_array_equal(np.asarray(by_name["em/raw"][0]), a)
-    np.testing.assert_array_equal(np.asarray(by_name["em/mask"]), a[:, :8, :8])  # one level: no list
+    np.testing.assert_array_equal(
+        np.asarray(by_name["em/mask"]), a[:, :8, :8]
+    )  # one level: no list
     listings = [p for p in hits if p.endswith("/")]
     levels = [p for p in hits if "/em/raw/s" in p and p.endswith("/attributes.json")]
     assert len(listings) == 4, hits  # c.n5/, em/, em/raw/, em/mask/
     assert len(levels) == 3, hits  # s0-s2
     assert all(n == 1 for n in hits.values()), {p: n for p, n in hits.items() if n > 1}
-    assert not [p for p in hits if p.rsplit("/", 1)[-1] in (".zgroup", ".zattrs", ".zarray", ".zmetadata")], hits
+    assert not [
+        p for p in hits if p.rsplit("/", 1)[-1] in (".zgroup", ".zattrs", ".zarray", ".zmetadata")
+    ], hits

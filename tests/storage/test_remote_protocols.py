@@ -57,9 +57,18 @@ def test_s3_container_and_dataset(s3_bucket: dict) -> None:
 def test_s3_write_then_read(s3_bucket: dict) -> None:
     root = napari_n5zarr.open("s3://n5-data/new.n5", mode="w", storage_options=s3_bucket)
     data = np.arange(60, dtype="int16").reshape(10, 6)
-    arr = napari_n5zarr.create_dataset(root, "d", shape=data.shape, dtype=data.dtype, chunks=(4, 4), compression={"type": "zstd", "level": 1})
+    arr = napari_n5zarr.create_dataset(
+        root,
+        "d",
+        shape=data.shape,
+        dtype=data.dtype,
+        chunks=(4, 4),
+        compression={"type": "zstd", "level": 1},
+    )
     arr[...] = data
-    np.testing.assert_array_equal(napari_n5zarr.open("s3://n5-data/new.n5/d", storage_options=s3_bucket)[...], data)
+    np.testing.assert_array_equal(
+        napari_n5zarr.open("s3://n5-data/new.n5/d", storage_options=s3_bucket)[...], data
+    )
     s3fs = pytest.importorskip("s3fs")
     fs = s3fs.S3FileSystem(**s3_bucket)
     fs.invalidate_cache()
@@ -80,13 +89,22 @@ def test_s3_plane_requests_all_its_blocks_at_once(tmp_path: Path, counting_http)
     pytest.importorskip("s3fs")
     from napari_n5zarr.read import levels as lv
 
-    data = np.random.default_rng(3).integers(1, 60000, size=(40, 24, 12), dtype=np.uint16)  # N5 order
+    data = np.random.default_rng(3).integers(
+        1, 60000, size=(40, 24, 12), dtype=np.uint16
+    )  # N5 order
     root = napari_n5zarr.open(tmp_path / "bkt" / "a.n5", mode="a")
     napari_n5zarr.create_dataset(root, "d", shape=data.shape, dtype="uint16", chunks=(8, 8, 4),
                                  compression={"type": "gzip", "level": -1})[...] = data  # fmt: skip
     url, state = counting_http(tmp_path, latency=0.2)
-    opts = {"endpoint_url": url, "key": "k", "secret": "s", "client_kwargs": {"region_name": "us-east-1"}}
-    level = lv.dask_level(napari_n5zarr.open("s3://bkt/a.n5/d", storage_options=opts), report=pytest.fail)
+    opts = {
+        "endpoint_url": url,
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"region_name": "us-east-1"},
+    }
+    level = lv.dask_level(
+        napari_n5zarr.open("s3://bkt/a.n5/d", storage_options=opts), report=pytest.fail
+    )
     state["peak"] = 0
     state["gets"].clear()
     assert np.array_equal(level[5].compute(), data.T[5])

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:U
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def test_keeps_the_source_levels_exactly(calibrated_pyramid, tmp_path):
@@ -36,7 +38,10 @@ def test_keeps_the_source_levels_exactly(calibrated_pyramid, tmp_path):
     np.testing.assert_array_equal(converted["s0"][...], a.T)
     for k in range(3):
         np.testing.assert_array_equal(converted[f"s{k}"][...], source[f"s{k}"][...])
-        assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {"type": "zstd", "level": 3}
+        assert json.loads((dest / f"s{k}/attributes.json").read_text())["compression"] == {
+            "type": "zstd",
+            "level": 3,
+        }
     assert json.loads((dest / "attributes.json").read_text())["resolution"] == [1.0, 1.0, 3.0]
 
 
@@ -44,7 +49,9 @@ def test_levels_chunks_and_progress(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     dest = tmp_path / "out.n5"
     seen: list[tuple[str, int, int]] = []
-    convert(src, dest, levels=2, chunks=(4, 16, 16), n5_only=True, progress=lambda *p: seen.append(p))
+    convert(
+        src, dest, levels=2, chunks=(4, 16, 16), n5_only=True, progress=lambda *p: seen.append(p)
+    )
     assert sorted(p.name for p in dest.iterdir() if p.is_dir()) == ["s0", "s1"]
     assert json.loads((dest / "s0/attributes.json").read_text())["blockSize"] == [16, 16, 4]
     assert not list(dest.rglob("zarr.json"))
@@ -60,11 +67,19 @@ def test_several_images_and_skipped_nodes(tmp_path):
     export(a, root, path="a", levels=1)
     export(b, root, path="b/c", levels=1)
     (root / "broken").mkdir()
-    bad = {"dimensions": [4], "blockSize": [2], "dataType": "uint8", "compression": {"type": "snappy"}}
+    bad = {
+        "dimensions": [4],
+        "blockSize": [2],
+        "dataType": "uint8",
+        "compression": {"type": "snappy"},
+    }
     (root / "broken" / "attributes.json").write_text(json.dumps(bad))
     dest = tmp_path / "out.n5"
     report = convert(root, dest)
-    assert [(i.name, i.target) for i in report.images] == [("a", f"{dest}/a"), ("b/c", f"{dest}/b_c")]
+    assert [(i.name, i.target) for i in report.images] == [
+        ("a", f"{dest}/a"),
+        ("b/c", f"{dest}/b_c"),
+    ]
     [skipped] = report.skipped
     assert skipped.startswith("broken: ")
     assert "snappy" in skipped
@@ -77,7 +92,9 @@ def test_nothing_to_convert_lists_what_was_skipped(tmp_path):
     (root / "broken").mkdir(parents=True)
     (root / "attributes.json").write_text('{"n5": "4.0.0"}')
     (root / "broken" / "attributes.json").write_text("not JSON")
-    with pytest.raises(NothingToConvertError, match="no image or labels arrays to convert") as caught:
+    with pytest.raises(
+        NothingToConvertError, match="no image or labels arrays to convert"
+    ) as caught:
         convert(root, tmp_path / "out.n5")
     assert [s.split(":")[0] for s in caught.value.skipped] == ["broken"]
     assert not (tmp_path / "out.n5").exists()
@@ -95,7 +112,9 @@ def test_refuses_overlap_and_an_existing_destination(calibrated_pyramid, tmp_pat
         convert(src, other)
     assert snapshot(src) == before
     convert(src, other, overwrite=True, levels=1)
-    np.testing.assert_array_equal(napari_n5zarr.open(other / "s0")[...], napari_n5zarr.open(src / "s0")[...])
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(other / "s0")[...], napari_n5zarr.open(src / "s0")[...]
+    )
 
 
 def test_scheduler_name_is_passed_to_dask(calibrated_pyramid, tmp_path):

@@ -45,7 +45,9 @@ def test_like_a_path_overlays_the_image_and_writes_no_block(image: Path, tmp_pat
     assert list(seg.units) == list(em.units)
     assert editable_reason(tmp_path / "seg.n5") is None
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "seg.n5/s0")[...], 0)
-    ome = json.loads((tmp_path / "seg.n5/zarr.json").read_text())["attributes"]["ome"]  # OME-NGFF labels, as export
+    ome = json.loads((tmp_path / "seg.n5/zarr.json").read_text())["attributes"][
+        "ome"
+    ]  # OME-NGFF labels, as export
     assert ome["version"] == "0.5"
     assert "image-label" in ome
 
@@ -57,7 +59,9 @@ def test_painted_blocks_are_the_only_blocks(image: Path, tmp_path: Path) -> None
     napari_n5zarr.save_edits(level)
     blocks = [f for f in _files(tmp_path / "seg.n5") if not f.endswith(".json")]
     assert "s0/0/0/0" in blocks
-    assert all(b.split("/")[1:] == ["0", "0", "0"] for b in blocks)  # the one block, at each level it reaches
+    assert all(
+        b.split("/")[1:] == ["0", "0", "0"] for b in blocks
+    )  # the one block, at each level it reaches
     back = napari_n5zarr.open(tmp_path / "seg.n5/s0")[...].T
     expected = np.zeros((20, 48, 64), "uint16")
     expected[3, 5:9, 5:9] = 7
@@ -65,18 +69,26 @@ def test_painted_blocks_are_the_only_blocks(image: Path, tmp_path: Path) -> None
 
 
 def test_a_terabyte_of_labels_is_metadata(tmp_path: Path) -> None:
-    out = Path(napari_n5zarr.create_labels(tmp_path / "big.n5", shape=(8192, 4096, 4096), dtype="uint64", chunks=64))
+    out = Path(
+        napari_n5zarr.create_labels(
+            tmp_path / "big.n5", shape=(8192, 4096, 4096), dtype="uint64", chunks=64
+        )
+    )
     assert all(f.endswith(".json") for f in _files(out))
     s0 = napari_n5zarr.open(out / "s0")
     assert s0.shape == (4096, 4096, 8192)  # N5 order
     assert s0.dtype == np.uint64
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [f"s{i}" for i in range(8)]  # to one block
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        f"s{i}" for i in range(8)
+    ]  # to one block
     assert s0[1000:1002, 7, 5000].tolist() == [0, 0]
 
 
 def test_like_a_layer(tmp_path: Path) -> None:
     layers = pytest.importorskip("napari.layers")
-    layer = layers.Image(np.zeros((6, 30, 40), "float32"), scale=(3.0, 1.5, 1.5), translate=(9.0, 0.0, 4.5))
+    layer = layers.Image(
+        np.zeros((6, 30, 40), "float32"), scale=(3.0, 1.5, 1.5), translate=(9.0, 0.0, 4.5)
+    )
     napari_n5zarr.create_labels(tmp_path / "l.n5", like=layer, chunks=8)
     ms = _only(tmp_path / "l.n5").multiscale
     assert tuple(ms.shapes[0][::-1]) == (6, 30, 40)

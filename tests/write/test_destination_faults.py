@@ -39,7 +39,11 @@ def data(value: int = 0) -> np.ndarray:
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 # -- 1. a lock file that is not ours is refused, never written -----------------------------
@@ -179,7 +183,9 @@ def test_recovery_leaves_a_live_exports_staging_folder_alone(tmp_path):
     dest = tmp_path / "d.n5"
     export(data(), dest, **OPTS)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLD_STAGING, str(dest)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_STAGING, str(dest)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         staging = Path(proc.stdout.readline().strip())
         assert staging.is_dir()
@@ -295,4 +301,3 @@ def test_an_empty_zip_file_is_written(tmp_path):
     target.touch()
     export(data(), target, **OPTS)
     np.testing.assert_array_equal(np.asarray(napari_n5zarr.open(target)["s0"][...]).T, data())
-

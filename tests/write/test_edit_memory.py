@@ -29,7 +29,9 @@ def test_saved_blocks_leave_memory_and_readers_see_them(tmp_path: Path) -> None:
     expected = labels[5].copy()
     expected[0:40, 0:40] = 9
     np.testing.assert_array_equal(level[5], expected)  # the layer, read afresh from disk
-    np.testing.assert_array_equal(np.asarray(base[5]), expected)  # the reader's level: no stale cache
+    np.testing.assert_array_equal(
+        np.asarray(base[5]), expected
+    )  # the reader's level: no stale cache
     level[5, 0:2, 0:2] = 4  # editing goes on after a save, against the saved values
     assert level.unsaved_blocks == 1
     napari_n5zarr.save_edits(level)

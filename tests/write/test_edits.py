@@ -33,7 +33,9 @@ def labels(shape=SHAPE, dtype="uint64") -> np.ndarray:
     """Blobby labels (mode downsampling has real votes to count)."""
     rng = np.random.default_rng(7)
     coarse = rng.integers(0, 6, size=tuple(-(-n // 3) for n in shape)).astype(dtype)
-    return np.kron(coarse, np.ones((3,) * len(shape), dtype=dtype))[tuple(slice(0, n) for n in shape)]
+    return np.kron(coarse, np.ones((3,) * len(shape), dtype=dtype))[
+        tuple(slice(0, n) for n in shape)
+    ]
 
 
 def make(tmp_path: Path, data: np.ndarray, name="a.n5", **kw) -> Path:
@@ -44,7 +46,9 @@ def make(tmp_path: Path, data: np.ndarray, name="a.n5", **kw) -> Path:
 
 def levels_of(dest: Path) -> list[np.ndarray]:
     """Every level, napari order, read by zarr-python through the Zarr v3 side."""
-    names = sorted((p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:]))
+    names = sorted(
+        (p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:])
+    )
     return [np.asarray(napari_n5zarr.open(dest / n)[...]).T for n in names]
 
 
@@ -67,7 +71,9 @@ def check_against_export(tmp_path: Path, dest: Path, edited: np.ndarray, **kw) -
 
 def edit(data: np.ndarray, offset, shape, value) -> tuple[np.ndarray, np.ndarray]:
     patch = np.full(shape, value, dtype=data.dtype)
-    patch[::2] = data[tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))][::2]  # partly unchanged
+    patch[::2] = data[tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))][
+        ::2
+    ]  # partly unchanged
     edited = data.copy()
     edited[tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))] = patch
     return patch, edited
@@ -110,7 +116,9 @@ def test_new_blocks_where_none_were_follow_the_edge_convention(tmp_path):
     data = np.zeros(SHAPE, dtype="uint32")
     data[0, 0, 0] = 1  # the rest: missing blocks
     for boundary in ("truncate", "pad"):
-        dest = make(tmp_path, data, name=f"{boundary}.n5", boundary=boundary, write_empty_blocks=True)
+        dest = make(
+            tmp_path, data, name=f"{boundary}.n5", boundary=boundary, write_empty_blocks=True
+        )
         for p in (dest / "s0" / "6" / "4").iterdir():  # x block 6 (the edge) of y 4, z 0..2
             p.unlink()
         edges = dest / "s0" / "6" / "4" / "2"
@@ -141,13 +149,22 @@ def test_a_padded_dataset_written_by_tensorstore(tmp_path):
                          "compression": {"type": "gzip"}}, "create": True}  # fmt: skip
     ts.open(spec).result().write(data.T).result()
     block = tmp_path / "ts.n5" / "6" / "4" / "2"
-    assert tuple(np.frombuffer(block.read_bytes()[4:16], dtype=">u4")) == (8, 8, 8)  # tensorstore pads
+    assert tuple(np.frombuffer(block.read_bytes()[4:16], dtype=">u4")) == (
+        8,
+        8,
+        8,
+    )  # tensorstore pads
     patch, edited = edit(data, (15, 30, 41), (6, 7, 9), 9)
     result = write_region(tmp_path / "ts.n5", patch, (15, 30, 41))
     assert result.blocks == [result.total_blocks]
     assert result.total_blocks > 0
     assert tuple(np.frombuffer(block.read_bytes()[4:16], dtype=">u4")) == (8, 8, 8)
-    read = ts.open({k: v for k, v in spec.items() if k not in ("create", "metadata")}).result().read().result()
+    read = (
+        ts.open({k: v for k, v in spec.items() if k not in ("create", "metadata")})
+        .result()
+        .read()
+        .result()
+    )
     np.testing.assert_array_equal(np.asarray(read).T, edited)
 
 
@@ -159,13 +176,21 @@ def test_tensorstore_reads_our_pyramid_after_a_save(tmp_path):
     write_region(dest, patch, (4, 4, 4))
     want = levels_of(make(tmp_path, edited, name="ref.n5"))
     for n, level in enumerate(want):
-        got = ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / f"s{n}")}}).result().read().result()
+        got = (
+            ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / f"s{n}")}})
+            .result()
+            .read()
+            .result()
+        )
         np.testing.assert_array_equal(np.asarray(got).T, level)
 
 
 def test_refused_while_another_saver_holds_the_lock(tmp_path):
     dest = make(tmp_path, labels())
-    with DestinationLock(dest.resolve(), "someone"), pytest.raises(DestinationBusyError, match=f"pid {os.getpid()}"):
+    with (
+        DestinationLock(dest.resolve(), "someone"),
+        pytest.raises(DestinationBusyError, match=f"pid {os.getpid()}"),
+    ):
         write_region(dest, np.ones((2, 2, 2), dtype="uint64"), (0, 0, 0))
 
 
@@ -187,16 +212,28 @@ CRASH_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("point", ["journal", "staged:0", "staged:5", "committing", "replaced:0", "replaced:4"])
-def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishes(tmp_path, point, capsys):
+@pytest.mark.parametrize(
+    "point", ["journal", "staged:0", "staged:5", "committing", "replaced:0", "replaced:4"]
+)
+def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishes(
+    tmp_path, point, capsys
+):
     data = labels()
     dest = make(tmp_path, data)
     patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
     np.save(tmp_path / "patch.npy", patch)
     old_levels = levels_of(dest)
     new_levels = levels_of(make(tmp_path, edited, name="ref.n5"))
-    env = {**os.environ, save_journal.CRASH_ENV: point, "PYTHONPATH": str(Path(edits.__file__).parents[2])}
-    proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
+    env = {
+        **os.environ,
+        save_journal.CRASH_ENV: point,
+        "PYTHONPATH": str(Path(edits.__file__).parents[2]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")],
+        env=env,
+        check=False,
+    )
     assert proc.returncode == -9
     state = save_journal.unfinished_save(dest)
     assert state == ("staging" if point in ("journal", "staged:0", "staged:5") else "committing")
@@ -215,7 +252,11 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
     want = old_levels if state == "staging" else new_levels
     for g, w in zip(levels_of(dest), want, strict=True):
         np.testing.assert_array_equal(g, w)
-    assert not [p for p in dest.rglob("*") if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name == save_journal.JOURNAL]
+    assert not [
+        p
+        for p in dest.rglob("*")
+        if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name == save_journal.JOURNAL
+    ]
 
 
 def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
@@ -225,8 +266,16 @@ def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
     dest = make(tmp_path, data)
     patch, edited = edit(data, (3, 30, 40), (9, 7, 10), 77)
     np.save(tmp_path / "patch.npy", patch)
-    env = {**os.environ, save_journal.CRASH_ENV: "replaced:1", "PYTHONPATH": str(Path(edits.__file__).parents[2])}
-    subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
+    env = {
+        **os.environ,
+        save_journal.CRASH_ENV: "replaced:1",
+        "PYTHONPATH": str(Path(edits.__file__).parents[2]),
+    }
+    subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")],
+        env=env,
+        check=False,
+    )
     assert save_journal.unfinished_save(dest) == "committing"
     level = open_editable(dest)
     assert save_journal.unfinished_save(dest) is None
@@ -240,11 +289,20 @@ def test_a_tensorstore_reader_looping_during_saves_sees_old_or_new_blocks(tmp_pa
     a = labels()
     b = (a + 1) % 6
     dest = make(tmp_path, a)
-    blocks = [(z, y, x) for z in range(0, SHAPE[0], BLOCK) for y in range(0, SHAPE[1], BLOCK) for x in range(0, SHAPE[2], BLOCK)]
+    blocks = [
+        (z, y, x)
+        for z in range(0, SHAPE[0], BLOCK)
+        for y in range(0, SHAPE[1], BLOCK)
+        for x in range(0, SHAPE[2], BLOCK)
+    ]
     stop, bad, reads = threading.Event(), [], [0]
 
     def reader() -> None:
-        spec = {"driver": "n5", "kvstore": {"driver": "file", "path": str(dest / "s0")}, "recheck_cached_data": False}
+        spec = {
+            "driver": "n5",
+            "kvstore": {"driver": "file", "path": str(dest / "s0")},
+            "recheck_cached_data": False,
+        }
         while not stop.is_set():
             got = np.asarray(ts.open(spec).result().read().result()).T
             reads[0] += 1
@@ -271,7 +329,9 @@ def test_a_pyramid_the_reader_knows_by_its_multiscales_metadata_is_edited_whole(
     every level recomputed, the metadata left alone."""
     data = labels()
     dest = make(tmp_path, data)
-    names = sorted((p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:]))
+    names = sorted(
+        (p.name for p in dest.iterdir() if p.name.startswith("s")), key=lambda n: int(n[1:])
+    )
     for name in names:
         (dest / name).rename(dest / f"level{name[1:]}")
     attrs = json.loads((dest / "attributes.json").read_text())
@@ -301,11 +361,17 @@ def test_the_editable_layer_takes_its_levels_from_the_readers_arrays(tmp_path, m
     (ms,) = find_multiscales(node).multiscales
     arrays = level_arrays(node, ms)
     with monkeypatch.context() as patched:
-        patched.setattr(label_pyramid, "find_multiscales", lambda *a, **k: pytest.fail("the pyramid was walked again"))
+        patched.setattr(
+            label_pyramid,
+            "find_multiscales",
+            lambda *a, **k: pytest.fail("the pyramid was walked again"),
+        )
         found, reason = editable.pyramid_root(str(dest), ms.paths, arrays)
         assert reason is None
         assert found is not None
-        layer = editable.open_editable(found[0], levels=found[1])  # its journal check: no walk either
+        layer = editable.open_editable(
+            found[0], levels=found[1]
+        )  # its journal check: no walk either
     assert found[0] == dest.resolve()
     assert [level.key for level in found[1]] == list(ms.paths)
     assert {level.source.token for level in found[1]} == {store_token(node[0].store)}

@@ -101,7 +101,9 @@ def read_levels(dest):
         ("uint16", 60000, "nearest"),
     ],
 )
-def test_every_level_from_the_stored_blocks_is_the_numpy_pyramid(tmp_path, monkeypatch, dtype, high, method, boundary):
+def test_every_level_from_the_stored_blocks_is_the_numpy_pyramid(
+    tmp_path, monkeypatch, dtype, high, method, boundary
+):
     """Regions of several blocks computing a level inside them (depth 1) and the coarse
     levels in memory, both fed from the stored block values."""
     monkeypatch.setattr(levels, "REGION_BYTES", 64 << 10)
@@ -127,7 +129,14 @@ def test_every_level_from_the_stored_blocks_is_the_numpy_pyramid(tmp_path, monke
     data = rng.integers(low, high, shape).astype(dtype)
     if dtype == "float32":
         data = data / np.float32(7)
-    export(np.asfortranarray(data), tmp_path / "o.n5", chunks=chunks, compression="zstd", downsample=method, boundary=boundary)
+    export(
+        np.asfortranarray(data),
+        tmp_path / "o.n5",
+        chunks=chunks,
+        compression="zstd",
+        downsample=method,
+        boundary=boundary,
+    )
     expected = pyramid.numpy_pyramid(data, plan(shape, chunks, spatial_axes(3)), method)
     got = read_levels(tmp_path / "o.n5")
     assert len(got) == len(expected) >= 4

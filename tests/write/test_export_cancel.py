@@ -85,7 +85,9 @@ def test_cancel_starts_no_block_and_writes_none_after(tmp_path, threads, writes)
 
     source = da.ones((64, 64, 64), dtype="uint8", chunks=8).map_blocks(slow, dtype="uint8")
     with pytest.raises(ExportCancelled):
-        export(source, tmp_path / "x.n5", chunks=8, compression="raw", progress=progress, cancel=cancel)
+        export(
+            source, tmp_path / "x.n5", chunks=8, compression="raw", progress=progress, cancel=cancel
+        )
     assert counter.before["write s0"] >= 20
     # Blocks already running when cancel came may finish computing; none starts later.
     assert counter.after.get("start", 0) <= threads
@@ -112,7 +114,9 @@ def test_cancel_does_not_wait_for_a_block_still_computing(tmp_path, threads, wri
                 settled.set()
         return block
 
-    source = da.ones((64, 64, 64), dtype="uint8", chunks=8).map_blocks(hangs_after_ten, dtype="uint8")
+    source = da.ones((64, 64, 64), dtype="uint8", chunks=8).map_blocks(
+        hangs_after_ten, dtype="uint8"
+    )
     with pytest.raises(ExportCancelled):
         export(source, tmp_path / "x.n5", chunks=8, compression="raw", cancel=cancel)
     assert running
@@ -204,11 +208,19 @@ def test_cancel_during_the_in_memory_pyramid(tmp_path, writes, monkeypatch, accu
 
     monkeypatch.setattr(pyramid, "downsample_block", slow_downsample)
     with pytest.raises(ExportCancelled):
-        export(np.ones((32, 32, 32), "uint8"), tmp_path / "x.n5", chunks=8, compression="raw", cancel=cancel)
+        export(
+            np.ones((32, 32, 32), "uint8"),
+            tmp_path / "x.n5",
+            chunks=8,
+            compression="raw",
+            cancel=cancel,
+        )
     assert not ended  # returned while level 1 was still being computed
     release.set()
     if accum_bytes:  # level 1 is computed from each level-0 region once it is written
-        assert 1 <= counter.before["write s0"] < 64  # stopped inside level 0 (regions in flight finish)
+        assert (
+            1 <= counter.before["write s0"] < 64
+        )  # stopped inside level 0 (regions in flight finish)
     else:
         assert counter.before["write s0"] == 64
     assert counter.after.get("write s0", 0) == 0
@@ -233,7 +245,9 @@ def test_uncancelled_export_is_unchanged(tmp_path, threads):
 
 
 @pytest.mark.napari
-def test_widget_cancel_does_not_wait_for_a_block_still_computing(make_napari_viewer, qtbot, tmp_path):
+def test_widget_cancel_does_not_wait_for_a_block_still_computing(
+    make_napari_viewer, qtbot, tmp_path
+):
     """Cancel in the dock widget: the export ends ('cancelled', no folder left) while a
     block of the layer is still being computed."""
     viewer = make_napari_viewer()
@@ -244,11 +258,15 @@ def test_widget_cancel_does_not_wait_for_a_block_still_computing(make_napari_vie
     def hangs_in_the_export(block):
         if exporting.is_set() and threading.current_thread() is not threading.main_thread():
             running.append(1)
-            release.wait(2 * HANG_GUARD)  # outlasts the waits below; napari's own reads (main thread) are not held
+            release.wait(
+                2 * HANG_GUARD
+            )  # outlasts the waits below; napari's own reads (main thread) are not held
             finished.append(1)
         return block + 1
 
-    data = da.zeros((32, 64, 64), dtype="uint16", chunks=16).map_blocks(hangs_in_the_export, dtype="uint16")
+    data = da.zeros((32, 64, 64), dtype="uint16", chunks=16).map_blocks(
+        hangs_in_the_export, dtype="uint16"
+    )
     viewer.add_image(data, name="slow")
     w.destination.value = tmp_path / "slow.n5"
     w.block_size.value = 16

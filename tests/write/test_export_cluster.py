@@ -23,7 +23,11 @@ def client():
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": 0}),
         distributed.LocalCluster(
-            processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None, host="127.0.0.1"
+            processes=True,
+            n_workers=2,
+            threads_per_worker=1,
+            dashboard_address=None,
+            host="127.0.0.1",
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
@@ -33,7 +37,13 @@ def client():
 def idle(client) -> None:
     """Until every worker is back and runs nothing (a task the export gave up on included)."""
     client.wait_for_workers(2, timeout=60)
-    while any(client.run(lambda dask_worker: len(dask_worker.state.executing) + len(dask_worker.state.long_running)).values()):
+    while any(
+        client.run(
+            lambda dask_worker: (
+                len(dask_worker.state.executing) + len(dask_worker.state.long_running)
+            )
+        ).values()
+    ):
         time.sleep(0.05)
 
 
@@ -53,8 +63,13 @@ def failing(a: np.ndarray, how: str) -> da.Array:
     return da.from_array(a, chunks=8).map_blocks(work, dtype=a.dtype)
 
 
-@pytest.mark.parametrize(("how", "error", "cause"), [("exit", ClusterError, "allowed-failures"), ("raise", RuntimeError, "on purpose")])
-def test_a_failure_on_the_cluster_leaves_nothing_and_a_rerun_works(client, tmp_path, how, error, cause):
+@pytest.mark.parametrize(
+    ("how", "error", "cause"),
+    [("exit", ClusterError, "allowed-failures"), ("raise", RuntimeError, "on purpose")],
+)
+def test_a_failure_on_the_cluster_leaves_nothing_and_a_rerun_works(
+    client, tmp_path, how, error, cause
+):
     a = (np.arange(16**3).reshape(16, 16, 16) % 251).astype("uint8")
     dest = tmp_path / "out.n5"
     with pytest.raises(error, match=cause) as info:
@@ -70,11 +85,19 @@ def test_a_failure_on_the_cluster_leaves_nothing_and_a_rerun_works(client, tmp_p
 
 def test_no_worker_fails_after_worker_timeout(tmp_path):
     with (
-        distributed.LocalCluster(processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1") as cluster,
+        distributed.LocalCluster(
+            processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1"
+        ) as cluster,
         distributed.Client(cluster) as c,
         pytest.raises(ClusterError, match=r"no worker for 0\.5 s"),
     ):
-        export(da.ones((8, 8), "uint8", chunks=4), tmp_path / "out.n5", chunks=4, scheduler=c, worker_timeout=0.5)
+        export(
+            da.ones((8, 8), "uint8", chunks=4),
+            tmp_path / "out.n5",
+            chunks=4,
+            scheduler=c,
+            worker_timeout=0.5,
+        )
     assert not (tmp_path / "out.n5").exists()
 
 
@@ -87,7 +110,9 @@ def test_a_layer_opened_by_the_reader_exports_on_the_cluster(client, tmp_path):
     a = (np.arange(9 * 20 * 30).reshape(9, 20, 30) % 251).astype("uint16")
     export(a, tmp_path / "in.n5", chunks=8, scale=(3.0, 1.0, 1.0))
     notes: list[tuple[str, str]] = []
-    (data, _meta, kind), *_ = read_path(tmp_path / "in.n5", lambda level, message: notes.append((level, message)))
+    (data, _meta, kind), *_ = read_path(
+        tmp_path / "in.n5", lambda level, message: notes.append((level, message))
+    )
     assert kind == "image"
     assert isinstance(data, list)
     assert not notes

@@ -84,7 +84,10 @@ def test_dtypes_boundaries_and_dask_agree(tmp_path, boundary, dtype):
         a = a / 3
     a[:16, :16, :32] = 0  # an empty block: skipped in every run
     out = {}
-    for name, source in {"numpy": np.asfortranarray(a), "dask": da.from_array(a, chunks=(11, 20, 35))}.items():
+    for name, source in {
+        "numpy": np.asfortranarray(a),
+        "dask": da.from_array(a, chunks=(11, 20, 35)),
+    }.items():
         dest = tmp_path / f"{name}.n5"
         export(source, dest, chunks=(16, 16, 32), compression="zstd", boundary=boundary)
         out[name] = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
@@ -99,7 +102,9 @@ def test_odd_blocks_take_the_whole_level_path(tmp_path):
     a = smooth((40, 47, 61))
     assert not coarse.blockwise((40, 47, 61), (5, 7, 9), (2, 2, 2))
     export(np.asfortranarray(a), tmp_path / "o.n5", chunks=(5, 7, 9), compression="raw")
-    for got, exp in zip(read_levels(tmp_path / "o.n5"), reference_levels(a, (5, 7, 9)), strict=True):
+    for got, exp in zip(
+        read_levels(tmp_path / "o.n5"), reference_levels(a, (5, 7, 9)), strict=True
+    ):
         np.testing.assert_array_equal(got, exp)
 
 
@@ -153,12 +158,18 @@ def test_coarse_levels_fill_in_any_order():
     ref.append(reference_mean(ref[1], (2, 2, 2)))
     targets = [Target(f"s{k}", r.shape, (4, 6, 8)) for k, r in enumerate(ref)]
     jobs = []
-    levels_ = coarse.CoarseLevels(targets, [(2, 2, 2)] * 2, "mean", lambda fn, *args: jobs.append((fn, args)))
+    levels_ = coarse.CoarseLevels(
+        targets, [(2, 2, 2)] * 2, "mean", lambda fn, *args: jobs.append((fn, args))
+    )
     rng = np.random.default_rng(3)
-    pieces = [(z, y, x) for z in range(0, 20, 5) for y in range(0, 26, 13) for x in range(0, 34, 17)]
+    pieces = [
+        (z, y, x) for z in range(0, 20, 5) for y in range(0, 26, 13) for x in range(0, 34, 17)
+    ]
     for i in rng.permutation(len(pieces)):
         start = pieces[i]
-        levels_.add(start, a[start[0] : start[0] + 5, start[1] : start[1] + 13, start[2] : start[2] + 17])
+        levels_.add(
+            start, a[start[0] : start[0] + 5, start[1] : start[1] + 13, start[2] : start[2] + 17]
+        )
         while jobs:  # run handed-out blocks in a shuffled order too
             fn, args = jobs.pop(int(rng.integers(len(jobs))))
             fn(*args)
@@ -167,15 +178,25 @@ def test_coarse_levels_fill_in_any_order():
         assert sum(1 for p, _ in written if p == t.prefix) == t.nblocks
         for (prefix, index), value in written.items():
             if prefix == t.prefix:
-                region = tuple(slice(i * b, i * b + n) for i, b, n in zip(index, t.block, value.shape, strict=True))
+                region = tuple(
+                    slice(i * b, i * b + n)
+                    for i, b, n in zip(index, t.block, value.shape, strict=True)
+                )
                 np.testing.assert_array_equal(value, r[region])
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", ">u2", "int32", "float32", "float64"])
 @pytest.mark.parametrize("shape", [(64, 64, 64), (40, 64, 33), (3, 256, 256), (1000,), (7, 9, 5)])
 def test_stored_values_is_the_transposed_big_endian_copy(dtype, shape):
-    base = np.arange(int(np.prod(shape)) * 3, dtype=np.int64).reshape((*shape[:-1], shape[-1] * 3)) % 251
-    for arr in (base[..., ::3], np.asfortranarray(base[..., : shape[-1]]), base[..., : shape[-1]].T.copy().T):
+    base = (
+        np.arange(int(np.prod(shape)) * 3, dtype=np.int64).reshape((*shape[:-1], shape[-1] * 3))
+        % 251
+    )
+    for arr in (
+        base[..., ::3],
+        np.asfortranarray(base[..., : shape[-1]]),
+        base[..., : shape[-1]].T.copy().T,
+    ):
         arr = arr.astype(dtype)
         n5_order = arr.T  # a block in N5 order, as export hands it over
         got = stored_values(n5_order)

@@ -30,7 +30,12 @@ def test_levels_blocks_and_factors_of_a_3d_volume():
     p = plan_of(scale=(2, 1, 1), units="nm", compression="zstd:5")
     assert p.steps == ((1, 2, 2), (2, 2, 2), (2, 2, 2))  # z (2x coarser) waits for y, x
     assert [lv.name for lv in p.levels] == ["s0", "s1", "s2", "s3"]
-    assert [lv.shape for lv in p.levels] == [(100, 200, 300), (100, 100, 150), (50, 50, 75), (25, 25, 38)]
+    assert [lv.shape for lv in p.levels] == [
+        (100, 200, 300),
+        (100, 100, 150),
+        (50, 50, 75),
+        (25, 25, 38),
+    ]
     assert [lv.block for lv in p.levels] == [(64, 64, 64), (64, 64, 64), (50, 50, 64), (25, 25, 38)]
     assert [lv.factors for lv in p.levels] == [(1, 1, 1), (1, 2, 2), (2, 4, 4), (4, 8, 8)]
     assert p.nblocks == 2 * 4 * 5 + 2 * 2 * 3 + 2 + 1
@@ -50,7 +55,10 @@ def test_metadata_documents_per_level_in_n5_order():
     assert doc["shape"] == [150, 100, 100]
     assert doc["chunk_grid"]["configuration"]["chunk_shape"] == [64, 64, 64]
     assert doc["codecs"][0]["name"] == "n5_default"
-    assert doc["codecs"][0]["configuration"]["codecs"][-1] == {"name": "zstd", "configuration": {"level": 5, "checksum": False}}
+    assert doc["codecs"][0]["configuration"]["codecs"][-1] == {
+        "name": "zstd",
+        "configuration": {"level": 5, "checksum": False},
+    }
     assert doc["attributes"]["downsamplingFactors"] == [2, 2, 1]
     assert doc["attributes"]["resolution"] == [2.0, 2.0, 2.0]
     group = p.group_document
@@ -61,7 +69,10 @@ def test_metadata_documents_per_level_in_n5_order():
 
 def test_labels_path_and_given_levels():
     p = make_plan(
-        [ShapeOnly((64, 64), "uint8"), ShapeOnly((32, 32), "uint8")], given_levels=True, labels=True, path="a/b"
+        [ShapeOnly((64, 64), "uint8"), ShapeOnly((32, 32), "uint8")],
+        given_levels=True,
+        labels=True,
+        path="a/b",
     )
     assert p.given_levels
     assert p.steps == ()
@@ -104,7 +115,11 @@ def test_bad_arguments_are_named(kwargs, error, match):
 
 @pytest.mark.parametrize(
     ("shape", "dtype", "match"),
-    [((0, 5), "uint8", "empty array"), ((), "uint8", "empty array"), ((4, 4), "complex64", "N5 cannot store complex64")],
+    [
+        ((0, 5), "uint8", "empty array"),
+        ((), "uint8", "empty array"),
+        ((4, 4), "complex64", "N5 cannot store complex64"),
+    ],
 )
 def test_bad_data_is_named(shape, dtype, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -127,4 +142,7 @@ def test_regions_hold_whole_blocks_of_every_level_they_compute():
     assert region == (64 * factor,) * 3
     for k in range(depth + 1):  # a region is a whole number of blocks of each level it writes
         f = 2 ** (depth - k)
-        assert all((r // 2**k) % b == 0 and r // 2**k == b * f for r, b in zip(region, p.levels[k].block, strict=True))
+        assert all(
+            (r // 2**k) % b == 0 and r // 2**k == b * f
+            for r, b in zip(region, p.levels[k].block, strict=True)
+        )

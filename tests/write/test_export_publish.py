@@ -96,7 +96,10 @@ def test_destination_refuses_an_existing_node_and_deletes_nothing(tmp_path):
     dest = tmp_path / "out.n5"
     export(np.ones((8, 8), "uint8"), dest, chunks=4)
     before = files(dest)
-    with pytest.raises(FileExistsError, match="already exists"), Destination(dest, "", overwrite=False, storage_options=None) as d:
+    with (
+        pytest.raises(FileExistsError, match="already exists"),
+        Destination(dest, "", overwrite=False, storage_options=None) as d,
+    ):
         d.open()
     assert files(dest) == before
 

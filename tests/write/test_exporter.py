@@ -31,7 +31,9 @@ from napari_n5zarr.write.export.exporter import (
 )
 from napari_n5zarr.write.pyramid import plan
 
-pytestmark = pytest.mark.filterwarnings("ignore:Object at .* is not recognized:UserWarning")  # plain zarr listing a dual group
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Object at .* is not recognized:UserWarning"
+)  # plain zarr listing a dual group
 
 SHAPE = (13, 37, 50)  # napari order z, y, x: odd extents, edge blocks everywhere
 BLOCK = 16
@@ -80,7 +82,9 @@ def read_with_zarr_subprocess(paths: list[Path], out: Path) -> list[np.ndarray]:
         np.savez({str(out)!r}, *arrays)
         """
     )
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=60
+    )
     with np.load(out) as npz:
         return [npz[f"arr_{i}"] for i in range(len(paths))]
 
@@ -88,7 +92,12 @@ def read_with_zarr_subprocess(paths: list[Path], out: Path) -> list[np.ndarray]:
 def tensorstore_read(path: Path) -> np.ndarray:
     import tensorstore as ts
 
-    return ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}, read=True).result().read().result()
+    return (
+        ts.open({"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}, read=True)
+        .result()
+        .read()
+        .result()
+    )
 
 
 def attrs(path: Path) -> dict:
@@ -124,7 +133,11 @@ def test_levels_read_exactly_by_independent_readers(tmp_path, compression):
     for name, exp in zip(names, expected, strict=True):
         np.testing.assert_array_equal(root[name][...], exp.T)
     # zarr-python alone (Zarr v3 side)
-    for got, exp in zip(read_with_zarr_subprocess([dest / n for n in names], tmp_path / "z.npz"), expected, strict=True):
+    for got, exp in zip(
+        read_with_zarr_subprocess([dest / n for n in names], tmp_path / "z.npz"),
+        expected,
+        strict=True,
+    ):
         assert got.dtype == exp.dtype
         np.testing.assert_array_equal(got, exp.T)
     if compression in JAVA_ONLY:
@@ -189,7 +202,11 @@ def test_spatial_metadata_in_n5_order_and_round_trip(tmp_path):
     assert root["axes"] == ["x", "y", "z"]
     assert root["offset"] == [3.5, -2000.0, 100000.0]
     # anisotropic: z (4) is coarser than x (0.25) and y (0.5): only x, then x and y, halve first
-    assert [attrs(dest / f"s{k}")["downsamplingFactors"] for k in range(3)] == [[1, 1, 1], [2, 1, 1], [4, 2, 1]]
+    assert [attrs(dest / f"s{k}")["downsamplingFactors"] for k in range(3)] == [
+        [1, 1, 1],
+        [2, 1, 1],
+        [4, 2, 1],
+    ]
     assert attrs(dest / "s2")["resolution"] == [1.0, 1000.0, 4000.0]
 
     import tensorstore as ts
@@ -274,10 +291,14 @@ def test_parse_compression_refuses(bad):
 def test_dtypes(tmp_path):
     export(np.array([[True, False], [False, True]]), tmp_path / "b.n5", levels=1)
     assert attrs(tmp_path / "b.n5" / "s0")["dataType"] == "uint8"
-    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "b.n5")["s0"][...], [[1, 0], [0, 1]])
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(tmp_path / "b.n5")["s0"][...], [[1, 0], [0, 1]]
+    )
     f = (np.arange(64, dtype=">f8").reshape(8, 8) - 40) / 8  # big-endian input is fine; exact sums
     export(f, tmp_path / "f.n5", levels=2, chunks=4)
-    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "f.n5")["s1"][...], reference_mean(f.astype("f8"), (2, 2)).T)
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(tmp_path / "f.n5")["s1"][...], reference_mean(f.astype("f8"), (2, 2)).T
+    )
     with pytest.raises(TypeError, match="N5 cannot store"):
         export(np.zeros((2, 2), complex), tmp_path / "c.n5")
 
@@ -299,7 +320,15 @@ def test_plan():
 def test_boundary_blocks_on_disk(tmp_path, boundary):
     a = image((5, 9, 20), dtype="int16") - 2000  # N5 dims [20, 9, 5], blocks [8, 4, 4]
     dest = tmp_path / f"{boundary}.n5"
-    export(a, dest, chunks=(4, 4, 8), boundary=boundary, compression="raw", levels=1, write_empty_blocks=True)
+    export(
+        a,
+        dest,
+        chunks=(4, 4, 8),
+        boundary=boundary,
+        compression="raw",
+        levels=1,
+        write_empty_blocks=True,
+    )
     got = headers(dest / "s0")
     assert len(got) == 3 * 3 * 2
     if boundary == "truncate":  # clipped like n5-java
@@ -328,7 +357,9 @@ def test_empty_blocks_are_skipped(tmp_path):
 
 def test_labels_mode_downsampling_keeps_label_values(tmp_path):
     rng = np.random.default_rng(1)
-    seg = rng.choice(np.array([0, 5, 70000, 123456789], dtype="uint32"), size=(9, 31, 40), p=[0.4, 0.3, 0.2, 0.1])
+    seg = rng.choice(
+        np.array([0, 5, 70000, 123456789], dtype="uint32"), size=(9, 31, 40), p=[0.4, 0.3, 0.2, 0.1]
+    )
     seg[:4, :8, :8] = 5
     seg[0, 0, 0] = 70000  # 1 vs 7 in the first 2x2x2 window: mode 5, mean would be ~13750
     dest = tmp_path / "labels.n5"
@@ -372,7 +403,12 @@ print(data.nbytes, peak_kib * 1024)
 def test_larger_than_memory_dask_array(tmp_path):
     dest = tmp_path / "big.n5"
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(dest)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     nbytes, peak = map(int, out.stdout.split())
     seconds = time.perf_counter() - t0
@@ -380,18 +416,24 @@ def test_larger_than_memory_dask_array(tmp_path):
     assert nbytes == 2**30
     assert peak < 256 * 2**20  # a quarter of the data (1 GiB), imports included; ~170 MiB seen
     root = napari_n5zarr.open(dest)
-    assert [root[f"s{k}"].shape for k in range(5)] == [(1024 >> k, 1024 >> k, 512 >> k) for k in range(5)]
+    assert [root[f"s{k}"].shape for k in range(5)] == [
+        (1024 >> k, 1024 >> k, 512 >> k) for k in range(5)
+    ]
     zz, yy, xx = np.ogrid[100:228, 300:428, 600:728]
     region = ((xx + 3 * yy + 7 * zz) % 4093).astype(np.uint16)  # napari order
     np.testing.assert_array_equal(root["s0"][600:728, 300:428, 100:228], region.T)
-    np.testing.assert_array_equal(root["s1"][300:364, 150:214, 50:114], reference_mean(region, (2, 2, 2)).T)
+    np.testing.assert_array_equal(
+        root["s1"][300:364, 150:214, 50:114], reference_mean(region, (2, 2, 2)).T
+    )
 
 
 # -- safety ------------------------------------------------------------------------------
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def test_existing_destination_is_refused(tmp_path):
@@ -465,7 +507,9 @@ def test_killed_export_never_looks_complete(tmp_path):
     with pytest.raises(FileExistsError):
         export(np.ones((4, 4), "uint8"), dest)
     assert main(["info", str(dest)]) == 0
-    export(np.ones((4, 4), "uint8"), dest, overwrite=True, levels=1)  # an unfinished export may be replaced
+    export(
+        np.ones((4, 4), "uint8"), dest, overwrite=True, levels=1
+    )  # an unfinished export may be replaced
     assert not (dest / INCOMPLETE_MARKER).exists()
 
 
@@ -527,7 +571,12 @@ def test_env_has_no_napari_import(tmp_path):
         "import sys, numpy as np; from napari_n5zarr import export; export(np.ones((4, 4), 'uint8'), sys.argv[1]); "
         "print(any(m.split('.')[0] in ('napari', 'qtpy', 'PyQt6') for m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.n5")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "x.n5")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -557,7 +606,16 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
     (dest / "s0/1/1").write_bytes((dest / "s0/1/1").read_bytes()[:-5])
     doc = json.loads((dest / "s0/zarr.json").read_text())
     codec = N5DefaultCodec.from_dict(doc["codecs"][0])
-    blocks = N5Blocks(base_store(dest, "r"), "s0/", (64, 64), (32, 32), np.dtype("uint16"), codec, "truncate", False)
+    blocks = N5Blocks(
+        base_store(dest, "r"),
+        "s0/",
+        (64, 64),
+        (32, 32),
+        np.dtype("uint16"),
+        codec,
+        "truncate",
+        False,
+    )
     with pytest.raises(N5BlockError, match=rf"^N5 block s0/1/1 in {dest}: truncated gzip payload"):
         blocks[0:64, 0:64]
 
@@ -571,7 +629,9 @@ def test_reading_back_a_corrupt_block_names_it(tmp_path: Path) -> None:
         ((3, 50, 77), (1, 8, 8), "nearest"),  # a non-spatial leading axis
     ],
 )
-def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chunks, method, accum_bytes):
+def test_every_level_equals_the_numpy_pyramid(
+    tmp_path, monkeypatch, shape, chunks, method, accum_bytes
+):
     from napari_n5zarr.write import pyramid
     from napari_n5zarr.write.export import levels as levels
 
@@ -583,7 +643,11 @@ def test_every_level_equals_the_numpy_pyramid(tmp_path, monkeypatch, shape, chun
         out = tmp_path / f"{type(source).__name__}.n5"
         export(source, out, chunks=chunks, downsample=method, compression="zstd")
         nlevels = len([p for p in out.iterdir() if p.name.startswith("s")])
-        steps = plan(shape, [chunks] * 3 if isinstance(chunks, int) else chunks, pyramid.spatial_axes(len(shape)))
+        steps = plan(
+            shape,
+            [chunks] * 3 if isinstance(chunks, int) else chunks,
+            pyramid.spatial_axes(len(shape)),
+        )
         expected = pyramid.numpy_pyramid(data, steps, method)
         assert nlevels == len(expected) > 2
         for k, level in enumerate(expected):

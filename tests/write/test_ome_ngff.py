@@ -35,7 +35,13 @@ def volume() -> np.ndarray:
 
 def exported(tmp_path: Path, **kwargs) -> Path:
     dest = tmp_path / "cal.n5"
-    options = {"chunks": 16, "levels": 3, "scale": SCALE, "translate": TRANSLATE, "units": UNITS} | kwargs
+    options = {
+        "chunks": 16,
+        "levels": 3,
+        "scale": SCALE,
+        "translate": TRANSLATE,
+        "units": UNITS,
+    } | kwargs
     export(volume(), dest, **options)
     return dest
 
@@ -58,7 +64,9 @@ def test_export_writes_valid_ome_ngff_0_5_matching_the_reader(tmp_path):
     assert ome["version"] == "0.5"
     [ms] = ome["multiscales"]
     # Zarr order is N5 order (x, y, z); mixed units are written in the finest one, as N5 has them
-    assert ms["axes"] == [{"name": n, "type": "space", "unit": "nanometer"} for n in ("x", "y", "z")]
+    assert ms["axes"] == [
+        {"name": n, "type": "space", "unit": "nanometer"} for n in ("x", "y", "z")
+    ]
     scale0, translate0 = reader_view(dest)
     for k, dataset in enumerate(ms["datasets"]):
         assert dataset["path"] == f"s{k}"
@@ -69,7 +77,9 @@ def test_export_writes_valid_ome_ngff_0_5_matching_the_reader(tmp_path):
         # the reader's level 0 (napari order reversed), times the level's factors; the coarse
         # level's pixel centre moves by half its extra size (the N5 Viewer rule)
         assert scale["scale"] == pytest.approx(scale0[::-1] * factors)
-        assert translation["translation"] == pytest.approx(translate0[::-1] + 0.5 * (factors - 1) * scale0[::-1])
+        assert translation["translation"] == pytest.approx(
+            translate0[::-1] + 0.5 * (factors - 1) * scale0[::-1]
+        )
     assert any(f != 1 for f in doc(dest / "s2", "attributes.json")["downsamplingFactors"])
     yaozarrs.validate_zarr_store(str(dest))  # the metadata and its arrays (shapes, dimensions)
     Image.from_zarr(zarr.open_group(dest, mode="r"))
@@ -124,7 +134,13 @@ def test_axes_ome_ngff_cannot_order_get_no_ome_block(tmp_path):
     """OME-NGFF puts channels before space; the N5 (= Zarr) order puts them after: the
     dataset stays valid N5 + Zarr, without an ``ome`` block."""
     dest = tmp_path / "c.n5"
-    export(np.zeros((2, 8, 32, 32), "uint8"), dest, axis_labels=("c", "z", "y", "x"), chunks=16, levels=1)
+    export(
+        np.zeros((2, 8, 32, 32), "uint8"),
+        dest,
+        axis_labels=("c", "z", "y", "x"),
+        chunks=16,
+        levels=1,
+    )
     assert "ome" not in doc(dest, "zarr.json")["attributes"]
     assert doc(dest / "s0", "zarr.json")["dimension_names"] == ["x", "y", "z", "c"]
 
@@ -132,13 +148,34 @@ def test_axes_ome_ngff_cannot_order_get_no_ome_block(tmp_path):
 def test_add_zarr_metadata_writes_what_export_writes(tmp_path):
     for zarr_json in (True, False):
         dest = tmp_path / f"{zarr_json}.n5"
-        export(volume(), dest, path="raw", chunks=16, levels=3, scale=SCALE, translate=TRANSLATE, zarr_json=zarr_json)
-        export((volume() % 5).astype("uint8"), dest, path="seg", chunks=16, levels=2, labels=True, zarr_json=zarr_json)
+        export(
+            volume(),
+            dest,
+            path="raw",
+            chunks=16,
+            levels=3,
+            scale=SCALE,
+            translate=TRANSLATE,
+            zarr_json=zarr_json,
+        )
+        export(
+            (volume() % 5).astype("uint8"),
+            dest,
+            path="seg",
+            chunks=16,
+            levels=2,
+            labels=True,
+            zarr_json=zarr_json,
+        )
     assert not list((tmp_path / "False.n5").rglob("zarr.json"))
     report = add_zarr_metadata(tmp_path / "False.n5")
     assert not report.skipped
-    written = sorted(p.relative_to(tmp_path / "True.n5") for p in (tmp_path / "True.n5").rglob("zarr.json"))
-    assert written == sorted(p.relative_to(tmp_path / "False.n5") for p in (tmp_path / "False.n5").rglob("zarr.json"))
+    written = sorted(
+        p.relative_to(tmp_path / "True.n5") for p in (tmp_path / "True.n5").rglob("zarr.json")
+    )
+    assert written == sorted(
+        p.relative_to(tmp_path / "False.n5") for p in (tmp_path / "False.n5").rglob("zarr.json")
+    )
     for rel in written:
         assert doc(tmp_path / "False.n5", str(rel)) == doc(tmp_path / "True.n5", str(rel)), rel
     assert "ome" in doc(tmp_path / "False.n5" / "seg", "zarr.json")["attributes"]
@@ -147,7 +184,13 @@ def test_add_zarr_metadata_writes_what_export_writes(tmp_path):
 
 def _run(code: str) -> dict:
     env = {**os.environ, "PYTHONPATH": SRC}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -217,7 +260,11 @@ def test_rgb_export_has_a_channel_axis_first(tmp_path):
     dest = tmp_path / "rgb.n5"
     export(np.ones((64, 64, 3), "uint8"), dest, chunks=16, levels=2, axis_labels=("y", "x", "rgb"))
     [ms] = doc(dest, "zarr.json")["attributes"]["ome"]["multiscales"]
-    assert [(a["name"], a["type"]) for a in ms["axes"]] == [("rgb", "channel"), ("x", "space"), ("y", "space")]
+    assert [(a["name"], a["type"]) for a in ms["axes"]] == [
+        ("rgb", "channel"),
+        ("x", "space"),
+        ("y", "space"),
+    ]
     yaozarrs.validate_zarr_store(str(dest))
 
 
@@ -228,10 +275,23 @@ def test_save_layers_writes_ome_for_each_layer(tmp_path):
 
     dest = tmp_path / "layers.n5"
     meta = {"scale": (2.0, 1.0, 1.0), "translate": (0.0, 5.0, 0.0), "units": ("nanometer",) * 3}
-    write_layers(str(dest), [(volume(), {**meta, "name": "em"}, "image"), ((volume() % 3).astype("uint8"), {**meta, "name": "cells"}, "labels")])
-    em, cells = doc(dest / "em", "zarr.json")["attributes"]["ome"], doc(dest / "cells", "zarr.json")["attributes"]["ome"]
+    write_layers(
+        str(dest),
+        [
+            (volume(), {**meta, "name": "em"}, "image"),
+            ((volume() % 3).astype("uint8"), {**meta, "name": "cells"}, "labels"),
+        ],
+    )
+    em, cells = (
+        doc(dest / "em", "zarr.json")["attributes"]["ome"],
+        doc(dest / "cells", "zarr.json")["attributes"]["ome"],
+    )
     assert em["multiscales"][0]["name"] == "em"
-    assert em["multiscales"][0]["datasets"][0]["coordinateTransformations"][1]["translation"] == [0.0, 5.0, 0.0]
+    assert em["multiscales"][0]["datasets"][0]["coordinateTransformations"][1]["translation"] == [
+        0.0,
+        5.0,
+        0.0,
+    ]
     assert "image-label" in cells
     assert "image-label" not in em
     for group in ("em", "cells"):

@@ -30,7 +30,9 @@ STANDARD_CODECS = {"bytes", "zstd", "gzip", "blosc", "sharding_indexed", "crc32c
 
 def _image_3d() -> np.ndarray:
     rng = np.random.default_rng(1)
-    return (np.arange(19 * 37 * 45).reshape(19, 37, 45) % 1009 + rng.integers(0, 50, (19, 37, 45))).astype("uint16")
+    return (
+        np.arange(19 * 37 * 45).reshape(19, 37, 45) % 1009 + rng.integers(0, 50, (19, 37, 45))
+    ).astype("uint16")
 
 
 def _labels_2d() -> np.ndarray:
@@ -45,7 +47,9 @@ def _codec_names(codecs: list[dict]) -> set[str]:
     for c in codecs:
         names.add(c["name"])
         conf = c.get("configuration") or {}
-        names |= _codec_names(list(conf.get("codecs", []))) | _codec_names(list(conf.get("index_codecs", [])))
+        names |= _codec_names(list(conf.get("codecs", []))) | _codec_names(
+            list(conf.get("index_codecs", []))
+        )
     return names
 
 
@@ -74,7 +78,14 @@ def test_round_trip_exact(tmp_path, compression, shards, kind):
         assert doc["dimension_names"] == (["y", "x"] if labels else ["z", "y", "x"])
         assert ("sharding_indexed" in _codec_names(doc["codecs"])) == (shards is not None)
     codecs = _codec_names(json.loads((dest / "s0/zarr.json").read_text())["codecs"])
-    want = {"default": "zstd", "zstd:7": "zstd", "gzip": "gzip", "gzip:9": "gzip", "blosc": "blosc", "raw": None}[compression]
+    want = {
+        "default": "zstd",
+        "zstd:7": "zstd",
+        "gzip": "gzip",
+        "gzip:9": "gzip",
+        "blosc": "blosc",
+        "raw": None,
+    }[compression]
     assert codecs - {"bytes", "sharding_indexed", "crc32c"} == ({want} if want else set())
     assert ("image-label" in ome) == labels
     if labels:  # a coarse level holds only labels of the finest (mode downsampling)
@@ -94,10 +105,16 @@ def test_scale_matches_the_reader_of_the_dual_export(calibrated_pyramid, tmp_pat
     for k, d in enumerate(datasets):
         transforms = {t["type"]: t for t in d["coordinateTransformations"]}
         assert transforms["scale"]["scale"] == pytest.approx(list(ms.level_scale(k))[::-1])
-        assert transforms["translation"]["translation"] == pytest.approx(list(ms.level_translate(k))[::-1])
-        np.testing.assert_array_equal(zarr.open_array(dest / d["path"], mode="r")[...], np.asarray(dual.levels[k][...]))
+        assert transforms["translation"]["translation"] == pytest.approx(
+            list(ms.level_translate(k))[::-1]
+        )
+        np.testing.assert_array_equal(
+            zarr.open_array(dest / d["path"], mode="r")[...], np.asarray(dual.levels[k][...])
+        )
     axes = _ome(dest)["multiscales"][0]["axes"]
-    assert [(ax["name"], ax.get("unit")) for ax in axes] == [(n, "micrometer") for n in ("z", "y", "x")]
+    assert [(ax["name"], ax.get("unit")) for ax in axes] == [
+        (n, "micrometer") for n in ("z", "y", "x")
+    ]
     # this package's own reader shows the same
     (back,) = open_images(dest).images
     for k in range(len(datasets)):
@@ -111,7 +128,9 @@ def test_convert_a_corpus_n5_moves_the_colour_axis_first(tmp_path):
     expected = np.load(EXPECTED_JAVA)  # (y, x, rgb) as napari shows it
     axes = _ome(dest)["multiscales"][0]["axes"]
     assert [ax["type"] for ax in axes] == ["channel", "space", "space"]
-    np.testing.assert_array_equal(zarr.open_array(dest / "s0", mode="r")[...], np.moveaxis(expected, -1, 0))
+    np.testing.assert_array_equal(
+        zarr.open_array(dest / "s0", mode="r")[...], np.moveaxis(expected, -1, 0)
+    )
 
 
 def test_convert_region_and_level_as_the_dual_checkout(calibrated_pyramid, tmp_path):
@@ -123,9 +142,13 @@ def test_convert_region_and_level_as_the_dual_checkout(calibrated_pyramid, tmp_p
     (got,) = open_images(dest).images
     assert len(got.levels) == len(want.levels)
     for k in range(len(want.levels)):
-        np.testing.assert_array_equal(zarr.open_array(dest / f"s{k}", mode="r")[...], np.asarray(want.levels[k][...]))
+        np.testing.assert_array_equal(
+            zarr.open_array(dest / f"s{k}", mode="r")[...], np.asarray(want.levels[k][...])
+        )
         assert got.multiscale.level_scale(k) == pytest.approx(want.multiscale.level_scale(k))
-        assert got.multiscale.level_translate(k) == pytest.approx(want.multiscale.level_translate(k))
+        assert got.multiscale.level_translate(k) == pytest.approx(
+            want.multiscale.level_translate(k)
+        )
     assert "n5zarr:checked-out" in json.loads((dest / "zarr.json").read_text())["attributes"]
 
 
@@ -155,7 +178,15 @@ READ_ELSEWHERE = textwrap.dedent(
 def test_read_without_this_package(tmp_path, shards):
     a = _image_3d()
     dest = tmp_path / "out.ome.zarr"
-    export(a, dest, format="ome-zarr", chunks=16, shards=shards, scale=[3.0, 1.0, 1.0], units="nanometer")
+    export(
+        a,
+        dest,
+        format="ome-zarr",
+        chunks=16,
+        shards=shards,
+        scale=[3.0, 1.0, 1.0],
+        units="nanometer",
+    )
     np.save(tmp_path / "expected.npy", a)
     script = tmp_path / "read.py"
     script.write_text(READ_ELSEWHERE)
@@ -231,7 +262,17 @@ def test_cli_refuses_in_one_line(calibrated_pyramid, tmp_path, args, culprit):
 def test_cli_converts_to_ome_zarr(calibrated_pyramid, tmp_path):
     src, a = calibrated_pyramid
     dest = tmp_path / "out.ome.zarr"
-    done = _cli("convert", str(src), str(dest), "--to", "ome-zarr", "--shards", "2", "--compression", "blosc")
+    done = _cli(
+        "convert",
+        str(src),
+        str(dest),
+        "--to",
+        "ome-zarr",
+        "--shards",
+        "2",
+        "--compression",
+        "blosc",
+    )
     assert done.returncode == 0, done.stderr
     np.testing.assert_array_equal(zarr.open_array(dest / "s0", mode="r")[...], a)
     assert not (dest / "attributes.json").exists()
@@ -244,10 +285,14 @@ def test_convert_time_stacked_bigdataviewer(tmp_path):
     import napari_n5zarr
 
     root = napari_n5zarr.open(tmp_path / "b.n5", mode="w")
-    setup = root.create_group("setup0", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"})
+    setup = root.create_group(
+        "setup0", attributes={"downsamplingFactors": [[1, 1, 1], [2, 2, 2]], "dataType": "uint16"}
+    )
     stack = []
     for t in range(3):
-        tp = setup.create_group(f"timepoint{t}", attributes={"multiScale": True, "resolution": [1.0, 1.0, 2.0]})
+        tp = setup.create_group(
+            f"timepoint{t}", attributes={"multiScale": True, "resolution": [1.0, 1.0, 2.0]}
+        )
         for k in range(2):
             shape = (21 >> k, 17 >> k, 9 >> k)
             a = napari_n5zarr.create_dataset(tp, f"s{k}", shape=shape, dtype="uint16", chunks=(8, 8, 4),

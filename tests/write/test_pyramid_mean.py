@@ -13,16 +13,33 @@ def window_mean(block, factors):
     """The reference: all 2^k pixels of each window summed in int64, then rint(sum / n)."""
     pad = [(0, (-n) % f) for n, f in zip(block.shape, factors, strict=True)]
     block = np.pad(block, pad, mode="edge")
-    views = [block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))] for off in itertools.product(*(range(f) for f in factors))]
+    views = [
+        block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))]
+        for off in itertools.product(*(range(f) for f in factors))
+    ]
     return np.rint(sum(v.astype(np.int64) for v in views) / len(views)).astype(block.dtype)
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8", "uint16", "int16", "uint32", "int32"])
-@pytest.mark.parametrize(("shape", "factors"), [((9, 7, 5), (2, 2, 2)), ((8, 8), (2, 2)), ((5, 6, 7), (1, 2, 2)), ((11,), (2,)), ((3, 4, 4, 5), (1, 2, 2, 2))])
+@pytest.mark.parametrize(
+    ("shape", "factors"),
+    [
+        ((9, 7, 5), (2, 2, 2)),
+        ((8, 8), (2, 2)),
+        ((5, 6, 7), (1, 2, 2)),
+        ((11,), (2,)),
+        ((3, 4, 4, 5), (1, 2, 2, 2)),
+    ],
+)
 def test_integer_mean_is_the_window_mean(dtype, shape, factors):
     info = np.iinfo(dtype)
     rng = np.random.default_rng(0)
-    for lo, hi in [(info.min, info.max + 1), (0, 4), (info.max - 3, info.max + 1), (info.min, info.min + 4)]:
+    for lo, hi in [
+        (info.min, info.max + 1),
+        (0, 4),
+        (info.max - 3, info.max + 1),
+        (info.min, info.min + 4),
+    ]:
         block = rng.integers(lo, hi, shape, dtype=dtype)
         got = pyramid.downsample_block(block, factors, "mean")
         assert got.dtype == block.dtype
@@ -52,7 +69,15 @@ def test_integer_mean_is_the_same_for_every_memory_layout(dtype):
 
 
 @pytest.mark.parametrize("byteorder", ["<", ">"])
-@pytest.mark.parametrize(("shape", "factors"), [((9, 7, 6), (2, 2, 2)), ((6, 7), (2, 2)), ((5, 8, 6), (1, 1, 2)), ((4, 5, 6, 3), (2, 2, 2, 2))])
+@pytest.mark.parametrize(
+    ("shape", "factors"),
+    [
+        ((9, 7, 6), (2, 2, 2)),
+        ((6, 7), (2, 2)),
+        ((5, 8, 6), (1, 1, 2)),
+        ((4, 5, 6, 3), (2, 2, 2, 2)),
+    ],
+)
 def test_16_bit_sums_only_when_every_value_fits(byteorder, shape, factors):
     """uint16 values below 2^16 / n are summed in 16 bits: at the limit, one value above
     it (which takes the 32-bit sums), big endian (stored block values) or native, C order or
@@ -62,7 +87,13 @@ def test_16_bit_sums_only_when_every_value_fits(byteorder, shape, factors):
     rng = np.random.default_rng(5)
     # 0xE000 among small values: only its high byte is set (a byte-order slip in the check
     # would see 0x00E0 and sum in 16 bits, overflowing)
-    for low, high in [(limit - 8, limit - 1), (limit - 8, limit), (limit - 8, 65535), (0, 32), (0, 0xE000)]:
+    for low, high in [
+        (limit - 8, limit - 1),
+        (limit - 8, limit),
+        (limit - 8, 65535),
+        (0, 32),
+        (0, 0xE000),
+    ]:
         block = rng.integers(low, low + 8, shape).astype(f"{byteorder}u2")
         block.reshape(-1)[rng.integers(block.size)] = high  # the one largest value, anywhere
         for view in (block, np.pad(block, 2)[(slice(2, -2),) * block.ndim], block.T):
@@ -87,6 +118,12 @@ def test_stored_block_values_give_the_native_mean(dtype):
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32"])
 def test_negative_ties_round_half_to_even(dtype):
     """Sums whose floor division by n leaves exactly n / 2: to the even neighbour."""
-    for values, expected in [([-1, -2], -2), ([-2, -3], -2), ([-3, -4], -4), ([0, -1], 0), ([-1, 0], 0)]:
+    for values, expected in [
+        ([-1, -2], -2),
+        ([-2, -3], -2),
+        ([-3, -4], -4),
+        ([0, -1], 0),
+        ([-1, 0], 0),
+    ]:
         block = np.array(values, dtype)
         assert pyramid.downsample_block(block, (2,))[0] == expected, values

@@ -18,7 +18,9 @@ from napari_n5zarr.write.convert.convert import convert
 from napari_n5zarr.write.convert.region import REGION_ATTRIBUTE, Region
 
 CORPUS = Path(__file__).parents[1] / "data" / "corpus"
-EXPECTED_JAVA = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy")  # napari order
+EXPECTED_JAVA = np.load(
+    CORPUS / "expected_derived/zarr_implementations_reference_image.npy"
+)  # napari order
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -45,7 +47,15 @@ def _world(image, level: int, index) -> np.ndarray:
 def source(tmp_path: Path) -> tuple[Path, np.ndarray]:
     a = (np.arange(24 * 40 * 52).reshape(24, 40, 52) % 65521).astype("uint16")
     dest = tmp_path / "src.n5"
-    napari_n5zarr.export(a, dest, chunks=8, levels=3, scale=(4.0, 2.0, 2.0), units="nanometer", translate=(10.0, 20.0, 30.0))
+    napari_n5zarr.export(
+        a,
+        dest,
+        chunks=8,
+        levels=3,
+        scale=(4.0, 2.0, 2.0),
+        units="nanometer",
+        translate=(10.0, 20.0, 30.0),
+    )
     return dest, a
 
 
@@ -72,7 +82,9 @@ def test_region_of_a_coarser_level(source, tmp_path: Path) -> None:
     # level 1 halves y and x only (z is already coarser): 8:31 -> 4:16, 10:50 -> 5:25 (rounded outwards)
     assert tuple(whole.multiscale.downsampling[1]) == (2, 2, 1)  # N5 order
     np.testing.assert_array_equal(values, level1[4:15, 4:16, 5:25])
-    np.testing.assert_allclose(crop.multiscale.scale[::-1], np.asarray(whole.multiscale.level_scale(1))[::-1])
+    np.testing.assert_allclose(
+        crop.multiscale.scale[::-1], np.asarray(whole.multiscale.level_scale(1))[::-1]
+    )
     np.testing.assert_allclose(_world(crop, 0, (0, 0, 0)), _world(whole, 1, (4, 4, 5)))
     record = json.loads((tmp_path / "crop1.n5/attributes.json").read_text())[REGION_ATTRIBUTE]
     assert record["level"] == 1
@@ -93,7 +105,14 @@ def test_labels_crop_opens_editable(tmp_path: Path) -> None:
 
 def test_cli_region_over_a_public_s3_bucket(public_s3, no_credentials, tmp_path: Path) -> None:
     env = {**no_credentials, "AWS_ENDPOINT_URL": public_s3}
-    done = _cli("convert", "s3://pub/java.n5/gzip", str(tmp_path / "crop.n5"), "--region", "100:130,200:209,1:3", env=env)
+    done = _cli(
+        "convert",
+        "s3://pub/java.n5/gzip",
+        str(tmp_path / "crop.n5"),
+        "--region",
+        "100:130,200:209,1:3",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     _, values = _image(tmp_path / "crop.n5")
     np.testing.assert_array_equal(values, EXPECTED_JAVA[100:130, 200:209, 1:3])
@@ -112,7 +131,9 @@ def test_cli_region_over_a_public_s3_bucket(public_s3, no_credentials, tmp_path:
         (["--level", "1"], "--level goes with --region"),
     ],
 )
-def test_bad_regions_are_refused_in_one_line_and_write_nothing(source, tmp_path: Path, args, says) -> None:
+def test_bad_regions_are_refused_in_one_line_and_write_nothing(
+    source, tmp_path: Path, args, says
+) -> None:
     src, _ = source
     done = _cli("convert", str(src), str(tmp_path / "out.n5"), *args)
     assert done.returncode == 2, done.stderr
@@ -126,4 +147,8 @@ def test_region_parse_forms() -> None:
     assert Region.parse([slice(0, 4), (2, 9)]).bounds == ((0, 4), (2, 9))
     assert str(Region.parse([(1, 2)])) == "1:2"
     # leading axes (channels, time) are kept whole; a coarse level rounds outwards
-    assert Region.parse("1:3,5:7").crop((2, 8, 8), (2, 4, 4), (1, 2, 2)) == (slice(None), slice(0, 2), slice(2, 4))
+    assert Region.parse("1:3,5:7").crop((2, 8, 8), (2, 4, 4), (1, 2, 2)) == (
+        slice(None),
+        slice(0, 2),
+        slice(2, 4),
+    )

@@ -43,7 +43,9 @@ def new_data() -> np.ndarray:
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def levels_of(dest: Path) -> list[np.ndarray]:
@@ -87,7 +89,9 @@ def test_old_data_stays_readable_until_the_swap(old, tmp_path):
         seen.append(1)
         return block
 
-    data = da.from_array(new_data(), chunks=8).map_blocks(check_old, dtype="uint16", meta=np.array((), "uint16"))
+    data = da.from_array(new_data(), chunks=8).map_blocks(
+        check_old, dtype="uint16", meta=np.array((), "uint16")
+    )
     export(data, dest, overwrite=True, **OPTS)
     assert len(seen) == 2 * 6 * 6
     assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
@@ -115,7 +119,14 @@ def test_cancelled_overwrite_keeps_the_old_data(old):
     files = snapshot(dest)
     cancel = threading.Event()
     with pytest.raises(ExportCancelled):
-        export(new_data(), dest, overwrite=True, progress=lambda d, t: cancel.set(), cancel=cancel, **OPTS)
+        export(
+            new_data(),
+            dest,
+            overwrite=True,
+            progress=lambda d, t: cancel.set(),
+            cancel=cancel,
+            **OPTS,
+        )
     assert snapshot(dest) == files
     assert siblings(dest) == ["data.n5"]
 
@@ -148,7 +159,9 @@ def test_overwrite_refuses_a_parent_folder_with_a_stray_marker(tmp_path, stray):
         export(old_data()[:8], parent / name, **OPTS)
     for i in range(30):
         (parent / f"image_{i:02d}.tif").write_bytes(b"II*\0" + bytes(i))
-    (parent / stray).write_text('{"zarr_format": 3, "node_type": "group"}' if stray == "zarr.json" else "{}")
+    (parent / stray).write_text(
+        '{"zarr_format": 3, "node_type": "group"}' if stray == "zarr.json" else "{}"
+    )
     files = snapshot(parent)
     with pytest.raises(FileExistsError, match="refusing to overwrite") as info:
         export(new_data(), parent, overwrite=True, **OPTS)
@@ -191,9 +204,13 @@ def test_overwrite_refuses_a_symlink_in_the_old_container(old, tmp_path):
 
 @pytest.mark.parametrize("where", ["memory", "zip"])
 def test_stores_that_cannot_rename_refuse_overwrite(tmp_path, where):
-    dest = f"memory://{tmp_path.name}-safety.n5" if where == "memory" else str(tmp_path / "d.n5.zip")
+    dest = (
+        f"memory://{tmp_path.name}-safety.n5" if where == "memory" else str(tmp_path / "d.n5.zip")
+    )
     export(old_data(), dest, **OPTS)
-    with pytest.raises(FileExistsError, match="cannot rename" if where == "memory" else "cannot delete"):
+    with pytest.raises(
+        FileExistsError, match="cannot rename" if where == "memory" else "cannot delete"
+    ):
         export(new_data(), dest, overwrite=True, **OPTS)
     np.testing.assert_array_equal(np.asarray(napari_n5zarr.open(dest)["s0"][...]).T, old_data())
 
@@ -295,8 +312,13 @@ print("exported")
 """
 
 
-def run_script(dest: Path, how: str = "-", arg: str = "-", value: int = 1, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+def run_script(
+    dest: Path, how: str = "-", arg: str = "-", value: int = 1, **kw
+) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(dest), how, arg, str(value)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw,
@@ -342,7 +364,11 @@ def test_lock_of_a_killed_export_is_taken_over(old, tmp_path):
     assert_levels(dest, before)  # the killed overwrite left the old data
     export(new_data(), dest, overwrite=True, **OPTS)
     assert_levels(dest, expected_levels(new_data(), tmp_path / "ref.n5"))
-    assert siblings(dest) == ["data.n5", "never.entered", "ref.n5"]  # the killed export's staging folder was removed
+    assert siblings(dest) == [
+        "data.n5",
+        "never.entered",
+        "ref.n5",
+    ]  # the killed export's staging folder was removed
 
 
 # -- kill -9 during an overwrite ---------------------------------------------------------
@@ -448,7 +474,9 @@ def small_disk(tmp_path):
     mnt.mkdir()
     if shutil.which("mount") is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"mount not permitted here: {done.stderr.strip()}")
     try:
@@ -461,7 +489,9 @@ def test_full_tmpfs_keeps_the_old_data_and_cleans_up(small_disk):
     dest = small_disk / "data.n5"
     export(old_data(), dest, **OPTS)  # ~84 KiB
     files = snapshot(dest)
-    big = np.random.default_rng(2).integers(0, 2**16, size=(64, 128, 128)).astype("uint16")  # 2 MiB, raw
+    big = (
+        np.random.default_rng(2).integers(0, 2**16, size=(64, 128, 128)).astype("uint16")
+    )  # 2 MiB, raw
     with pytest.raises(OSError, match="disk full") as info:
         export(big, dest, overwrite=True, **OPTS)
     assert info.value.errno == errno.ENOSPC
@@ -530,9 +560,15 @@ def immutable(tmp_path):
     marked = []
 
     def mark(path: Path) -> None:
-        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True) if shutil.which("chattr") else None
+        done = (
+            subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+            if shutil.which("chattr")
+            else None
+        )
         if done is None or done.returncode != 0:
-            pytest.skip(f"chattr +i not available here: {done.stderr.strip() if done else 'no chattr'}")
+            pytest.skip(
+                f"chattr +i not available here: {done.stderr.strip() if done else 'no chattr'}"
+            )
         marked.append(path)
 
     yield mark
@@ -570,7 +606,9 @@ def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatc
     from napari_n5zarr.write.export import blocks, publish
     from napari_n5zarr.write.export import levels as levels
 
-    monkeypatch.setattr(levels, "REGION_BYTES", 0)  # one block per task: the first block is its own task
+    monkeypatch.setattr(
+        levels, "REGION_BYTES", 0
+    )  # one block per task: the first block is its own task
 
     release, stored = threading.Event(), threading.Event()
     calls, lock = [], threading.Lock()
@@ -600,7 +638,9 @@ def test_blocks_in_flight_are_not_written_after_the_cleanup(tmp_path, monkeypatc
 
     monkeypatch.setattr(blocks.N5Blocks, "__setitem__", setitem)
     monkeypatch.setattr(publish, "clean_up", clean_up)
-    data = da.ones((32, 32), dtype="uint8", chunks=8).map_blocks(source, dtype="uint8", meta=np.array((), "uint8"))
+    data = da.ones((32, 32), dtype="uint8", chunks=8).map_blocks(
+        source, dtype="uint8", meta=np.array((), "uint8")
+    )
     with pytest.raises(RuntimeError, match="source failed"):
         export(data, tmp_path / "f.n5", chunks=8, scheduler="threads")
     assert stored.is_set()

@@ -41,7 +41,9 @@ SRC = str(Path(edits.__file__).parents[2])
 def labels(shape=SHAPE, dtype="uint64") -> np.ndarray:
     rng = np.random.default_rng(7)
     coarse = rng.integers(1, 6, size=tuple(-(-n // 3) for n in shape)).astype(dtype)
-    return np.kron(coarse, np.ones((3,) * len(shape), dtype=dtype))[tuple(slice(0, n) for n in shape)]
+    return np.kron(coarse, np.ones((3,) * len(shape), dtype=dtype))[
+        tuple(slice(0, n) for n in shape)
+    ]
 
 
 @pytest.fixture
@@ -79,7 +81,10 @@ def s0(dest: Path) -> np.ndarray:
 
 
 def levels_of(dest: Path) -> list[np.ndarray]:
-    names = sorted((p.name for p in dest.iterdir() if p.name[:1] == "s" and p.name[1:].isdigit()), key=lambda n: int(n[1:]))
+    names = sorted(
+        (p.name for p in dest.iterdir() if p.name[:1] == "s" and p.name[1:].isdigit()),
+        key=lambda n: int(n[1:]),
+    )
     return [np.asarray(napari_n5zarr.open(dest / n)[...]).T for n in names]
 
 
@@ -122,7 +127,15 @@ def test_a_link_at_a_staged_name_is_refused_and_the_block_stays_a_file(world, ki
     np.testing.assert_array_equal(s0(dest), data)
 
 
-@pytest.mark.parametrize("name", [save_journal.JOURNAL, save_journal.JOURNAL_TMP, "s0/0/0/0" + save_journal.STAGED_SUFFIX, "s0/0/0/0"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        save_journal.JOURNAL,
+        save_journal.JOURNAL_TMP,
+        "s0/0/0/0" + save_journal.STAGED_SUFFIX,
+        "s0/0/0/0",
+    ],
+)
 def test_a_folder_at_a_name_the_save_uses_is_refused_in_one_line(world, name):
     _, dest, data, _ = world
     target = dest / name
@@ -138,10 +151,24 @@ def test_a_folder_at_a_name_the_save_uses_is_refused_in_one_line(world, name):
 
 def test_journal_entries_never_reach_outside(world, tmp_path):
     _, dest, data, outside = world
-    os.symlink(outside / "folder", dest / "s0" / "9")  # a linked folder where a block folder would be
+    os.symlink(
+        outside / "folder", dest / "s0" / "9"
+    )  # a linked folder where a block folder would be
     before_out = tree_state(outside)
-    for key in ["../outside/victim.txt", "", "s0/9/0", "s0/0/0/0/../../../../x", "/etc/passwd", "s0/0/0/99", "s7/0/0/0"]:
-        doc = {"version": 2, "state": "staging", "blocks": [{"key": key, "before": None, "after": "0" * 64}]}
+    for key in [
+        "../outside/victim.txt",
+        "",
+        "s0/9/0",
+        "s0/0/0/0/../../../../x",
+        "/etc/passwd",
+        "s0/0/0/99",
+        "s7/0/0/0",
+    ]:
+        doc = {
+            "version": 2,
+            "state": "staging",
+            "blocks": [{"key": key, "before": None, "after": "0" * 64}],
+        }
         (dest / save_journal.JOURNAL).write_text(json.dumps(doc))
         with pytest.raises(PlantedFileError, match="names no block of this dataset"):
             write_region(dest, a_patch(data), (0, 0, 0))
@@ -150,7 +177,11 @@ def test_journal_entries_never_reach_outside(world, tmp_path):
     real = dest / "s0" / "1"
     os.rename(real, tmp_path / "moved")
     os.symlink(outside / "folder", real)
-    doc = {"version": 2, "state": "staging", "blocks": [{"key": "s0/1/0/0", "before": None, "after": "0" * 64}]}
+    doc = {
+        "version": 2,
+        "state": "staging",
+        "blocks": [{"key": "s0/1/0/0", "before": None, "after": "0" * 64}],
+    }
     (dest / save_journal.JOURNAL).write_text(json.dumps(doc))
     with pytest.raises(PlantedFileError, match="symbolic link"):
         write_region(dest, a_patch(data), (0, 0, 0))
@@ -223,7 +254,9 @@ def test_a_save_writes_only_the_voxels_the_layer_changed(world):
     want[5, 5, 5] = 98  # the layer's value wins where both changed it ...
     assert result.overwritten == 1  # ... and the save says so
     np.testing.assert_array_equal(s0(dest), want)
-    np.testing.assert_array_equal(layer[:8, :8, :8], want[:8, :8, :8])  # the layer shows the merged block
+    np.testing.assert_array_equal(
+        layer[:8, :8, :8], want[:8, :8, :8]
+    )  # the layer shows the merged block
 
 
 def test_two_editors_of_one_block_keep_each_others_voxels(world):
@@ -260,13 +293,22 @@ def test_a_save_and_an_export_of_an_enclosing_group_never_interleave(world):
     container, dest, data, _ = world
     # an export of the container (another process holds its lock): the save refuses as busy
     for node in (container, dest):
-        with DestinationLock(node.resolve(), f"exporting {node.name}"), pytest.raises(DestinationBusyError):
+        with (
+            DestinationLock(node.resolve(), f"exporting {node.name}"),
+            pytest.raises(DestinationBusyError),
+        ):
             write_region(dest / "s0", a_patch(data), (0, 0, 0))
     np.testing.assert_array_equal(s0(dest), data)
     # a save in progress: an export of the enclosing group refuses as busy
     with save_journal.lock(dest.resolve()):
         with pytest.raises(DestinationBusyError):
-            export(np.zeros((4, 4, 4), dtype="uint8"), container, path="labels", labels=True, overwrite=True)
+            export(
+                np.zeros((4, 4, 4), dtype="uint8"),
+                container,
+                path="labels",
+                labels=True,
+                overwrite=True,
+            )
         with pytest.raises(DestinationBusyError):
             export(np.zeros((4, 4, 4), dtype="uint8"), container, overwrite=True)
     np.testing.assert_array_equal(s0(dest), data)
@@ -309,33 +351,47 @@ def test_kill_9_then_another_write_then_recovery_keeps_the_newer_write(world, tm
     patch = (data[:16, :16, :16] % 4) + 20  # blocks (0..1)^3 of s0
     np.save(tmp_path / "patch.npy", patch)
     env = {**os.environ, save_journal.CRASH_ENV: point, "PYTHONPATH": SRC}
-    proc = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")], env=env, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")],
+        env=env,
+        check=False,
+    )
     assert proc.returncode == -9
     # another process writes block (1, 1, 1) of s0 through zarr (not through a save)
     later = np.full((8, 8, 8), 200, dtype="uint64")
     writer = textwrap.dedent(f"""
         import numpy as np, napari_n5zarr
-        a = napari_n5zarr.open({str(dest / 's0')!r}, mode="a")
+        a = napari_n5zarr.open({str(dest / "s0")!r}, mode="a")
         a[8:16, 8:16, 8:16] = np.full((8, 8, 8), 200, dtype="uint64")
     """)
-    subprocess.run([sys.executable, "-c", writer], env={**os.environ, "PYTHONPATH": SRC}, check=True)
+    subprocess.run(
+        [sys.executable, "-c", writer], env={**os.environ, "PYTHONPATH": SRC}, check=True
+    )
     message = save_journal.recover_at(dest)
     assert message is not None
     got = s0(dest)
     np.testing.assert_array_equal(got[8:16, 8:16, 8:16], later)  # the newer write survived
     if point in ("committing", "replaced:0"):
         assert "written since" in message
-        np.testing.assert_array_equal(got[:8, :8, :8], patch[:8, :8, :8])  # the save's other blocks are in
+        np.testing.assert_array_equal(
+            got[:8, :8, :8], patch[:8, :8, :8]
+        )  # the save's other blocks are in
     else:
         np.testing.assert_array_equal(got[:8, :8, :8], data[:8, :8, :8])  # rolled back
-    assert not [p for p in dest.rglob("*") if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name.startswith(save_journal.JOURNAL)]
+    assert not [
+        p
+        for p in dest.rglob("*")
+        if p.name.endswith(save_journal.STAGED_SUFFIX) or p.name.startswith(save_journal.JOURNAL)
+    ]
 
 
 def test_an_old_journal_without_checksums_never_overwrites_a_block(world):
     _, dest, data, _ = world
     key = "s0/0/0/0"
     (dest / (key + save_journal.STAGED_SUFFIX)).write_bytes(b"stale staged bytes")
-    (dest / save_journal.JOURNAL).write_text(json.dumps({"version": 1, "state": "committing", "blocks": [key]}))
+    (dest / save_journal.JOURNAL).write_text(
+        json.dumps({"version": 1, "state": "committing", "blocks": [key]})
+    )
     message = save_journal.recover_at(dest)
     assert "left as they are" in message
     np.testing.assert_array_equal(s0(dest), data)
@@ -348,7 +404,9 @@ def test_an_old_journal_without_checksums_never_overwrites_a_block(world):
 def test_values_that_do_not_fit_are_refused_and_those_that_fit_accepted(tmp_path):
     u8 = tmp_path / "u8.n5"
     export(np.zeros((4, 8, 8), dtype="uint8"), u8, labels=True, chunks=4)
-    with pytest.raises(ValuesDoNotFitError, match=r"1 value do not fit uint8 \(0\.\.255\); they range 0\.\.300"):
+    with pytest.raises(
+        ValuesDoNotFitError, match=r"1 value do not fit uint8 \(0\.\.255\); they range 0\.\.300"
+    ):
         write_region(u8, np.array([[[300, 0]]], dtype="uint16"))
     i64 = tmp_path / "i64.n5"
     export(np.zeros((4, 8, 8), dtype="int64"), i64, labels=True, chunks=4)
@@ -393,7 +451,9 @@ def test_info_reports_an_unusable_journal_in_one_line(world, capsys):
 
 def test_a_block_over_its_datasets_bound_is_refused_before_it_is_read_whole(tmp_path):
     dest = tmp_path / "raw.n5"
-    export(np.ones((4, 8, 8), dtype="uint8"), dest, labels=True, chunks=4, compression="raw", levels=1)
+    export(
+        np.ones((4, 8, 8), dtype="uint8"), dest, labels=True, chunks=4, compression="raw", levels=1
+    )
     block = dest / "s0" / "0" / "0" / "0"
     with open(block, "ab") as f:
         f.truncate(64 * 2**20)  # a 64 MiB "block" of a 4x4x4 uint8 dataset (sparse)

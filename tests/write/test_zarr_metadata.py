@@ -15,7 +15,9 @@ from napari_n5zarr.write.convert.zarr_metadata import ZarrMetadataStep, add_zarr
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -25,7 +27,12 @@ def mixed(tmp_path) -> Path:
     export(np.arange(12, dtype="uint16").reshape(3, 4), root / "good", levels=1, zarr_json=False)
     (root / "group" / "good2").mkdir(parents=True)
     export(np.ones((2, 2), "int32"), root / "group" / "good2", levels=1, zarr_json=False)
-    base = {"dimensions": [4], "blockSize": [4], "dataType": "uint8", "compression": {"type": "raw"}}
+    base = {
+        "dimensions": [4],
+        "blockSize": [4],
+        "dataType": "uint8",
+        "compression": {"type": "raw"},
+    }
     for name, extra in (("objects", {"dataType": "object"}), ("varlength", {})):
         (root / name).mkdir()
         (root / name / "attributes.json").write_text(json.dumps({**base, **extra}))
@@ -34,7 +41,14 @@ def mixed(tmp_path) -> Path:
     return root
 
 
-EXPECTED_WRITTEN = ["good/s0/zarr.json", "good/zarr.json", "group/good2/s0/zarr.json", "group/good2/zarr.json", "group/zarr.json", "zarr.json"]
+EXPECTED_WRITTEN = [
+    "good/s0/zarr.json",
+    "good/zarr.json",
+    "group/good2/s0/zarr.json",
+    "group/good2/zarr.json",
+    "group/zarr.json",
+    "zarr.json",
+]
 
 
 def test_report_lists_written_unchanged_and_skipped(mixed):
@@ -50,7 +64,9 @@ def test_report_lists_written_unchanged_and_skipped(mixed):
     assert all((mixed / key).is_file() for key in report.written)
     assert not (mixed / "objects" / "zarr.json").exists()
     assert not (mixed / "varlength" / "zarr.json").exists()
-    np.testing.assert_array_equal(napari_n5zarr.open(mixed / "good" / "s0")[...], np.arange(12).reshape(3, 4).T)
+    np.testing.assert_array_equal(
+        napari_n5zarr.open(mixed / "good" / "s0")[...], np.arange(12).reshape(3, 4).T
+    )
 
     again = add_zarr_metadata(mixed)  # idempotent: everything up to date, same nodes skipped
     assert again.written == []
@@ -70,14 +86,20 @@ def test_dry_run_writes_nothing_and_reports_the_same(mixed):
 
 def test_a_different_zarr_json_is_replaced(mixed):
     add_zarr_metadata(mixed)
-    (mixed / "group" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}}')
+    (mixed / "group" / "zarr.json").write_text(
+        '{"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}}'
+    )
     (mixed / "zarr.json").write_text("not JSON")
     report = add_zarr_metadata(mixed)
     assert [s for s in report.steps if s.kind == "written"] == [
         ZarrMetadataStep("written", "group/zarr.json", replaced=True),
         ZarrMetadataStep("written", "zarr.json", replaced=True),
     ]
-    assert json.loads((mixed / "zarr.json").read_text()) == {"zarr_format": 3, "node_type": "group", "attributes": {}}
+    assert json.loads((mixed / "zarr.json").read_text()) == {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {},
+    }
 
 
 def test_accepts_a_store(mixed):

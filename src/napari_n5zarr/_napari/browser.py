@@ -45,7 +45,16 @@ from napari_n5zarr.storage.location import display_name, join
 if TYPE_CHECKING:
     import napari
 
-__all__ = ["COLUMNS", "DOCK_NAME", "GREY", "HEADERS", "BrowserWidget", "dock_browser", "load_recent", "tooltip"]
+__all__ = [
+    "COLUMNS",
+    "DOCK_NAME",
+    "GREY",
+    "HEADERS",
+    "BrowserWidget",
+    "dock_browser",
+    "load_recent",
+    "tooltip",
+]
 
 WIDTHS = (120, 118, 50, 130, 80, 80, 120, 70)
 """Starting widths; columns grow to fit their content (see ``_Tree``)."""
@@ -97,7 +106,13 @@ def read_node_layers(tree: Tree, node: Node, notify: Callable[[str, str], None])
     from napari_n5zarr._napari.layers import MAX_LAYERS, layers_from_node
 
     name = node.name or display_name(tree.location)
-    return layers_from_node((tree, node), name=name, source=join(tree.location, node.path), notify=notify, max_layers=MAX_LAYERS)
+    return layers_from_node(
+        (tree, node),
+        name=name,
+        source=join(tree.location, node.path),
+        notify=notify,
+        max_layers=MAX_LAYERS,
+    )
 
 
 def dock_browser(viewer: napari.Viewer) -> BrowserWidget:
@@ -150,7 +165,9 @@ class _Tree(QTreeWidget):
         """Widen each column to what its rows on screen and its header need, then lay out."""
         header = self.header()
         for i in range(self.columnCount()):
-            self._content[i] = max(self._content[i], header.sectionSizeHint(i), self.sizeHintForColumn(i))
+            self._content[i] = max(
+                self._content[i], header.sectionSizeHint(i), self.sizeHintForColumn(i)
+            )
         self.layout_columns()
 
     def layout_columns(self) -> None:
@@ -190,10 +207,14 @@ def tooltip(node: Node) -> str:
     row = node.row()
     lines = [f"<b>{html.escape(node.path or row['name'])}</b> — {html.escape(row['kind'])}"]
     lines += [f"{HEADERS[c]}: {html.escape(row[c])}" for c in COLUMNS[1:] if c != "kind" and row[c]]
-    if node.problem and node.lookup_table and not node.error:  # bookkeeping, listed as such: no fault
+    if (
+        node.problem and node.lookup_table and not node.error
+    ):  # bookkeeping, listed as such: no fault
         lines.append(f"<span style='color:grey'>{html.escape(node.problem)}</span>")
     elif node.problem:
-        lines.append(f"<span style='color:#c33'>{'unreadable' if node.error else 'cannot open'}: {html.escape(node.problem)}</span>")
+        lines.append(
+            f"<span style='color:#c33'>{'unreadable' if node.error else 'cannot open'}: {html.escape(node.problem)}</span>"
+        )
     return "<br>".join(lines)
 
 
@@ -224,7 +245,9 @@ class BrowserWidget(QWidget):
         self._refilter_timer = QTimer(self, singleShot=True, interval=0)
         self._refilter_timer.timeout.connect(self._refilter_step)
         self._recent = load_recent()
-        self.destroyed.connect(lambda *_: jobs.shutdown())  # not a method of self: it is gone by then
+        self.destroyed.connect(
+            lambda *_: jobs.shutdown()
+        )  # not a method of self: it is gone by then
         self._build()
 
     def _build(self) -> None:
@@ -233,7 +256,9 @@ class BrowserWidget(QWidget):
         filter_row = self._filter_row()
         self._build_tree()
         self.open_button = QPushButton("Open")
-        self.open_button.setToolTip("Open the selected datasets/pyramids as layers (double-click or Enter too)")
+        self.open_button.setToolTip(
+            "Open the selected datasets/pyramids as layers (double-click or Enter too)"
+        )
         self.open_button.setEnabled(False)
         self.open_button.clicked.connect(self.open_selected)
         self.status = QLabel("")
@@ -254,16 +279,22 @@ class BrowserWidget(QWidget):
         """The location box (typed, recent, Enter loads) and the browse button."""
         self.combo = QComboBox(editable=True)
         self.combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         self.combo.setMinimumContentsLength(12)  # a long path must not widen the dock
         self.combo.addItems(self._recent)
         self.combo.setCurrentIndex(-1)
-        self.combo.setToolTip("Folder, .zip, BigDataViewer .xml, s3://… or https://… (Enter loads; recent locations in the list)")
+        self.combo.setToolTip(
+            "Folder, .zip, BigDataViewer .xml, s3://… or https://… (Enter loads; recent locations in the list)"
+        )
         self.location: QLineEdit = self.combo.lineEdit()
         self.location.setPlaceholderText("N5: folder, .zip, .xml, s3://, https://")
         self.location.returnPressed.connect(lambda: self.load())
         self.combo.activated.connect(lambda _i: self.load())
-        browse = QToolButton(text="…", toolTip="Browse for a folder, a .zip or a BigDataViewer .xml")
+        browse = QToolButton(
+            text="…", toolTip="Browse for a folder, a .zip or a BigDataViewer .xml"
+        )
         menu = QMenu(browse)
         menu.addAction("Folder…", self._pick_folder)
         menu.addAction("File (.zip, BigDataViewer .xml)…", self._pick_file)
@@ -276,7 +307,9 @@ class BrowserWidget(QWidget):
 
     def _filter_row(self) -> QHBoxLayout:
         """The name filter and its match count."""
-        self.filter = QLineEdit(placeholderText="filter by name (any depth)", clearButtonEnabled=True)
+        self.filter = QLineEdit(
+            placeholderText="filter by name (any depth)", clearButtonEnabled=True
+        )
         self.filter.textChanged.connect(self._filter_changed)
         self.match_count = QLabel("")
         self.match_count.setToolTip("Nodes whose name contains the filter text, at any depth")
@@ -386,7 +419,9 @@ class BrowserWidget(QWidget):
         self.combo.addItems(self._recent)
         self.combo.setCurrentIndex(0)
         self.combo.blockSignals(False)
-        label = tree.location.rstrip("/").rsplit("/", 1)[-1] or tree.location  # full path: combo and tooltip
+        label = (
+            tree.location.rstrip("/").rsplit("/", 1)[-1] or tree.location
+        )  # full path: combo and tooltip
         item = self._make_item(tree.root, label=label)
         self.tree.addTopLevelItem(item)
         if tree.root.has_children:
@@ -499,7 +534,9 @@ class BrowserWidget(QWidget):
         if loading is not None:
             parent.removeChild(loading)
         if parent.childCount() == 0:
-            parent.setChildIndicatorPolicy(QTreeWidgetItem.ChildIndicatorPolicy.DontShowIndicatorWhenChildless)
+            parent.setChildIndicatorPolicy(
+                QTreeWidgetItem.ChildIndicatorPolicy.DontShowIndicatorWhenChildless
+            )
         elif self._expand_everything and not parent.isHidden():
             parent.setExpanded(True)
 
@@ -555,7 +592,9 @@ class BrowserWidget(QWidget):
         if self._text:
             self._walk()  # matches at any depth, also in groups not listed yet
         self._matches = 0
-        self._refilter = self._refilter_rows(self._text, list(self._items.items()))  # rows now: later ones are filtered as they come
+        self._refilter = self._refilter_rows(
+            self._text, list(self._items.items())
+        )  # rows now: later ones are filtered as they come
         self._refilter_timer.start()
         self._show_count()
 
@@ -598,7 +637,10 @@ class BrowserWidget(QWidget):
                     parent.setExpanded(True)
                 parent = parent.parent()
             return True
-        if not any(not item.child(i).isHidden() and item.child(i).data(0, NODE_ROLE) is not None for i in range(item.childCount())):
+        if not any(
+            not item.child(i).isHidden() and item.child(i).data(0, NODE_ROLE) is not None
+            for i in range(item.childCount())
+        ):
             item.setHidden(True)
         return False
 
@@ -609,7 +651,9 @@ class BrowserWidget(QWidget):
             return
         n = self._matches
         searching = self._refilter is not None or not self._walked
-        self.match_count.setText(f"{n:,} match{'' if n == 1 else 'es'}{' so far…' if searching else ''}")
+        self.match_count.setText(
+            f"{n:,} match{'' if n == 1 else 'es'}{' so far…' if searching else ''}"
+        )
         self.match_count.show()
 
     # -- selection and details ---------------------------------------------------------
@@ -620,7 +664,9 @@ class BrowserWidget(QWidget):
     def _selection_changed(self) -> None:
         nodes = self.selected_nodes()
         self.open_button.setEnabled(any(n.openable for n in nodes))
-        self.open_button.setText(f"Open {len([n for n in nodes if n.openable])}" if len(nodes) > 1 else "Open")
+        self.open_button.setText(
+            f"Open {len([n for n in nodes if n.openable])}" if len(nodes) > 1 else "Open"
+        )
         if nodes and self.tree_model is not None:
             self.panel.show_node(self.tree_model, nodes[-1])
 
@@ -644,12 +690,15 @@ class BrowserWidget(QWidget):
         def work(_stop: Any) -> Iterator[Any]:
             for node in nodes:
                 messages: list[tuple[str, str]] = []
-                layers = read_node_layers(tree, node, lambda level, msg, m=messages: m.append((level, msg)))  # type: ignore[misc]  # mypy cannot type lambdas with defaults
+                say = lambda level, msg, m=messages: m.append((level, msg))  # noqa: E731
+                layers = read_node_layers(tree, node, say)
                 yield lambda n=node, ls=layers, ms=messages: self._add_layers(n, ls, ms)
 
         self._start(work, lambda step: step())
 
-    def _add_layers(self, node: Node, layer_data: list[tuple], messages: list[tuple[str, str]]) -> None:
+    def _add_layers(
+        self, node: Node, layer_data: list[tuple], messages: list[tuple[str, str]]
+    ) -> None:
         from napari.utils import notifications
 
         from napari_n5zarr._napari.layers import add_to_viewer
@@ -671,7 +720,9 @@ class BrowserWidget(QWidget):
         )
 
         try:
-            found = location_layers(location, notify_napari, max_layers=MAX_LAYERS, too_many=self._show_instead)
+            found = location_layers(
+                location, notify_napari, max_layers=MAX_LAYERS, too_many=self._show_instead
+            )
             layers = add_to_viewer(self.viewer, found)
         except Exception as e:  # boundary: a bad layer must not take the widget down
             notifications.show_error(f"Cannot open {location}: {e}")

@@ -76,7 +76,9 @@ class DetailsPanel(QWidget):
         if key in self.extra or not node.openable:
             return
         self.extra[key] = {}
-        self.jobs.start(lambda stop: self._read(stop, tree, node, key), lambda step: step(), self._failed)
+        self.jobs.start(
+            lambda stop: self._read(stop, tree, node, key), lambda step: step(), self._failed
+        )
 
     def _failed(self, exc: BaseException) -> None:
         self.text.append(f"<p style='color:#c33'>{html.escape(str(exc))}</p>")
@@ -123,7 +125,10 @@ class DetailsPanel(QWidget):
         h, w = arr.shape
         qimage = QImage(arr.data, w, h, w, QImage.Format.Format_Grayscale8).copy()
         pix = QPixmap.fromImage(qimage).scaled(
-            THUMB_SIZE, THUMB_SIZE, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+            THUMB_SIZE,
+            THUMB_SIZE,
+            Qt.AspectRatioMode.KeepAspectRatio,
+            Qt.TransformationMode.SmoothTransformation,
         )
         self.thumbnail.setPixmap(pix)
         self.thumbnail.show()
@@ -137,16 +142,31 @@ def details_html(node: Node, extra: dict[str, Any]) -> list[str]:
     row = node.row()
     esc = html.escape
     parts = [f"<b>{esc(node.path or row['name'])}</b> — {esc(row['kind'])}"]
-    if node.problem and node.lookup_table and not node.error:  # bookkeeping, listed as such: no fault
+    if (
+        node.problem and node.lookup_table and not node.error
+    ):  # bookkeeping, listed as such: no fault
         parts.append(f"<p style='color:grey'>{esc(node.problem)}</p>")
     elif node.problem:
         label = "Unreadable" if node.error else "Cannot be opened"
         parts.append(f"<p style='color:#c33'>{label}: {esc(node.problem)}</p>")
     table = [(HEADERS[c], row[c]) for c in COLUMNS[1:] if c != "kind" and row[c]]
-    table.append(("stored as", " + ".join(x for x, on in (("N5", node.n5), ("Zarr v3", node.zarr)) if on) or "implicit group"))
+    table.append(
+        (
+            "stored as",
+            " + ".join(x for x, on in (("N5", node.n5), ("Zarr v3", node.zarr)) if on)
+            or "implicit group",
+        )
+    )
     table.extend(node.facts)
     table.extend(_blocks_row(node, extra))
-    parts.append("<table>" + "".join(f"<tr><td style='padding-right:8px'>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in table) + "</table>")
+    parts.append(
+        "<table>"
+        + "".join(
+            f"<tr><td style='padding-right:8px'>{esc(k)}</td><td>{esc(v)}</td></tr>"
+            for k, v in table
+        )
+        + "</table>"
+    )
     ms = extra.get("multiscale")
     if ms is not None:
         order = slice(None, None, -1)
@@ -155,14 +175,20 @@ def details_html(node: Node, extra: dict[str, Any]) -> list[str]:
                      f"{', labels' if ms.is_labels else ''}):</p>")  # fmt: skip
         cells = "".join(
             f"<tr><td>{esc(a)}</td><td>{s:g}</td><td>{t:g}</td><td>{esc(u or 'pixel')}</td></tr>"
-            for a, s, t, u in zip(axes, ms.scale[order], ms.translate[order], ms.units[order], strict=True)
+            for a, s, t, u in zip(
+                axes, ms.scale[order], ms.translate[order], ms.units[order], strict=True
+            )
         )
-        parts.append(f"<table><tr><th>axis</th><th>scale</th><th>translate</th><th>unit</th></tr>{cells}</table>")
+        parts.append(
+            f"<table><tr><th>axis</th><th>scale</th><th>translate</th><th>unit</th></tr>{cells}</table>"
+        )
     elif "multiscale_error" in extra:
         parts.append(f"<p style='color:#c33'>{esc(extra['multiscale_error'])}</p>")
     if node.attributes:
         text = json.dumps(node.attributes, indent=1, default=str)
-        parts.append(f"<p><b>{N5_JSON if node.n5 else 'attributes'}</b></p><pre>{esc(text[:20000])}</pre>")
+        parts.append(
+            f"<p><b>{N5_JSON if node.n5 else 'attributes'}</b></p><pre>{esc(text[:20000])}</pre>"
+        )
     if node.zarr_doc is not None and node.kind != "error":
         text = json.dumps(node.zarr_doc, indent=1, default=str)
         parts.append(f"<p><b>zarr.json (Zarr v3 view)</b></p><pre>{esc(text[:20000])}</pre>")

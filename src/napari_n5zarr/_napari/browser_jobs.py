@@ -222,7 +222,9 @@ class Lister:
                     kids.extend(rows.nodes)
                     count += len(rows.nodes)
                 hurry = any(urgent(k) for k in kids)
-            if batch and (hurry or count >= BATCH_ROWS or time.monotonic() - since >= BATCH_SECONDS):
+            if batch and (
+                hurry or count >= BATCH_ROWS or time.monotonic() - since >= BATCH_SECONDS
+            ):
                 if not self._handed(stop):
                     return
                 yield batch

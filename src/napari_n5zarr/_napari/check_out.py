@@ -21,7 +21,13 @@ CONTEXT_ACTION = "napari-n5zarr.copy_view"
 
 def default_destination(layer: Any) -> Path:
     """``<layer>-region.n5`` in the working folder, numbered when taken."""
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in plain_name(layer.name).rsplit("/", 1)[-1]) or "view"
+    stem = (
+        "".join(
+            c if c.isalnum() or c in "-_." else "_"
+            for c in plain_name(layer.name).rsplit("/", 1)[-1]
+        )
+        or "view"
+    )
     candidate, n = Path.cwd() / f"{stem}-region.n5", 2
     while candidate.exists():
         candidate, n = Path.cwd() / f"{stem}-region-{n}.n5", n + 1
@@ -36,20 +42,27 @@ def ask_destination(layer: Any) -> Path | None:
     return Path(path) if path else None
 
 
-def copy_view(viewer: Any, layer: Any, destination: str | Path | None = None, *, wait: bool = False) -> threading.Thread | None:
+def copy_view(
+    viewer: Any, layer: Any, destination: str | Path | None = None, *, wait: bool = False
+) -> threading.Thread | None:
     """Check the region of ``layer`` in view out to ``destination`` (asked when None) in a
     thread, then open it in ``viewer``; ``wait`` joins the thread (tests, scripts)."""
     meta = getattr(layer, "metadata", {}).get("napari_n5zarr") or {}
     location = pyramid_location(meta)
     region = view_region(layer, viewer)
     if location is None or region is None:
-        notify_napari("warning", f"{TITLE}: only layers opened by napari-n5zarr, shown in a viewer, can be copied")
+        notify_napari(
+            "warning",
+            f"{TITLE}: only layers opened by napari-n5zarr, shown in a viewer, can be copied",
+        )
         return None
     target = Path(destination) if destination is not None else ask_destination(layer)
     if target is None:
         return None
     notify_napari("info", f"{TITLE}: copying {region} of {location} to {target}")
-    worker = threading.Thread(target=_run, args=(viewer, location, target, region), name="n5zarr-copy-view", daemon=True)
+    worker = threading.Thread(
+        target=_run, args=(viewer, location, target, region), name="n5zarr-copy-view", daemon=True
+    )
     worker.start()
     if wait:
         worker.join()
@@ -85,4 +98,11 @@ def add_to_layer_context_menu() -> None:
     app = get_app_model()
     if CONTEXT_ACTION not in app.commands:
         rule = MenuRule(id=MenuId.LAYERLIST_CONTEXT, group=MenuGroup.LAYERLIST_CONTEXT.CONVERSION)
-        app.register_action(Action(id=CONTEXT_ACTION, title=f"{TITLE}…", callback=copy_view_of_active_layer, menus=[rule]))
+        app.register_action(
+            Action(
+                id=CONTEXT_ACTION,
+                title=f"{TITLE}…",
+                callback=copy_view_of_active_layer,
+                menus=[rule],
+            )
+        )

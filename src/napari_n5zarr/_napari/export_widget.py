@@ -78,7 +78,9 @@ def _count_box(label: str, maximum: int, tooltip: str) -> FloatSpinBox:
     return box
 
 
-def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_size: int, levels: int, rgb: bool) -> tuple[int, int]:
+def planned_blocks(
+    shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_size: int, levels: int, rgb: bool
+) -> tuple[int, int]:
     """(blocks over all levels, bytes of one block) that an export would write."""
     import numpy as np
 
@@ -87,11 +89,20 @@ def planned_blocks(shape: tuple[int, ...], dtype: Any, axis_labels: Any, block_s
 
     labels = list(axis_labels) if axis_labels is not None else None
     if rgb:
-        labels = [*(labels or [str(-i) for i in range(len(shape) - 1, 0, -1)])[: len(shape) - 1], "rgb"]
-    spatial = pyramid.spatial_axes(len(shape), labels if labels and any(str(a) in ("x", "y", "z") for a in labels) else None)
+        labels = [
+            *(labels or [str(-i) for i in range(len(shape) - 1, 0, -1)])[: len(shape) - 1],
+            "rgb",
+        ]
+    spatial = pyramid.spatial_axes(
+        len(shape), labels if labels and any(str(a) in ("x", "y", "z") for a in labels) else None
+    )
     if rgb and len(shape) - 1 in spatial:
         spatial = tuple(a for a in spatial if a != len(shape) - 1)
-    block = default_chunks(shape, spatial) if not block_size else tuple(block_size if i in spatial else 1 for i in range(len(shape)))
+    block = (
+        default_chunks(shape, spatial)
+        if not block_size
+        else tuple(block_size if i in spatial else 1 for i in range(len(shape)))
+    )
     block = tuple(max(1, min(b, n)) for b, n in zip(block, shape, strict=True))
     steps = pyramid.plan(shape, block, spatial, None, levels or "auto")
     total, cur = 0, list(shape)
@@ -149,7 +160,9 @@ def gui_wording(exc: BaseException) -> str:
         return os_error_words(exc)
     text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
     text = text.replace("(pass overwrite=True to replace it)", '(tick "overwrite" to replace it)')
-    return text.replace("pass overwrite=True", 'tick "overwrite"').replace("overwrite=True", '"overwrite" ticked')
+    return text.replace("pass overwrite=True", 'tick "overwrite"').replace(
+        "overwrite=True", '"overwrite" ticked'
+    )
 
 
 CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
@@ -169,13 +182,23 @@ def suggested_name(layer_name: str, taken: Callable[[str], bool] = lambda _name:
     return f"{base}.n5"
 
 
-def _run_export(layer: Any, dest: str, options: dict[str, Any], progress: Any, cancel: threading.Event) -> str | None:
+def _run_export(
+    layer: Any, dest: str, options: dict[str, Any], progress: Any, cancel: threading.Event
+) -> str | None:
     """Worker body: the export, or None when cancelled."""
     from napari_n5zarr._napari.writer import export_layer
 
     data, meta, layer_type = layer.as_layer_data_tuple()
     try:
-        return export_layer(dest, data, meta, labels=layer_type == "labels", progress=progress, cancel=cancel, **options)
+        return export_layer(
+            dest,
+            data,
+            meta,
+            labels=layer_type == "labels",
+            progress=progress,
+            cancel=cancel,
+            **options,
+        )
     except ExportCancelled:
         return None
 
@@ -186,13 +209,19 @@ class ExportWidget(Container):
     def __init__(self, napari_viewer: napari.viewer.Viewer) -> None:
         self.viewer = napari_viewer
         self.layer = ComboBox(label="layer", choices=self._layer_choices, nullable=False)
-        self.destination = FileEdit(label="destination", mode=FileDialogMode.OPTIONAL_FILE, filter="*.n5")
+        self.destination = FileEdit(
+            label="destination", mode=FileDialogMode.OPTIONAL_FILE, filter="*.n5"
+        )
         self.compression = ComboBox(label="compression", choices=list(N5_TYPES), value="gzip")
         self.block_size = _count_box(
-            "block size", 4096, f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)"
+            "block size",
+            4096,
+            f"block edge on spatial axes, {MIN_BLOCK} or more; auto = 64^3 (3D) / 256^2 (2D)",
         )
         self.levels = _count_box("levels", 32, "pyramid levels; auto = until one block")
-        self.overwrite = CheckBox(label="overwrite", value=False, tooltip="replace an existing N5/Zarr destination")
+        self.overwrite = CheckBox(
+            label="overwrite", value=False, tooltip="replace an existing N5/Zarr destination"
+        )
         self.export_button = PushButton(text="Export")
         self.cancel_button = PushButton(text="Cancel", enabled=False)
         self.progress = ProgressBar(label="progress", value=0, min=0, max=1, visible=False)
@@ -233,7 +262,9 @@ class ExportWidget(Container):
     def _layer_choices(self, _widget: Any = None) -> list[tuple[str, Any]]:
         from napari.layers import Image, Labels
 
-        return [(layer.name, layer) for layer in self.viewer.layers if isinstance(layer, Image | Labels)]
+        return [
+            (layer.name, layer) for layer in self.viewer.layers if isinstance(layer, Image | Labels)
+        ]
 
     def _refresh(self, _event: Any = None) -> None:
         self.layer.reset_choices()
@@ -245,7 +276,9 @@ class ExportWidget(Container):
         if layer is None or (current.suffix.lower() == ".n5" and current != self._suggested):
             return
         folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
-        self._suggested = folder / suggested_name(plain_name(layer.name), taken=lambda name: (folder / name).exists())
+        self._suggested = folder / suggested_name(
+            plain_name(layer.name), taken=lambda name: (folder / name).exists()
+        )
         self.destination.value = self._suggested
 
     def _show_destination(self, _value: Any = None) -> None:
@@ -356,7 +389,9 @@ class ExportWidget(Container):
         message = gui_wording(exc)
         self.status.value = f"failed: {message}"
         if isinstance(exc, ORDINARY):
-            notifications.show_error(f"Export failed: {message}")  # no traceback for a person's mistake
+            notifications.show_error(
+                f"Export failed: {message}"
+            )  # no traceback for a person's mistake
         else:
             notification_manager.receive_error(type(exc), exc, exc.__traceback__)
 
@@ -385,7 +420,11 @@ class _CloseGuard:
 
         class Filter(QObject):
             def eventFilter(self, obj: Any, event: Any) -> bool:
-                if event.type() == QEvent.Type.Close and widget.worker is not None and obj.isVisible():
+                if (
+                    event.type() == QEvent.Type.Close
+                    and widget.worker is not None
+                    and obj.isVisible()
+                ):
                     if not guard.confirm():
                         event.ignore()
                         return True

@@ -40,7 +40,16 @@ if TYPE_CHECKING:
 
     from napari_n5zarr.read.pyramid_walk import Where
 
-__all__ = ["MAX_CHILDREN", "MAX_LAYERS", "add_to_viewer", "layer_data", "layers_from_node", "location_layers", "notify_napari", "plain_name"]
+__all__ = [
+    "MAX_CHILDREN",
+    "MAX_LAYERS",
+    "add_to_viewer",
+    "layer_data",
+    "layers_from_node",
+    "location_layers",
+    "notify_napari",
+    "plain_name",
+]
 
 Notify = Callable[[str, str], None]
 TooMany = Callable[[str, str, Notify], list["LayerData"]]
@@ -95,11 +104,15 @@ def layers_from_node(
     with the voxel size of the tree's XML). Above ``max_layers`` pyramids: no layers (see
     :func:`read_path`)."""
     notify = notify_napari if notify is None else notify
-    found = images_of(where, name=name, source=source, limit=max_layers, report=block_reporter(notify))
+    found = images_of(
+        where, name=name, source=source, limit=max_layers, report=block_reporter(notify)
+    )
     return images_layers(found, notify, too_many=too_many)
 
 
-def images_layers(found: Images, notify: Notify, *, too_many: TooMany = say_too_many) -> list[LayerData]:
+def images_layers(
+    found: Images, notify: Notify, *, too_many: TooMany = say_too_many
+) -> list[LayerData]:
     """Layer data tuples for what the read wing found; the rest becomes notices."""
     if found.error is not None:
         notify("error", f"napari-n5zarr: {found.error}")
@@ -140,7 +153,11 @@ def block_reporter(notify: Notify) -> Callable[[str], None]:
 
 
 def layer_data(
-    node: Where | zarr.Array | zarr.Group, ms: Multiscale, *, source: str = "", report: Callable[[str], None] | None = None
+    node: Where | zarr.Array | zarr.Group,
+    ms: Multiscale,
+    *,
+    source: str = "",
+    report: Callable[[str], None] | None = None,
 ) -> LayerData:
     """One (data, kwargs, layer_type) tuple for ``ms`` under ``node``; lazy levels in
     napari order (..., z, y, x). Reads metadata and a sample of the coarsest level."""
@@ -191,7 +208,12 @@ def _fragments_layer(image: Image, shown: dict[str, Any]) -> list[Any]:
     layer (``NAME (raw fragments)``): a person switches by ticking one visible, the other not."""
     if not image.fragments:
         return []
-    kwargs = {**shown, "name": f"{image.multiscale.name} (raw fragments)", "visible": False, "metadata": dict(shown["metadata"])}
+    kwargs = {
+        **shown,
+        "name": f"{image.multiscale.name} (raw fragments)",
+        "visible": False,
+        "metadata": dict(shown["metadata"]),
+    }
     split = [_as_dask(level) for level in image.fragments]
     return [(split if len(split) > 1 else split[0], kwargs, "labels")]
 
@@ -204,7 +226,11 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
 
     meta = kwargs["metadata"]["napari_n5zarr"]
     arrays = [getattr(level, "array", None) for level in levels[: len(ms.paths)]]
-    found, reason = (None, ms.unreadable or "label multisets") if ms.label_multiset else pyramid_root(source, ms.paths, arrays)
+    found, reason = (
+        (None, ms.unreadable or "label multisets")
+        if ms.label_multiset
+        else pyramid_root(source, ms.paths, arrays)
+    )
     if found is not None and not ms.time_paths:
         try:
             data = open_editable(found[0], base=levels[0], levels=found[1])
@@ -215,10 +241,16 @@ def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: s
             kwargs["multiscale"] = False
             _report_changes(data)
             return (data, kwargs, "labels")
-    meta["read_only"] = reason or ("a time series is not edited in place" if ms.time_paths else "it cannot be edited in place")
+    meta["read_only"] = reason or (
+        "a time series is not edited in place" if ms.time_paths else "it cannot be edited in place"
+    )
     split = [_as_dask(level) for level in levels]
     if len(split) == 1:
-        return (ReadOnlyLevel(split[0], meta["read_only"], refused_notice(ms.name)), kwargs, "labels")
+        return (
+            ReadOnlyLevel(split[0], meta["read_only"], refused_notice(ms.name)),
+            kwargs,
+            "labels",
+        )
     return (split, kwargs, "labels")
 
 
@@ -272,7 +304,11 @@ def napari_unit(unit: str | None) -> str | None:
 
 def _color_channels(layers: list[Any]) -> None:
     """Several channel-like image layers (N5 Viewer ``cN``, BDV setups): Fiji-like composite."""
-    images = [layer for layer in layers if len(layer) == 3 and layer[2] == "image" and isinstance(layer[1]["name"], str)]
+    images = [
+        layer
+        for layer in layers
+        if len(layer) == 3 and layer[2] == "image" and isinstance(layer[1]["name"], str)
+    ]
     if len(images) < 2 or not all(_CHANNEL_NAME.search(layer[1]["name"]) for layer in images):
         return
     for i, (_, kwargs, _) in enumerate(images):

@@ -22,8 +22,14 @@ def default_destination(layer: Any) -> Path:
     """Beside the image's source folder (or the working folder): ``<image>-labels.n5``,
     numbered when taken."""
     source = str((layer.metadata.get("napari_n5zarr") or {}).get("source") or "")
-    folder = Path(source).parent if source and "://" not in source and Path(source).exists() else Path.cwd()
-    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in plain_name(layer.name)) or "image"
+    folder = (
+        Path(source).parent
+        if source and "://" not in source and Path(source).exists()
+        else Path.cwd()
+    )
+    stem = (
+        "".join(c if c.isalnum() or c in "-_." else "_" for c in plain_name(layer.name)) or "image"
+    )
     candidate = folder / f"{stem}-labels.n5"
     n = 2
     while candidate.exists():
@@ -41,7 +47,9 @@ def ask_destination(layer: Any) -> Path | None:
     return Path(path) if path else None
 
 
-def new_labels_for(viewer: napari.Viewer, layer: Any, destination: str | Path | None = None) -> Any | None:
+def new_labels_for(
+    viewer: napari.Viewer, layer: Any, destination: str | Path | None = None
+) -> Any | None:
     """Create empty labels overlaying image ``layer`` at ``destination`` (asked when None),
     open them editable in ``viewer`` and select them. Returns the new layer (None: cancelled
     or refused, said in a notification)."""
@@ -59,7 +67,10 @@ def new_labels_for(viewer: napari.Viewer, layer: Any, destination: str | Path | 
         notify_napari("error", f"{TITLE}: {exc}")
         return None
     added = viewer.open(str(target), plugin="napari-n5zarr")  # the reader: editable, watched
-    new = next((added_layer for added_layer in added if isinstance(added_layer, napari.layers.Labels)), None)
+    new = next(
+        (added_layer for added_layer in added if isinstance(added_layer, napari.layers.Labels)),
+        None,
+    )
     if new is not None:
         viewer.layers.selection.active = new
     return new
@@ -88,4 +99,8 @@ def add_to_layer_context_menu() -> None:
         return
     rule = MenuRule(id=MenuId.LAYERLIST_CONTEXT, group=MenuGroup.LAYERLIST_CONTEXT.CONVERSION,
                     when=Keys.active_layer_type == "image")  # fmt: skip
-    app.register_action(Action(id=CONTEXT_ACTION, title=f"{TITLE}…", callback=new_labels_for_active_layer, menus=[rule]))
+    app.register_action(
+        Action(
+            id=CONTEXT_ACTION, title=f"{TITLE}…", callback=new_labels_for_active_layer, menus=[rule]
+        )
+    )

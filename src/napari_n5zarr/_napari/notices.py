@@ -32,7 +32,9 @@ CHECK_OUT_CAUSES = ("not a local folder", "a read-only folder")
 """Causes a region check-out (``n5zarr convert --region``) cures: the data are fine, only not here."""
 
 
-def refused_message(name: str, reason: str, *, location: str | None = None, region: str | None = None) -> str:
+def refused_message(
+    name: str, reason: str, *, location: str | None = None, region: str | None = None
+) -> str:
     """The one notice of a first paint on read-only labels: a short sentence (napari's
     notification shows one line of about 300 px until expanded), then how to edit a copy:
     with the pyramid's ``location`` and the ``region`` in view, the check-out command."""
@@ -58,7 +60,9 @@ def notify_napari(level: str, message: str) -> None:
 
         warnings.warn(message, spatial.SkippedNodeWarning, stacklevel=3)
         return
-    show = {"error": notifications.show_error, "info": notifications.show_info}.get(level, notifications.show_warning)
+    show = {"error": notifications.show_error, "info": notifications.show_info}.get(
+        level, notifications.show_warning
+    )
     show(message)
 
 

@@ -106,7 +106,9 @@ def _on_change(event: Any = None) -> None:
     try:
         from napari.utils.notifications import show_info
 
-        show_info("napari-n5zarr will open every *.n5 folder and the groups in it from now on (Preferences > Plugins to change it)")
+        show_info(
+            "napari-n5zarr will open every *.n5 folder and the groups in it from now on (Preferences > Plugins to change it)"
+        )
     except Exception:
         pass
 

@@ -38,7 +38,11 @@ _watched: weakref.WeakSet[Any] = weakref.WeakSet()
 
 def edited_layers(viewer: napari.Viewer) -> list[Any]:
     """Labels layers of ``viewer`` opened editable that hold unsaved edits."""
-    return [layer for layer in viewer.layers if (level := editable_of(layer)) is not None and level.modified]
+    return [
+        layer
+        for layer in viewer.layers
+        if (level := editable_of(layer)) is not None and level.modified
+    ]
 
 
 def save_all(viewer: napari.Viewer) -> str:
@@ -79,7 +83,9 @@ def _tell_read_only(layer: Any, reason: str) -> None:
     viewer = napari.current_viewer()
     region = view_region(layer, viewer) if viewer is not None else None
     location = pyramid_location(layer.metadata.get("napari_n5zarr") or {})
-    notices.notify_napari("warning", notices.refused_message(layer.name, reason, location=location, region=region))
+    notices.notify_napari(
+        "warning", notices.refused_message(layer.name, reason, location=location, region=region)
+    )
 
 
 def _refuse_paint(layer: Any) -> None:
@@ -108,7 +114,9 @@ def _refuse_paint(layer: Any) -> None:
 
 def _on_layer(layer: Any) -> None:
     meta = getattr(layer, "metadata", None) or {}
-    if (meta.get("napari_n5zarr") or {}).get("read_only") and not getattr(layer, "_n5zarr_guarded", False):
+    if (meta.get("napari_n5zarr") or {}).get("read_only") and not getattr(
+        layer, "_n5zarr_guarded", False
+    ):
         layer._n5zarr_guarded = True
         _refuse_paint(layer)
     if isinstance(getattr(layer, "data", None), EditableLevel):
@@ -182,7 +190,11 @@ def unsaved_text(viewer: napari.Viewer) -> str:
     layers = edited_layers(viewer)
     if not layers:
         return NO_CHANGES
-    parts = [f"{plain_name(layer.name)}: {_blocks(level.unsaved_blocks)}" for layer in layers if (level := editable_of(layer))]
+    parts = [
+        f"{plain_name(layer.name)}: {_blocks(level.unsaved_blocks)}"
+        for layer in layers
+        if (level := editable_of(layer))
+    ]
     return "unsaved: " + "; ".join(parts)
 
 
@@ -212,7 +224,12 @@ class CloseGuard:
         class Filter(QObject):
             def eventFilter(self, obj: Any, event: Any) -> bool:
                 v = ref()
-                if event.type() == QEvent.Type.Close and v is not None and obj.isVisible() and not guard.may_close(v):
+                if (
+                    event.type() == QEvent.Type.Close
+                    and v is not None
+                    and obj.isVisible()
+                    and not guard.may_close(v)
+                ):
                     event.ignore()
                     return True
                 return False

@@ -69,7 +69,10 @@ def _claimed_file(text: str) -> bool:
 def _decline(path: PathOrPaths, **_: Any) -> list[LayerData]:
     """Reader for a zip/XML/metadata file without N5 in it: one notice, no layer, no error."""
     text = os.fspath(path if isinstance(path, str | os.PathLike) else path[0])
-    _notify("info", f"{display_name(text)} holds no N5 or Zarr v3 data: nothing opened (napari-n5zarr reads zips of N5 and BigDataViewer N5 XML)")
+    _notify(
+        "info",
+        f"{display_name(text)} holds no N5 or Zarr v3 data: nothing opened (napari-n5zarr reads zips of N5 and BigDataViewer N5 XML)",
+    )
     return [CLAIMED_NOTHING]
 
 
@@ -84,7 +87,9 @@ def read(path: PathOrPaths) -> list[LayerData]:
     layers: list[LayerData] = []
     for p in paths:
         layers.extend(read_path(p))
-    if any(isinstance(layer, tuple) and len(layer) == 3 and layer[2] == "labels" for layer in layers):
+    if any(
+        isinstance(layer, tuple) and len(layer) == 3 and layer[2] == "labels" for layer in layers
+    ):
         _watch_labels()
     _offer_new_labels()
     return layers or [CLAIMED_NOTHING]  # claimed: problems were already reported
@@ -95,7 +100,9 @@ def _offer_new_labels() -> None:
     local copy of the view."""
     import threading
 
-    if threading.current_thread() is threading.main_thread() and "napari.viewer" in sys.modules:  # inside napari
+    if (
+        threading.current_thread() is threading.main_thread() and "napari.viewer" in sys.modules
+    ):  # inside napari
         from napari_n5zarr._napari import check_out, new_labels
 
         new_labels.add_to_layer_context_menu()

@@ -32,7 +32,9 @@ def cache_dir() -> Path:
     return Path(base) / "napari-n5zarr"
 
 
-def blobs(shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+def blobs(
+    shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7
+) -> tuple[np.ndarray, np.ndarray]:
     """(image uint16, labels uint32) of ``n`` Gaussian blobs, napari order, deterministic."""
     rng = np.random.default_rng(seed)
     image = np.zeros(shape, np.float32)
@@ -47,7 +49,9 @@ def blobs(shape: tuple[int, ...] = SHAPE, n: int = 40, seed: int = 7) -> tuple[n
             for c, s, d in zip(centre, sigma, shape, strict=True)
         )
         grids = np.ogrid[box]
-        blob = np.exp(-0.5 * sum(((g - c) / s) ** 2 for g, c, s in zip(grids, centre, sigma, strict=True)))
+        blob = np.exp(
+            -0.5 * sum(((g - c) / s) ** 2 for g, c, s in zip(grids, centre, sigma, strict=True))
+        )
         blob = blob.astype(np.float32)
         image[box] += blob * rng.uniform(0.5, 1.0)
         mine = (blob > 0.5) & (blob > best[box])
@@ -70,11 +74,19 @@ def make_sample(folder: Path | None = None, *, reset: bool = False) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".blobs-", dir=folder))
     try:
         image, labels = blobs()
-        common: dict[str, Any] = {"scale": SCALE, "units": "micrometer", "axis_labels": ("z", "y", "x"), "chunks": CHUNKS, "levels": 3}
+        common: dict[str, Any] = {
+            "scale": SCALE,
+            "units": "micrometer",
+            "axis_labels": ("z", "y", "x"),
+            "chunks": CHUNKS,
+            "levels": 3,
+        }
         export(image, tmp / SAMPLE_NAME, path="raw", **common)
         export(labels, tmp / SAMPLE_NAME, path="labels", labels=True, **common)
         if reset and (path.exists() or path.is_symlink()):
-            path.rename(tmp / "replaced")  # removed with tmp (a link itself, never what it points to)
+            path.rename(
+                tmp / "replaced"
+            )  # removed with tmp (a link itself, never what it points to)
         try:
             (tmp / SAMPLE_NAME).rename(path)
         except OSError:  # built meanwhile by another process
@@ -89,4 +101,6 @@ def sample_blobs() -> list[tuple]:
     """npe2 sample-data command: the blobs sample through the reader."""
     from napari_n5zarr._napari.reader import read
 
-    return read(make_sample())  # as a dropped folder: the viewer gets the save shortcut and close guard
+    return read(
+        make_sample()
+    )  # as a dropped folder: the viewer gets the save shortcut and close guard

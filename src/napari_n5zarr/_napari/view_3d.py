@@ -25,7 +25,9 @@ from napari_n5zarr.write.edit.editable import EditableLevel, ReadOnlyLevel
 MAX_3D_ENV = "N5ZARR_3D_MAX_BYTES"
 DEFAULT_MAX_3D = 1 << 30
 _followed: weakref.WeakSet[Any] = weakref.WeakSet()
-_level0: weakref.WeakKeyDictionary[Any, tuple[EditableLevel, np.ndarray, np.ndarray, bool]] = weakref.WeakKeyDictionary()
+_level0: weakref.WeakKeyDictionary[Any, tuple[EditableLevel, np.ndarray, np.ndarray, bool]] = (
+    weakref.WeakKeyDictionary()
+)
 """Layer -> (its editable level 0, its scale, translate and visibility in 2D) while shown in 3D."""
 
 
@@ -85,7 +87,10 @@ def _to_3d(layer: Any) -> None:
     if layer in _level0:
         return
     level0 = layer.data
-    if not isinstance(level0, EditableLevel) or math.prod(level0.shape) * level0.dtype.itemsize <= max_3d_bytes():
+    if (
+        not isinstance(level0, EditableLevel)
+        or math.prod(level0.shape) * level0.dtype.itemsize <= max_3d_bytes()
+    ):
         return
     scale, translate = np.asarray(layer.scale, float), np.asarray(layer.translate, float)
     _level0[layer] = (level0, scale, translate, bool(layer.visible))
@@ -93,13 +98,20 @@ def _to_3d(layer: Any) -> None:
     found = overview(level0, max_3d_bytes())
     if found is None:
         layer.visible = False
-        notify_napari("warning", f"{name}: too big for 3D at every pyramid level (over {max_3d_bytes():,} bytes); hidden in 3D")
+        notify_napari(
+            "warning",
+            f"{name}: too big for 3D at every pyramid level (over {max_3d_bytes():,} bytes); hidden in 3D",
+        )
         return
     k, reader, factors = found
     reason = f"3D shows {name} from pyramid level {k} (read-only); in 2D you edit level 0 again"
-    layer.data = ReadOnlyLevel(reader, reason, lambda text: notify_napari("warning", text), stands_for=level0)
+    layer.data = ReadOnlyLevel(
+        reader, reason, lambda text: notify_napari("warning", text), stands_for=level0
+    )
     layer.scale = scale * factors
-    layer.translate = translate + 0.5 * (factors - 1) * scale  # a coarse pixel's centre (as the reader places it)
+    layer.translate = (
+        translate + 0.5 * (factors - 1) * scale
+    )  # a coarse pixel's centre (as the reader places it)
     notify_napari("info", reason)
 
 

@@ -26,7 +26,10 @@ def view_region(layer: Any, viewer: Any) -> str | None:
     bounds = []
     for axis, extent in enumerate(shape0):
         if axis in displayed:
-            lo, hi = math.floor(min(low[axis], high[axis])), math.ceil(max(low[axis], high[axis])) + 1
+            lo, hi = (
+                math.floor(min(low[axis], high[axis])),
+                math.ceil(max(low[axis], high[axis])) + 1,
+            )
         else:
             plane = round(point[axis])
             lo, hi = plane - SLAB, plane + SLAB + 1
@@ -42,7 +45,11 @@ def _visible(layer: Any, viewer: Any) -> tuple[np.ndarray, np.ndarray]:
     canvas = getattr(getattr(getattr(viewer, "window", None), "_qt_viewer", None), "canvas", None)
     size = getattr(canvas, "size", None)
     if size is None or viewer.dims.ndisplay != 2:
-        factors = np.asarray(layer.downsample_factors[layer.data_level], float) if layer.multiscale else 1.0
+        factors = (
+            np.asarray(layer.downsample_factors[layer.data_level], float)
+            if layer.multiscale
+            else 1.0
+        )
         corners = np.asarray(layer.corner_pixels, float) * factors
         return corners[0], corners[1]
     low, high = np.asarray(viewer.dims.point, float), np.asarray(viewer.dims.point, float)

@@ -32,7 +32,9 @@ def add_widgets(viewer: napari.Viewer, path: str | None = None, reveal: str | No
             browser.reveal(reveal)
     exporter = ExportWidget(viewer)
     # a tab beside the browser: stacked under it, in a 720 px tall window neither had room
-    viewer.window.add_dock_widget(exporter, name="Export as N5 + Zarr v3", area="right", tabify=True)
+    viewer.window.add_dock_widget(
+        exporter, name="Export as N5 + Zarr v3", area="right", tabify=True
+    )
     show_first(viewer, browser)
     return [browser, exporter]
 
@@ -96,8 +98,12 @@ def first_screen(viewer: napari.Viewer, location: str, found: Any = None) -> Any
     from napari_n5zarr._napari import layers as layer_data
 
     found = read_first(location) if found is None else found
-    added = layer_data.add_to_viewer(viewer, layer_data.images_layers(found, layer_data.notify_napari, too_many=_listed_instead))
-    scale_bar(viewer).visible = True  # physical size at first sight (napari takes the unit from the layers)
+    added = layer_data.add_to_viewer(
+        viewer, layer_data.images_layers(found, layer_data.notify_napari, too_many=_listed_instead)
+    )
+    scale_bar(
+        viewer
+    ).visible = True  # physical size at first sight (napari takes the unit from the layers)
     browser, _ = add_widgets(viewer, location, reveal=first_pyramid(added))
     fit_after_layout(viewer)
     return browser
@@ -112,7 +118,11 @@ def read_first(location: str) -> Any:
     from napari_n5zarr.read.images import open_images
 
     found = open_images(location, limit=MAX_LAYERS, report=block_reporter(notify_napari))
-    if found.error is None and found.too_many is None and not (found.images or found.hidden or found.problems):
+    if (
+        found.error is None
+        and found.too_many is None
+        and not (found.images or found.hidden or found.problems)
+    ):
         raise NodeNotFoundError(f"no N5 or Zarr v3 data in {location}")
     return found
 
@@ -131,7 +141,9 @@ def first_pyramid(layers: list) -> str | None:
     return str(paths[0]) if paths else None
 
 
-def view(path: str | None = None, *, block: bool = True, screenshot: str | None = None, found: Any = None) -> napari.Viewer:
+def view(
+    path: str | None = None, *, block: bool = True, screenshot: str | None = None, found: Any = None
+) -> napari.Viewer:
     """Open napari on ``path`` (default: the sample) with this plugin's widgets docked
     (see :func:`first_screen`); ``found``: what :func:`read_first` read there already.
 

@@ -29,7 +29,9 @@ def layer_export_kwargs(data: Any, meta: dict[str, Any]) -> dict[str, Any]:
     first = levels[0] if levels else data
     scale = list(meta.get("scale") or [1.0] * first.ndim)
     translate = list(meta.get("translate") or [0.0] * len(scale))
-    units: list[str | None] | None = [str(u) for u in meta["units"]] if meta.get("units") is not None else None
+    units: list[str | None] | None = (
+        [str(u) for u in meta["units"]] if meta.get("units") is not None else None
+    )
     labels = list(meta["axis_labels"]) if meta.get("axis_labels") is not None else None
     extra = first.ndim - len(scale)
     if extra > 0 or meta.get("rgb"):  # rgb(a): the colour axis is not a layer dimension
@@ -38,7 +40,9 @@ def layer_export_kwargs(data: Any, meta: dict[str, Any]) -> dict[str, Any]:
         translate = translate[: first.ndim - extra] + [0.0] * extra
         units = [*units[: first.ndim - extra], *([None] * extra)] if units is not None else None
         colour = COLOUR_AXES[1] if first.shape[-1] == 4 else COLOUR_AXES[0]
-        labels = (labels or [f"-{i}" for i in range(first.ndim - extra, 0, -1)])[: first.ndim - extra] + [colour] * extra
+        labels = (labels or [f"-{i}" for i in range(first.ndim - extra, 0, -1)])[
+            : first.ndim - extra
+        ] + [colour] * extra
     _warn_transforms(meta)
     return {
         "data": levels if levels else data,
@@ -58,14 +62,19 @@ def _warn_transforms(meta: dict[str, Any]) -> None:
     if meta.get("shear") is not None and np.any(np.asarray(meta["shear"], dtype=float) != 0):
         lost.append("shear")
     if lost:
-        warnings.warn(f"N5 metadata holds scale and translate only; the layer's {', '.join(lost)} is not saved", stacklevel=3)
+        warnings.warn(
+            f"N5 metadata holds scale and translate only; the layer's {', '.join(lost)} is not saved",
+            stacklevel=3,
+        )
 
 
 def export_layer(dest: str, data: Any, meta: dict[str, Any], *, labels: bool, **kwargs: Any) -> str:
     """Export one layer's data + metadata (the writers' and the export widget's core). The
     layer's name is kept in the pyramid group (``"name"``): the reader names the layer by it."""
     attributes = {NAME_KEY: plain_name(str(meta["name"]))} if meta.get("name") else None
-    return export(**layer_export_kwargs(data, meta), dest=dest, labels=labels, attributes=attributes, **kwargs)
+    return export(
+        **layer_export_kwargs(data, meta), dest=dest, labels=labels, attributes=attributes, **kwargs
+    )
 
 
 SAVE_EXISTS = (
@@ -94,10 +103,13 @@ def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
 
 def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
     """npe2 multi-layer writer: each layer becomes a pyramid group named after it."""
-    names = _unique_names([plain_name(meta.get("name") or "") or layer_type for _, meta, layer_type in layer_data])
+    names = _unique_names(
+        [plain_name(meta.get("name") or "") or layer_type for _, meta, layer_type in layer_data]
+    )
     written = []
     for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
-        _saving(path, lambda: export_layer(path, data, meta, labels=layer_type == "labels", path=name))  # noqa: B023 (called at once)
+        labels = layer_type == "labels"
+        _saving(path, lambda: export_layer(path, data, meta, labels=labels, path=name))  # noqa: B023 (called at once)
         written.append(f"{path.rstrip('/')}/{name}")
     return written
 

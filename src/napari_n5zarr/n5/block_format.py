@@ -106,7 +106,9 @@ Decompress = Callable[[np.ndarray, int], np.ndarray]
 """``(payload, nbytes) -> exactly nbytes`` (uint8 array), or N5BlockError."""
 
 
-def validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None) -> BlockHeader:
+def validated_header(
+    raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, ...] | None = None
+) -> BlockHeader:
     """Parse a block header and refuse what cannot be array data, before any allocation.
 
     Position-free (the codec never learns which block it decodes): the header shape may not
@@ -119,8 +121,12 @@ def validated_header(raw: np.ndarray, ndim: int | None, chunk_shape: tuple[int, 
         raise N5BlockError(f"header has {len(header.shape)} dimensions, the array has {ndim}")
     if any(s == 0 for s in header.shape):
         raise N5BlockError(f"header shape {list(header.shape)} has a zero extent")
-    if chunk_shape is not None and any(h > c for h, c in zip(header.shape, chunk_shape, strict=True)):
-        raise N5BlockError(f"header shape {list(header.shape)} exceeds the block size {list(chunk_shape)}")
+    if chunk_shape is not None and any(
+        h > c for h, c in zip(header.shape, chunk_shape, strict=True)
+    ):
+        raise N5BlockError(
+            f"header shape {list(header.shape)} exceeds the block size {list(chunk_shape)}"
+        )
     return header
 
 
@@ -132,13 +138,21 @@ def block_values(payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -
 
 
 def decode_block(
-    data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None, where: str | None, decompress: Decompress
+    data: bytes | memoryview | np.ndarray,
+    dtype: Any,
+    ndim: int | None,
+    where: str | None,
+    decompress: Decompress,
 ) -> np.ndarray:
     """One whole stored block (header and payload) at its own (header) shape, N5 order: a
     view of the decompressed bytes (big endian, F order). N5BlockError naming ``where``
     if it is not a default-mode block of ``ndim`` dimensions or does not decompress to
     exactly what its header shape needs."""
-    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)
+        if not isinstance(data, np.ndarray)
+        else data.view(np.uint8).ravel()
+    )
     dtype = np.dtype(dtype)
     try:
         header = validated_header(raw, ndim)
@@ -206,24 +220,36 @@ def stored_block_limit(block: tuple[int, ...], payload: int, codec_json: dict[st
         return None
     worst, name = bound
     header = header_size(len(block)) + (4 if varlength else 0)
-    return ReadLimit(header + worst + FRAMING_SLACK, f"{what or f'{payload} bytes'}, {name}'s worst case and the header")
+    return ReadLimit(
+        header + worst + FRAMING_SLACK,
+        f"{what or f'{payload} bytes'}, {name}'s worst case and the header",
+    )
 
 
 def check_block_header(
-    head: np.ndarray, index: tuple[int, ...], grid: tuple[tuple[int, ...], tuple[int, ...]] | None, where: str
+    head: np.ndarray,
+    index: tuple[int, ...],
+    grid: tuple[tuple[int, ...], tuple[int, ...]] | None,
+    where: str,
 ) -> None:
     """Refuse (N5BlockError naming ``where``) a block whose header shape its position makes
     impossible (``grid``: the array's shape and block size, N5 order; None: not known).
     O(header). The mode is not checked here: the codec does (:func:`validated_header`)."""
     try:
         header = parse_header(head)
-        if header.mode == MODE_DEFAULT and grid is not None and len(header.shape) == len(index) == len(grid[0]):
+        if (
+            header.mode == MODE_DEFAULT
+            and grid is not None
+            and len(header.shape) == len(index) == len(grid[0])
+        ):
             check_position(header.shape, index, grid[0], grid[1])
     except N5BlockError as e:
         raise located(e, where) from None
 
 
-def check_position(header: tuple[int, ...], index: tuple[int, ...], shape: tuple[int, ...], block: tuple[int, ...]) -> None:
+def check_position(
+    header: tuple[int, ...], index: tuple[int, ...], shape: tuple[int, ...], block: tuple[int, ...]
+) -> None:
     """Only edge blocks may be truncated, and only to the array's extent (all axes at once,
     as n5-java and z5py write them); any other header shape is corrupt."""
     if header == block:
@@ -258,7 +284,9 @@ def first_block_key(store: Store, prefix: str, ndim: int) -> str | None:
     return path
 
 
-def first_block_mode(store: Store, prefix: str, ndim: int, name: Callable[[str], str] = str) -> int | None:
+def first_block_mode(
+    store: Store, prefix: str, ndim: int, name: Callable[[str], str] = str
+) -> int | None:
     """Mode of the first block found (None if the dataset has no blocks); N5BlockError
     naming the block (``name(key)``: its path or URL) when it has no N5 header."""
     from zarr.buffer import default_buffer_prototype

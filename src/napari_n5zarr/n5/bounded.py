@@ -38,12 +38,16 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def _exact[B: BytesLike](out: B, size: int, what: str) -> B:
     if len(out) != size:
-        raise N5BlockError(f"{what} payload decompresses to {len(out)} bytes, the header shape needs {size}")
+        raise N5BlockError(
+            f"{what} payload decompresses to {len(out)} bytes, the header shape needs {size}"
+        )
     return out
 
 
 # -- streaming decoders with a maximum output (zlib/gzip, bzip2, xz) ---------------------
-def _stream(new: Callable[[], Any], data: BytesLike, size: int, what: str, *, members: bool) -> bytes:
+def _stream(
+    new: Callable[[], Any], data: BytesLike, size: int, what: str, *, members: bool
+) -> bytes:
     """Run ``new()`` decompressors over ``data`` (several concatenated streams if
     ``members``), producing at most ``size + 1`` bytes; exactly ``size`` is accepted."""
     import lzma
@@ -60,7 +64,9 @@ def _stream(new: Callable[[], Any], data: BytesLike, size: int, what: str, *, me
         total += len(out)
         pieces.append(out)
         if total > size:
-            raise N5BlockError(f"{what} payload decompresses to more than the {size} bytes its header shape needs")
+            raise N5BlockError(
+                f"{what} payload decompresses to more than the {size} bytes its header shape needs"
+            )
         if not decoder.eof:
             raise N5BlockError(f"truncated {what} payload (the compressed stream ends early)")
         pending = decoder.unused_data
@@ -173,26 +179,38 @@ def check_blosc_header(data: BytesLike, size: int) -> None:
     """
     view = memoryview(data).cast("B")
     if len(view) < _BLOSC_HEADER.size:
-        raise N5BlockError(f"blosc payload of {len(view)} bytes is shorter than the 16-byte blosc header")
+        raise N5BlockError(
+            f"blosc payload of {len(view)} bytes is shorter than the 16-byte blosc header"
+        )
     version, _, flags, typesize, nbytes, blocksize, cbytes = _BLOSC_HEADER.unpack_from(view, 0)
     if version not in (1, 2):
         raise N5BlockError(f"blosc header has format version {version} (c-blosc 1 writes 1 or 2)")
     if cbytes != len(view):
-        raise N5BlockError(f"blosc header declares {cbytes} compressed bytes, block has {len(view)}")
+        raise N5BlockError(
+            f"blosc header declares {cbytes} compressed bytes, block has {len(view)}"
+        )
     if nbytes != size:
-        raise N5BlockError(f"blosc header declares {nbytes} decompressed bytes, the header shape needs {size}")
+        raise N5BlockError(
+            f"blosc header declares {nbytes} decompressed bytes, the header shape needs {size}"
+        )
     if typesize == 0 or (size and not 0 < blocksize <= nbytes):
-        raise N5BlockError(f"blosc header is corrupt (typesize {typesize}, blocksize {blocksize}, nbytes {nbytes})")
+        raise N5BlockError(
+            f"blosc header is corrupt (typesize {typesize}, blocksize {blocksize}, nbytes {nbytes})"
+        )
     if flags & BLOSC_MEMCPYED:
         if cbytes != nbytes + _BLOSC_HEADER.size:
-            raise N5BlockError(f"blosc header declares a stored copy of {nbytes} bytes, block has {cbytes - 16}")
+            raise N5BlockError(
+                f"blosc header declares a stored copy of {nbytes} bytes, block has {cbytes - 16}"
+            )
         return
     if not size:
         return
     nblocks = -(-nbytes // blocksize)
     table_end = _BLOSC_HEADER.size + 4 * nblocks
     if table_end > cbytes:
-        raise N5BlockError(f"blosc payload of {cbytes} bytes is too short for its {nblocks}-block table")
+        raise N5BlockError(
+            f"blosc payload of {cbytes} bytes is too short for its {nblocks}-block table"
+        )
     starts = np.frombuffer(view, dtype="<u4", count=nblocks, offset=_BLOSC_HEADER.size)
     if nblocks and (int(starts.min()) < table_end or int(starts.max()) >= cbytes):
         raise N5BlockError("blosc block table points outside the payload (corrupt block)")

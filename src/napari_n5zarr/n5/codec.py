@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from napari_n5zarr.zarr_internals import ChunkGridMetadata, TBaseDType, TBaseScalar
 
+
 @dataclass(frozen=True)
 class N5DefaultCodec(ArrayBytesCodec):
     """Array->bytes codec ``n5_default``: N5 default-mode blocks inside Zarr v3.
@@ -133,7 +134,9 @@ class N5DefaultCodec(ArrayBytesCodec):
         # methods need a compressor that implements the protocol too. False makes zarr's
         # FusedCodecPipeline fall back to the async path (_decode_single/_encode_single).
         comp = self.compressor
-        return comp is None or (isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True))
+        return comp is None or (
+            isinstance(comp, SupportsSyncCodec) and getattr(comp, "_sync_capable", True)
+        )
 
     def _inner_spec(self, spec: ArraySpec) -> ArraySpec:
         return replace(spec, shape=spec.shape[::-1])
@@ -183,14 +186,20 @@ class N5DefaultCodec(ArrayBytesCodec):
         """
         native = dtype.to_native_dtype()
         if native.name not in N5_DTYPES:
-            raise ValueError(f"n5_default cannot encode data type {native}; N5 has {', '.join(N5_DTYPES)}")
+            raise ValueError(
+                f"n5_default cannot encode data type {native}; N5 has {', '.join(N5_DTYPES)}"
+            )
         if len(shape) > 0xFFFF:
             raise ValueError("n5_default supports at most 65535 dimensions")
         if any(s > MAX_DIMENSION for s in shape):
-            raise ValueError("n5_default: array shape must fit in int64 (N5 dimensions are Java longs)")
+            raise ValueError(
+                "n5_default: array shape must fit in int64 (N5 dimensions are Java longs)"
+            )
         order = self.codecs[0].order
         if tuple(order) != tuple(range(len(shape) - 1, -1, -1)):
-            raise ValueError(f"n5_default: transpose order must be {list(range(len(shape) - 1, -1, -1))}, got {list(order)}")
+            raise ValueError(
+                f"n5_default: transpose order must be {list(range(len(shape) - 1, -1, -1))}, got {list(order)}"
+            )
 
     def resolve_metadata(self, chunk_spec: ArraySpec) -> ArraySpec:
         """The chunk spec unchanged (the codec maps a whole chunk to bytes).
@@ -227,7 +236,11 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     # -- decode ----------------------------------------------------------------------
     def decode_block(
-        self, data: bytes | memoryview | np.ndarray, dtype: Any, ndim: int | None = None, where: str | None = None
+        self,
+        data: bytes | memoryview | np.ndarray,
+        dtype: Any,
+        ndim: int | None = None,
+        where: str | None = None,
     ) -> np.ndarray:
         """Decode one N5 block at its own (header) shape; N5 order, native byte order.
 
@@ -285,9 +298,13 @@ class N5DefaultCodec(ArrayBytesCodec):
         bounded.raw_check(payload.data, nbytes)
         return payload
 
-    def _payload_to_array(self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    def _payload_to_array(
+        self, payload: np.ndarray, shape: tuple[int, ...], dtype: np.dtype
+    ) -> np.ndarray:
         """Decompress to exactly what ``shape`` needs (more or less is corrupt) and view it."""
-        return block_values(self._decompress(payload, math.prod(shape) * dtype.itemsize), shape, dtype)
+        return block_values(
+            self._decompress(payload, math.prod(shape) * dtype.itemsize), shape, dtype
+        )
 
     async def _inner_decode_async(self, payload: np.ndarray, nbytes: int) -> np.ndarray:
         comp = self.compressor
@@ -311,7 +328,9 @@ class N5DefaultCodec(ArrayBytesCodec):
         raw = chunk_bytes.as_numpy_array().view(np.uint8)
         try:
             header = validated_header(raw, len(chunk_shape), chunk_shape)
-            block = self._payload_to_array(raw[header.size :], header.shape, chunk_spec.dtype.to_native_dtype())
+            block = self._payload_to_array(
+                raw[header.size :], header.shape, chunk_spec.dtype.to_native_dtype()
+            )
         except N5BlockError as e:  # name the block: our store labels the buffers it returns
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
         if header.shape == tuple(chunk_shape):
@@ -361,7 +380,9 @@ class N5DefaultCodec(ArrayBytesCodec):
                 payload = await self._inner_decode_async(raw[header.size :], nbytes)
             except N5BlockError:
                 raise
-            except Exception as e:  # any failure of the inner compressor is a bad block, named by the caller
+            except (
+                Exception
+            ) as e:  # any failure of the inner compressor is a bad block, named by the caller
                 raise N5BlockError(f"cannot decompress ({_name(self.compressor)}): {e}") from None
         except N5BlockError as e:
             raise located(e, getattr(chunk_bytes, BLOCK_NAME_ATTR, None)) from None
@@ -397,7 +418,9 @@ class N5DefaultCodec(ArrayBytesCodec):
         """
         array = np.asarray(array)
         if array.dtype.name not in N5_DTYPES:
-            raise N5BlockError(f"N5 cannot store data type {array.dtype} (N5 has {', '.join(N5_DTYPES)})")
+            raise N5BlockError(
+                f"N5 cannot store data type {array.dtype} (N5 has {', '.join(N5_DTYPES)})"
+            )
         return self.encode_payload(array.shape, stored_values(array))
 
     def encode_payload(self, shape: tuple[int, ...], payload: np.ndarray) -> bytes:
@@ -472,7 +495,11 @@ def stored_values(array: np.ndarray) -> np.ndarray:
     out = np.empty(src.shape, dtype=dtype)
     strip = max(1, _CACHE_LINE // src.itemsize)
     strides = [abs(st) for st, n in zip(src.strides, src.shape, strict=True) if n > 1]
-    if src.size >= _TILED_MIN_SIZE and src.shape[-1] > strip and abs(src.strides[-1]) > min(strides):
+    if (
+        src.size >= _TILED_MIN_SIZE
+        and src.shape[-1] > strip
+        and abs(src.strides[-1]) > min(strides)
+    ):
         for lo in range(0, src.shape[-1], strip):
             out[..., lo : lo + strip] = src[..., lo : lo + strip]
     else:
@@ -484,7 +511,9 @@ def _padded(block: np.ndarray, chunk_spec: ArraySpec) -> np.ndarray:
     """A boundary block (header shape <= chunk shape) as a native chunk padded with the fill value."""
     chunk_shape = chunk_spec.shape
     fill = chunk_spec.fill_value
-    out = np.full(chunk_shape, fill if fill is not None else 0, dtype=chunk_spec.dtype.to_native_dtype())
+    out = np.full(
+        chunk_shape, fill if fill is not None else 0, dtype=chunk_spec.dtype.to_native_dtype()
+    )
     region = tuple(slice(0, min(h, c)) for h, c in zip(block.shape, chunk_shape, strict=True))
     out[region] = block[region]
     return out
@@ -514,13 +543,17 @@ def _bytes_spec(nbytes: int, itemsize: int = 1) -> ArraySpec:
 def _check_chain(codecs: tuple[Any, ...]) -> None:
     """Enforce the spec's chain: transpose (full reversal), bytes (big endian), [bytes->bytes]."""
     if not 2 <= len(codecs) <= 3:
-        raise ValueError(f"n5_default needs 2 or 3 inner codecs (transpose, bytes, [compressor]), got {len(codecs)}")
+        raise ValueError(
+            f"n5_default needs 2 or 3 inner codecs (transpose, bytes, [compressor]), got {len(codecs)}"
+        )
     transpose, to_bytes, *rest = codecs
     if not isinstance(transpose, TransposeCodec):
         raise ValueError("n5_default: the first inner codec must be 'transpose'")
     ndim = len(transpose.order)
     if tuple(transpose.order) != tuple(range(ndim - 1, -1, -1)):
-        raise ValueError(f"n5_default: transpose order must be a full reversal, got {list(transpose.order)}")
+        raise ValueError(
+            f"n5_default: transpose order must be a full reversal, got {list(transpose.order)}"
+        )
     if not isinstance(to_bytes, BytesCodec):
         raise ValueError("n5_default: the second inner codec must be 'bytes'")
     if to_bytes.endian not in (None, "big"):
@@ -544,4 +577,6 @@ def ensure_codecs_registered() -> None:
     registry = codec_registry(CODEC_NAME)
     registry.lazy_load()
     if len(registry) > 1 and zarr.config.get(f"codecs.{CODEC_NAME}", None) is None:
-        zarr.config.set({f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"})
+        zarr.config.set(
+            {f"codecs.{CODEC_NAME}": f"{N5DefaultCodec.__module__}.{N5DefaultCodec.__qualname__}"}
+        )

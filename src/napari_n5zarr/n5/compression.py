@@ -243,7 +243,9 @@ COMPRESSIONS: tuple[Compression, ...] = (
         lambda c: {"blockSize": int(c.get("blockSize", lz4block.DEFAULT_BLOCK_SIZE))},
         decompress=bounded.lz4_decompress,
         worst_case=_lz4_bound,
-        zarr_refuses=lambda c: not lz4block.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4block.MAX_BLOCK_SIZE,
+        zarr_refuses=lambda c: (
+            not lz4block.MIN_BLOCK_SIZE <= c["blockSize"] <= lz4block.MAX_BLOCK_SIZE
+        ),
     ),
     Compression(
         "blosc",
@@ -297,7 +299,9 @@ def normalize_n5(attributes: JSONDict) -> JSONDict:
     if isinstance(compression, str):  # seen in hand-written files
         return {"type": compression}
     if not isinstance(compression, dict) or "type" not in compression:
-        raise N5FormatError(f"N5 'compression' must be an object with a 'type', got {compression!r}")
+        raise N5FormatError(
+            f"N5 'compression' must be an object with a 'type', got {compression!r}"
+        )
     return compression
 
 
@@ -327,7 +331,9 @@ def fast_decompressor(zarr_name: str | None) -> Callable[[memoryview, int], Any]
     return None if row is None else row.decompress
 
 
-def n5_decompressor(compression: JSONDict) -> tuple[str | None, Callable[[memoryview, int], Any] | None]:
+def n5_decompressor(
+    compression: JSONDict,
+) -> tuple[str | None, Callable[[memoryview, int], Any] | None]:
     """(zarr codec name, bounded decompression) for an N5 compression object: what the
     ``n5_default`` codec of such a dataset decodes with (the name is None for raw).
     N5FormatError for a compression this table does not know."""

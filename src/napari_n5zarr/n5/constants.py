@@ -139,7 +139,9 @@ def max_stored_bytes(metadata: bool, limit: ReadLimit | None = None) -> int:
     return limit.size if limit is not None else max_stored_block_bytes()
 
 
-def check_stored_size(size: int, where: str | None, *, metadata: bool, limit: ReadLimit | None = None) -> None:
+def check_stored_size(
+    size: int, where: str | None, *, metadata: bool, limit: ReadLimit | None = None
+) -> None:
     """Refuse ``size`` bytes (declared or read) of a metadata document or block over its cap
     (:func:`max_stored_bytes`): N5MetadataError or N5BlockError naming ``where`` and the limit."""
     if metadata:
@@ -176,7 +178,9 @@ def check_nesting(doc: Any, where: str | None, limit: int = MAX_JSON_DEPTH) -> N
             continue
         if depth > limit:
             prefix = f"{where}: " if where else ""
-            raise N5MetadataError(f"{prefix}JSON nested deeper than {limit} levels; refused as bad metadata")
+            raise N5MetadataError(
+                f"{prefix}JSON nested deeper than {limit} levels; refused as bad metadata"
+            )
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -191,6 +195,8 @@ def parse_document(raw: bytes, where: str | None) -> Any:
     except ValueError as e:  # includes UnicodeDecodeError
         raise N5MetadataError(f"{prefix}not valid JSON ({e})") from None
     except RecursionError:
-        raise N5MetadataError(f"{prefix}JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata") from None
+        raise N5MetadataError(
+            f"{prefix}JSON nested deeper than {MAX_JSON_DEPTH} levels; refused as bad metadata"
+        ) from None
     check_nesting(doc, where)
     return doc

@@ -52,14 +52,20 @@ def is_label_multiset(attrs: Mapping[str, Any] | None) -> bool:
     return bool(attrs) and attrs.get(ATTRIBUTE) is True  # type: ignore[union-attr]
 
 
-def stored_payload(data_type: Any, attrs: Mapping[str, Any] | None, block: Sequence[int]) -> tuple[int, bool, str]:
+def stored_payload(
+    data_type: Any, attrs: Mapping[str, Any] | None, block: Sequence[int]
+) -> tuple[int, bool, str]:
     """(the most decoded payload bytes a stored block of the dataset holds, whether its
     blocks may be varlength, what that is for messages): ``blockSize`` x item size, or
     for a label multiset :func:`payload_cap` of its voxels (its stored ``uint8`` says
     nothing about how large its blocks may be)."""
     voxels = math.prod(block)
     if is_label_multiset(attrs):
-        return payload_cap(voxels), True, f"a label-multiset block of {voxels} voxels ({payload_cap(voxels)} bytes)"
+        return (
+            payload_cap(voxels),
+            True,
+            f"a label-multiset block of {voxels} voxels ({payload_cap(voxels)} bytes)",
+        )
     itemsize = np.dtype(data_type).itemsize
     return voxels * itemsize, False, f"a {list(block)} block of {itemsize}-byte elements"
 
@@ -78,18 +84,29 @@ def cell_shape(index: Sequence[int], shape: Sequence[int], block: Sequence[int])
 
 
 def decode_multiset_block(
-    data: bytes | memoryview | np.ndarray, cell: tuple[int, ...], where: str | None, decompress: Decompress
+    data: bytes | memoryview | np.ndarray,
+    cell: tuple[int, ...],
+    where: str | None,
+    decompress: Decompress,
 ) -> np.ndarray:
     """The argMax of every voxel of one stored block (header and payload) as a uint64 array
     of shape ``cell`` (the grid cell, N5 order; an F-order view, its ``.T`` is C-contiguous).
     N5BlockError naming ``where`` for anything that is not such a block."""
-    raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).ravel()
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)
+        if not isinstance(data, np.ndarray)
+        else data.view(np.uint8).ravel()
+    )
     try:
         header = parse_header(raw)
         if header.mode not in (MODE_DEFAULT, MODE_VARLENGTH):
-            raise N5BlockError(f"mode {header.mode} block; label multisets are stored in varlength (1) mode")
+            raise N5BlockError(
+                f"mode {header.mode} block; label multisets are stored in varlength (1) mode"
+            )
         if len(header.shape) != len(cell):
-            raise N5BlockError(f"header has {len(header.shape)} dimensions, the array has {len(cell)}")
+            raise N5BlockError(
+                f"header has {len(header.shape)} dimensions, the array has {len(cell)}"
+            )
         voxels = math.prod(cell)
         nbytes = header.num_elements if header.mode == MODE_VARLENGTH else math.prod(header.shape)
         assert nbytes is not None
@@ -97,7 +114,9 @@ def decode_multiset_block(
         if nbytes < least:
             raise N5BlockError(f"payload of {nbytes} bytes; {voxels} voxels need at least {least}")
         if nbytes > payload_cap(voxels):
-            raise N5BlockError(f"payload of {nbytes} bytes is over the {payload_cap(voxels)} allowed for {voxels} voxels")
+            raise N5BlockError(
+                f"payload of {nbytes} bytes is over the {payload_cap(voxels)} allowed for {voxels} voxels"
+            )
         payload = decompress(raw[header.size :], nbytes)
         labels = argmax_per_voxel(payload, voxels)
     except N5BlockError as e:
@@ -114,7 +133,9 @@ def argmax_per_voxel(payload: np.ndarray, voxels: int) -> np.ndarray:
     start = 4 + 8 * arg_size
     lists_at = start + 4 * voxels
     if lists_at > size:
-        raise N5BlockError(f"payload of {size} bytes is too short for {arg_size} argMax values and {voxels} list offsets")
+        raise N5BlockError(
+            f"payload of {size} bytes is too short for {arg_size} argMax values and {voxels} list offsets"
+        )
     offsets = payload[start:lists_at].view(">i4").astype(np.int32)  # native: compared below
     lists = payload[lists_at:]
     starts, lengths = _runs(offsets)
@@ -158,12 +179,18 @@ def _list_argmax(lists: np.ndarray, firsts: np.ndarray) -> np.ndarray:
     if len(firsts) and (firsts[0] < 0 or firsts[-1] + 4 > size):
         bad = firsts[0] if firsts[0] < 0 else firsts[-1]
         raise N5BlockError(f"list offset {bad} is outside the {size} bytes of list data")
-    counts = lists[firsts[:, None] + np.arange(4)].view("<i4").ravel().astype(np.int64) if len(firsts) else firsts
+    counts = (
+        lists[firsts[:, None] + np.arange(4)].view("<i4").ravel().astype(np.int64)
+        if len(firsts)
+        else firsts
+    )
     if len(counts) and counts.min() < 0:
         raise N5BlockError(f"a list has {counts.min()} entries")
     ends = firsts + 4 + _ENTRY * counts
     if len(ends) and ends.max() > size:
-        raise N5BlockError(f"a list of {counts[np.argmax(ends)]} entries runs past the {size} bytes of list data")
+        raise N5BlockError(
+            f"a list of {counts[np.argmax(ends)]} entries runs past the {size} bytes of list data"
+        )
     if int((4 + _ENTRY * counts).sum()) > size:
         raise N5BlockError(f"the lists' entries add up to more than the {size} bytes of list data")
     table = np.full(len(firsts), INVALID, np.uint64)
@@ -181,7 +208,9 @@ def _list_argmax(lists: np.ndarray, firsts: np.ndarray) -> np.ndarray:
     return table
 
 
-def apply_assignment(labels: np.ndarray, assignment: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+def apply_assignment(
+    labels: np.ndarray, assignment: tuple[np.ndarray, np.ndarray] | None
+) -> np.ndarray:
     """``labels`` with every fragment that ``assignment`` (sorted fragments, their segments)
     names replaced by its segment; other labels stay as they are (Paintera's rule)."""
     if assignment is None or not len(assignment[0]) or not labels.size:
@@ -202,10 +231,14 @@ def assignment_table(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values)`` puts the pairs in order)."""
     pairs = np.asarray(pairs, dtype=np.uint64)
     if pairs.ndim != 2 or pairs.shape[0] != 2:
-        raise N5BlockError(f"fragment-segment-assignment of shape {list(pairs.shape[::-1])}; expected [N, 2]")
+        raise N5BlockError(
+            f"fragment-segment-assignment of shape {list(pairs.shape[::-1])}; expected [N, 2]"
+        )
     order = np.argsort(pairs[0], kind="stable")
     keys, values = pairs[0][order], pairs[1][order]
-    last = np.append(keys[1:] != keys[:-1], True) if len(keys) else np.zeros(0, bool)  # the last of each run
+    last = (
+        np.append(keys[1:] != keys[:-1], True) if len(keys) else np.zeros(0, bool)
+    )  # the last of each run
     return keys[last], values[last]
 
 

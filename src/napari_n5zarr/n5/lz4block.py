@@ -47,7 +47,11 @@ MAX_BLOCK_SIZE = 1 << 25
 
 def check_block_size(block_size: object) -> int:
     """``block_size`` if it is an int in [64, 2**25] (what lz4-java accepts), else ValueError."""
-    if not isinstance(block_size, int) or isinstance(block_size, bool) or not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
+    if (
+        not isinstance(block_size, int)
+        or isinstance(block_size, bool)
+        or not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE
+    ):
         raise ValueError(f"LZ4Block blockSize must be an int in [64, 2**25], got {block_size!r}")
     return block_size
 
@@ -84,7 +88,6 @@ def compress(data: BufferLike, block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     return bytes(out)
 
 
-
 def _piece(payload: memoryview, method: int, dlen: int, check: int) -> memoryview | bytes:
     """One piece of an LZ4Block stream, decoded (stored or LZ4) and its checksum verified."""
     import lz4.block
@@ -106,7 +109,10 @@ def _piece(payload: memoryview, method: int, dlen: int, check: int) -> memoryvie
         raise N5BlockError("LZ4Block checksum mismatch (corrupt block)")
     return piece
 
-def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = False) -> bytes | bytearray:
+
+def decompress(
+    data: BufferLike, max_size: int | None = None, *, exact: bool = False
+) -> bytes | bytearray:
     """Decode an lz4-java LZ4Block stream, verifying every piece's checksum.
 
     ``max_size`` bounds the output: each piece declares its decompressed length, and the
@@ -135,7 +141,9 @@ def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = F
             ended = True
             break  # end of stream
         if max_size is not None and total + dlen > max_size:
-            raise N5BlockError(f"LZ4Block stream declares more than the {max_size} bytes its header shape needs")
+            raise N5BlockError(
+                f"LZ4Block stream declares more than the {max_size} bytes its header shape needs"
+            )
         piece = _piece(view[pos : pos + clen], method, dlen, check)
         pos += clen
         if max_size is None:
@@ -149,7 +157,9 @@ def decompress(data: BufferLike, max_size: int | None = None, *, exact: bool = F
         if pos != len(view):
             raise N5BlockError(f"{len(view) - pos} stray bytes after the LZ4Block end mark")
         if exact and total != max_size:
-            raise N5BlockError(f"LZ4Block payload decompresses to {total} bytes, the header shape needs {max_size}")
+            raise N5BlockError(
+                f"LZ4Block payload decompresses to {total} bytes, the header shape needs {max_size}"
+            )
         return out if total == max_size else out[:total]
     return bytes(out)
 

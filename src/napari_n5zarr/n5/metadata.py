@@ -83,7 +83,9 @@ def _prefixed(path: str | None, error: Exception) -> N5MetadataError:
 def _check_document(doc: Any, path: str) -> None:
     """What every ``attributes.json`` must be: a JSON object, not too deep, not sharded."""
     if not isinstance(doc, dict):
-        raise N5MetadataError(f"{path}: attributes.json must hold a JSON object, got {type(doc).__name__}")
+        raise N5MetadataError(
+            f"{path}: attributes.json must hold a JSON object, got {type(doc).__name__}"
+        )
     check_nesting(doc, path)
     if "shardSize" in doc or isinstance(doc.get("codecs"), list):
         raise N5MetadataError(
@@ -100,7 +102,9 @@ def _check_zarr_v3(doc: Any, path: str) -> None:
 def _zarr_attributes(doc: JSONDict, path: str) -> Mapping[str, Any]:
     attrs = doc.get("attributes") or {}
     if not isinstance(attrs, Mapping):
-        raise N5MetadataError(f"{path}: zarr.json 'attributes' must be an object, got {type(attrs).__name__}")
+        raise N5MetadataError(
+            f"{path}: zarr.json 'attributes' must be an object, got {type(attrs).__name__}"
+        )
     return attrs
 
 
@@ -128,7 +132,9 @@ class N5GroupMetadata:
 
     def __post_init__(self) -> None:
         if is_dataset(self.attributes):
-            raise N5MetadataError("a group cannot hold both 'dimensions' and 'dataType' (N5 would read a dataset)")
+            raise N5MetadataError(
+                "a group cannot hold both 'dimensions' and 'dataType' (N5 would read a dataset)"
+            )
 
     @classmethod
     def from_json(cls, doc: Any, path: str = "/") -> Self:
@@ -238,7 +244,9 @@ class N5DatasetMetadata:
         dims = _dims(self.dimensions, DIMENSIONS, positive=False)
         block = _dims(self.block_size, BLOCK_SIZE, positive=True)
         if len(dims) != len(block):
-            raise N5MetadataError(f"'dimensions' {list(dims)} and 'blockSize' {list(block)} differ in length")
+            raise N5MetadataError(
+                f"'dimensions' {list(dims)} and 'blockSize' {list(block)} differ in length"
+            )
         if not dims:
             raise N5MetadataError("N5 dataset with zero dimensions")
         dtype = self.data_type
@@ -255,7 +263,9 @@ class N5DatasetMetadata:
             )
         clash = sorted(RESERVED_KEYS.intersection(self.attributes))
         if clash:
-            raise N5MetadataError(f"attributes {clash} are reserved by N5 and cannot be user attributes")
+            raise N5MetadataError(
+                f"attributes {clash} are reserved by N5 and cannot be user attributes"
+            )
         object.__setattr__(self, "dimensions", dims)
         object.__setattr__(self, "block_size", block)
         compression = _compression_object(self.compression)
@@ -337,20 +347,32 @@ class N5DatasetMetadata:
             raise N5MetadataError(f"{path}: unknown node_type {doc.get('node_type')!r}")
         dtype = doc.get("data_type")
         if dtype not in N5_DTYPES:
-            raise N5MetadataError(f"{path}: data type {dtype!r} has no N5 equivalent ({', '.join(N5_DTYPES)})")
+            raise N5MetadataError(
+                f"{path}: data type {dtype!r} has no N5 equivalent ({', '.join(N5_DTYPES)})"
+            )
         grid = doc.get("chunk_grid") or {}
         if grid.get("name") != "regular":
-            raise N5MetadataError(f"{path}: N5 needs a regular chunk grid, got {grid.get('name')!r}")
+            raise N5MetadataError(
+                f"{path}: N5 needs a regular chunk grid, got {grid.get('name')!r}"
+            )
         cke = doc.get("chunk_key_encoding") or {}
         if cke.get("name") != "v2" or (cke.get("configuration") or {}).get("separator", ".") != "/":
             raise N5MetadataError(f"{path}: N5 needs the v2 chunk key encoding with separator '/'")
         fill = doc.get("fill_value", 0)
         if fill not in (0, 0.0, False):
-            raise N5MetadataError(f"{path}: N5 has no fill value (missing blocks read as 0); got fill_value {fill!r}")
+            raise N5MetadataError(
+                f"{path}: N5 has no fill value (missing blocks read as 0); got fill_value {fill!r}"
+            )
         codecs = doc.get("codecs") or []
-        if len(codecs) != 1 or not isinstance(codecs[0], dict) or codecs[0].get("name") != CODEC_NAME:
+        if (
+            len(codecs) != 1
+            or not isinstance(codecs[0], dict)
+            or codecs[0].get("name") != CODEC_NAME
+        ):
             names = [c.get("name") if isinstance(c, dict) else c for c in codecs]
-            raise N5MetadataError(f"{path}: an N5 array needs exactly the codec [{CODEC_NAME!r}], got {names}")
+            raise N5MetadataError(
+                f"{path}: an N5 array needs exactly the codec [{CODEC_NAME!r}], got {names}"
+            )
         inner = (codecs[0].get("configuration") or {}).get("codecs") or []
         if len(inner) > 3:
             raise N5MetadataError(f"{path}: {CODEC_NAME} allows at most one compressor")
@@ -398,7 +420,9 @@ class N5DatasetMetadata:
         ndim = self.ndim
         chain: list[JSONDict] = [
             {"name": "transpose", "configuration": {"order": list(range(ndim - 1, -1, -1))}},
-            {"name": "bytes"} if N5_DTYPE_SIZES[self.data_type] == 1 else {"name": "bytes", "configuration": {"endian": "big"}},
+            {"name": "bytes"}
+            if N5_DTYPE_SIZES[self.data_type] == 1
+            else {"name": "bytes", "configuration": {"endian": "big"}},
         ]
         compressor = self._compressor
         if compressor is not None:
@@ -416,7 +440,10 @@ class N5DatasetMetadata:
             "node_type": "array",
             "shape": list(self.dimensions),
             "data_type": self.data_type,
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(self.block_size)}},
+            "chunk_grid": {
+                "name": "regular",
+                "configuration": {"chunk_shape": list(self.block_size)},
+            },
             "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "/"}},
             "fill_value": 0,
             "codecs": [self.codec_json()],
@@ -431,7 +458,9 @@ class N5DatasetMetadata:
         return N5DefaultCodec.from_dict(self.codec_json())
 
 
-def parse_attributes(doc: Any, path: str = "/", *, check_zarr: bool = True) -> N5DatasetMetadata | N5GroupMetadata:
+def parse_attributes(
+    doc: Any, path: str = "/", *, check_zarr: bool = True
+) -> N5DatasetMetadata | N5GroupMetadata:
     """The dataset or group an ``attributes.json`` document describes (see :func:`is_dataset`).
 
     Parameters
@@ -454,7 +483,9 @@ def parse_attributes(doc: Any, path: str = "/", *, check_zarr: bool = True) -> N
     return N5GroupMetadata._from_checked(doc, path)
 
 
-def parse_zarr_json(doc: Any, version: str | None = None, path: str = "/") -> N5DatasetMetadata | N5GroupMetadata:
+def parse_zarr_json(
+    doc: Any, version: str | None = None, path: str = "/"
+) -> N5DatasetMetadata | N5GroupMetadata:
     """The dataset or group a Zarr v3 ``zarr.json`` document describes, if N5 can store it.
 
     Raises
@@ -471,7 +502,9 @@ def parse_zarr_json(doc: Any, version: str | None = None, path: str = "/") -> N5
 def _dims(value: Any, key: str, *, positive: bool) -> tuple[int, ...]:
     """Dimensions are Java longs (up to 2**63 - 1: Paintera's label-to-block-mapping uses
     Long.MAX_VALUE); block sizes are u32 in every block header."""
-    if not isinstance(value, list | tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
         raise N5MetadataError(f"N5 {key!r} must be a list of integers, got {value!r}")
     low, high = (1, "2**32") if positive else (0, "2**63")
     if any(v < low or v > (0xFFFFFFFF if positive else MAX_DIMENSION) for v in value):
@@ -484,7 +517,9 @@ def _compression_object(compression: Any) -> JSONDict:
     if isinstance(compression, str):  # seen in hand-written files, and legacy compressionType
         return {"type": compression}
     if not isinstance(compression, Mapping) or "type" not in compression:
-        raise N5MetadataError(f"N5 'compression' must be an object with a 'type', got {compression!r}")
+        raise N5MetadataError(
+            f"N5 'compression' must be an object with a 'type', got {compression!r}"
+        )
     return dict(compression)
 
 
@@ -519,7 +554,11 @@ def check_zarr_accepts(doc: JSONDict) -> None:
     doc = {**doc, "attributes": {}}  # zarr checks all but the attributes
     shape = doc.get("shape")
     try:
-        extent = [len(shape), all(isinstance(s, int) and s >= 0 for s in shape)] if isinstance(shape, list) else shape
+        extent = (
+            [len(shape), all(isinstance(s, int) and s >= 0 for s in shape)]
+            if isinstance(shape, list)
+            else shape
+        )
         key: str | None = json.dumps({**doc, "shape": extent}, sort_keys=True)
     except (TypeError, ValueError):  # not plain JSON: checked every time
         key = None
@@ -542,7 +581,6 @@ GROUP_DOC: JSONDict = N5GroupMetadata().to_zarr_json()
 """The document of a group without attributes (an implicit N5 group)."""
 
 
-
 def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
     """Translate an N5 ``attributes.json`` document into a Zarr v3 ``zarr.json`` document.
 
@@ -551,14 +589,18 @@ def attributes_to_zarr(attributes: Any, path: str = "/") -> JSONDict:
     return parse_attributes(attributes, path).to_zarr_json()
 
 
-def zarr_to_attributes(doc: Any, existing: JSONDict | None = None, *, root: bool = False, path: str = "/") -> JSONDict:
+def zarr_to_attributes(
+    doc: Any, existing: JSONDict | None = None, *, root: bool = False, path: str = "/"
+) -> JSONDict:
     """Translate a Zarr v3 ``zarr.json`` document into an N5 ``attributes.json`` document.
 
     ``existing`` (the current attributes.json) keeps its version key; ``root`` adds
     ``"n5": "4.0.0"`` as N5 requires at the container root.
     """
     attrs = doc.get("attributes") if isinstance(doc, dict) else None
-    version = (existing or {}).get(VERSION_KEY) or (attrs.get(VERSION_KEY) if isinstance(attrs, dict) else None)
+    version = (existing or {}).get(VERSION_KEY) or (
+        attrs.get(VERSION_KEY) if isinstance(attrs, dict) else None
+    )
     if root and not version:
         version = N5_VERSION
     return parse_zarr_json(doc, version or None, path).to_json()

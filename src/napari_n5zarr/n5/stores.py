@@ -106,6 +106,7 @@ def store_location(store: Any, key: str) -> str:
         return f"memory://{key}"
     return f"{key} in {describe_store(inner)}"
 
+
 def _meta_prefix(key: str) -> str | None:
     """``a/b/`` for ``a/b/zarr.json``, ``""`` for ``zarr.json``, None for other keys."""
     if key == ZARR_JSON:
@@ -116,7 +117,9 @@ def _meta_prefix(key: str) -> str | None:
 
 
 def _json_bytes(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()  # compact: C-encoded, 10x faster than indent=2
+    return json.dumps(
+        doc, separators=(",", ":")
+    ).encode()  # compact: C-encoded, 10x faster than indent=2
 
 
 _GROUP_BYTES = _json_bytes(GROUP_DOC)
@@ -124,6 +127,8 @@ _GROUP_BYTES = _json_bytes(GROUP_DOC)
 
 def _group_buffer(prototype: BufferPrototype | None) -> Buffer:
     return (prototype or default_buffer_prototype()).buffer.from_bytes(_GROUP_BYTES)
+
+
 _TRANSLATIONS = 512
 """attributes.json documents whose translation each N5DefaultStore keeps (by their bytes)."""
 
@@ -186,7 +191,9 @@ def list_names(store: Store, prefix: str) -> list[str]:
     return sync(names())
 
 
-def count_keys(store: Store, prefix: str, keep: Callable[[str], bool], limit: int) -> tuple[int, bool]:
+def count_keys(
+    store: Store, prefix: str, keep: Callable[[str], bool], limit: int
+) -> tuple[int, bool]:
     """(keys under ``prefix`` that ``keep`` accepts, counting stopped at ``limit``)."""
     from napari_n5zarr.zarr_internals import sync
 
@@ -251,7 +258,9 @@ class _ReadsThroughGet(WrapperStore[Store]):
         async for item in Store._get_many(self, requests):
             yield item
 
-    def get_ranges(self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any) -> AsyncIterator[Any]:
+    def get_ranges(
+        self, key: str, byte_ranges: Sequence[ByteRequest | None], **kwargs: Any
+    ) -> AsyncIterator[Any]:
         return Store.get_ranges(self, key, byte_ranges, **kwargs)
 
 
@@ -285,7 +294,9 @@ def stored_limit(doc: Mapping[str, Any]) -> ReadLimit | None:
     block = tuple(int(b) for b in doc["chunk_grid"]["configuration"]["chunk_shape"])
     payload, varlength, what = stored_payload(str(doc["data_type"]), doc.get("attributes"), block)
     inner = doc["codecs"][0]["configuration"]["codecs"]
-    compressor = inner[-1] if inner and inner[-1].get("name") not in ("bytes", "transpose") else None
+    compressor = (
+        inner[-1] if inner and inner[-1].get("name") not in ("bytes", "transpose") else None
+    )
     return stored_block_limit(block, payload, compressor, varlength=varlength, what=what)
 
 
@@ -325,9 +336,15 @@ class N5DefaultStore(_ReadsThroughGet):
         super().__init__(store)
         self.write_zarr_json = write_zarr_json
         self._array_ndim: dict[str, int] = {}  # prefix of each array seen -> ndim
-        self._array_grid: dict[str, tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None]] = {}  # -> (shape, blockSize, cap)
-        self._translations: dict[bytes, tuple[dict[str, Any], bytes]] = {}  # attributes.json -> (zarr.json doc, its bytes)
-        self._array_docs: dict[str, dict[str, Any]] = {}  # prefix -> the document its grid was taken from
+        self._array_grid: dict[
+            str, tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None]
+        ] = {}  # -> (shape, blockSize, cap)
+        self._translations: dict[
+            bytes, tuple[dict[str, Any], bytes]
+        ] = {}  # attributes.json -> (zarr.json doc, its bytes)
+        self._array_docs: dict[
+            str, dict[str, Any]
+        ] = {}  # prefix -> the document its grid was taken from
 
     def _with_store(self, store: Store) -> N5DefaultStore:
         return type(self)(store, write_zarr_json=self.write_zarr_json)
@@ -341,7 +358,9 @@ class N5DefaultStore(_ReadsThroughGet):
         root = self.__dict__.get("_local_root")
         if root is None:
             inner = self._store
-            root = self.__dict__["_local_root"] = os.fspath(inner.root) if isinstance(inner, LocalStore) else ""
+            root = self.__dict__["_local_root"] = (
+                os.fspath(inner.root) if isinstance(inner, LocalStore) else ""
+            )
         return os.path.join(root, key) if root else store_location(self._store, key)
 
     def _translate(self, prefix: str, raw: Buffer) -> bytes:
@@ -366,12 +385,16 @@ class N5DefaultStore(_ReadsThroughGet):
             _put(self._translations, data, known, _TRANSLATIONS)
         doc = known[0]
         if doc["node_type"] == "array" and self._array_docs.get(prefix) is not doc:
-            self._array_docs[prefix] = doc  # its block grid is worked out at its first block (_grid)
+            self._array_docs[prefix] = (
+                doc  # its block grid is worked out at its first block (_grid)
+            )
             self._array_ndim[prefix] = len(doc["shape"])
             self._array_grid.pop(prefix, None)
         return known
 
-    def _grid(self, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None] | None:
+    def _grid(
+        self, prefix: str
+    ) -> tuple[tuple[int, ...], tuple[int, ...], ReadLimit | None] | None:
         """(shape, blockSize, stored block cap) of the array at ``prefix``, if known."""
         if prefix not in self._array_grid and (doc := self._array_docs.get(prefix)) is not None:
             self._remember_grid(prefix, doc)
@@ -382,7 +405,12 @@ class N5DefaultStore(_ReadsThroughGet):
         the kept translations and documents (a worker starts its own)."""
         for prefix in list(self._array_docs):
             self._grid(prefix)
-        return {**self.__dict__, "_translations": {}, "_array_docs": {}, "_array_grid": dict(self._array_grid)}
+        return {
+            **self.__dict__,
+            "_translations": {},
+            "_array_docs": {},
+            "_array_grid": dict(self._array_grid),
+        }
 
     # -- blocks: checked where the key is known -------------------------------------
     @property
@@ -396,9 +424,23 @@ class N5DefaultStore(_ReadsThroughGet):
     def _remember_grid(self, prefix: str, doc: dict[str, Any]) -> None:
         try:
             block = tuple(int(b) for b in doc["chunk_grid"]["configuration"]["chunk_shape"])
-            self._array_grid[prefix] = (tuple(int(n) for n in doc["shape"]), block, stored_limit(doc))
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):  # the codec's position-free checks remain
-            logger.debug("%s%s: no block grid known; blocks get the codec's position-free checks only", self.container, prefix)
+            self._array_grid[prefix] = (
+                tuple(int(n) for n in doc["shape"]),
+                block,
+                stored_limit(doc),
+            )
+        except (
+            KeyError,
+            IndexError,
+            TypeError,
+            ValueError,
+            AttributeError,
+        ):  # the codec's position-free checks remain
+            logger.debug(
+                "%s%s: no block grid known; blocks get the codec's position-free checks only",
+                self.container,
+                prefix,
+            )
             self._array_grid.pop(prefix, None)
             self._array_docs.pop(prefix, None)  # not worked out again
 
@@ -409,11 +451,19 @@ class N5DefaultStore(_ReadsThroughGet):
         grid = self._grid(location[0]) if location is not None else None
         return grid[2] if grid is not None else None
 
-    def _read_capped(self, key: str, value: Buffer | None, limit: ReadLimit | None) -> Buffer | None:
+    def _read_capped(
+        self, key: str, value: Buffer | None, limit: ReadLimit | None
+    ) -> Buffer | None:
         """``value`` read from a store that knows no per-dataset cap (a MemoryStore, zarr's own
         stores): checked after the read (bounded stores stop at the cap while reading)."""
-        if value is not None and limit is not None and not getattr(self._store, "limited_reads", False):
-            check_stored_size(len(value), block_name(key, self.container), metadata=False, limit=limit)
+        if (
+            value is not None
+            and limit is not None
+            and not getattr(self._store, "limited_reads", False)
+        ):
+            check_stored_size(
+                len(value), block_name(key, self.container), metadata=False, limit=limit
+            )
         return value
 
     def _block_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
@@ -451,34 +501,57 @@ class N5DefaultStore(_ReadsThroughGet):
         where = block_name(key, self.container)
         prefix, index = location
         grid = self._grid(prefix)
-        check_block_header(value.as_numpy_array(), index, grid[:2] if grid is not None else None, where)
-        with contextlib.suppress(AttributeError):  # a buffer class with __slots__: errors then lack the name
+        check_block_header(
+            value.as_numpy_array(), index, grid[:2] if grid is not None else None, where
+        )
+        with contextlib.suppress(
+            AttributeError
+        ):  # a buffer class with __slots__: errors then lack the name
             setattr(value, BLOCK_NAME_ATTR, where)
         return value
 
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is None:
             limit = self._read_limit(key)
             if limit is not None and getattr(self._store, "limited_reads", False):
                 value = await self._store.get(key, prototype, byte_range, limit=limit)  # type: ignore[call-arg]
             else:
-                value = self._read_capped(key, await self._store.get(key, prototype, byte_range), limit)
+                value = self._read_capped(
+                    key, await self._store.get(key, prototype, byte_range), limit
+                )
             return self._check_block(key, value) if byte_range is None else value
         raw = await self._store.get(prefix + N5_JSON, default_buffer_prototype())
         if raw is None:
             return await self._store.get(key, prototype, byte_range)
-        return _in_range((prototype or default_buffer_prototype()).buffer.from_bytes(self._translate(prefix, raw)), byte_range)
+        return _in_range(
+            (prototype or default_buffer_prototype()).buffer.from_bytes(
+                self._translate(prefix, raw)
+            ),
+            byte_range,
+        )
 
-    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
         proto = prototype or default_buffer_prototype()
         prefix = _meta_prefix(key)
         if prefix is None:
             limit = self._read_limit(key)
             if limit is not None and getattr(self._store, "limited_reads", False):
-                value = self._store.get_sync(key, prototype=proto, byte_range=byte_range, limit=limit)  # type: ignore[attr-defined]
+                get_sync = self._store.get_sync  # type: ignore[attr-defined]
+                value = get_sync(key, prototype=proto, byte_range=byte_range, limit=limit)
             else:
-                value = self._read_capped(key, self._store.get_sync(key, prototype=proto, byte_range=byte_range), limit)  # type: ignore[attr-defined]
+                get_sync = self._store.get_sync  # type: ignore[attr-defined]
+                value = self._read_capped(
+                    key, get_sync(key, prototype=proto, byte_range=byte_range), limit
+                )
             return self._check_block(key, value) if byte_range is None else value
         raw = self._store.get_sync(prefix + N5_JSON, prototype=proto)  # type: ignore[attr-defined]
         if raw is None:
@@ -497,14 +570,18 @@ class N5DefaultStore(_ReadsThroughGet):
         existing = _parse_json(existing_raw, where) if existing_raw is not None else None
         if not isinstance(existing, dict):
             existing = None
-        attrs = zarr_to_attributes(_parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=where)
+        attrs = zarr_to_attributes(
+            _parse_json(value, prefix + ZARR_JSON), existing, root=prefix == "", path=where
+        )
         return json.dumps(attrs, indent=2).encode()
 
     async def set(self, key: str, value: Buffer) -> None:
         prefix = _meta_prefix(key)
         if prefix is not None:
             n5 = await self._n5_document(prefix, value)
-            await self._store.set(prefix + N5_JSON, default_buffer_prototype().buffer.from_bytes(n5))
+            await self._store.set(
+                prefix + N5_JSON, default_buffer_prototype().buffer.from_bytes(n5)
+            )
             self._array_ndim.pop(prefix, None)
             self._array_docs.pop(prefix, None)
             if not self.write_zarr_json:
@@ -547,7 +624,9 @@ class N5DefaultStore(_ReadsThroughGet):
             self._store.delete_sync(key)  # type: ignore[attr-defined]
 
     # -- listings: attributes.json shows as zarr.json ----------------------------------
-    async def _renamed(self, keys: AsyncIterator[str], *, names: bool = False) -> AsyncGenerator[str, None]:
+    async def _renamed(
+        self, keys: AsyncIterator[str], *, names: bool = False
+    ) -> AsyncGenerator[str, None]:
         rename = _Renamer(names=names)
         async for key in keys:
             shown = rename(key)
@@ -629,7 +708,9 @@ class ImplicitGroupStore(_ReadsThroughGet):
                 return not (isinstance(doc, dict) and doc.get("node_type") == "array")
         return True
 
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
         value = await self._store.get(key, prototype, byte_range)
         if value is None:
             prefix = _meta_prefix(key)
@@ -637,7 +718,13 @@ class ImplicitGroupStore(_ReadsThroughGet):
                 return _in_range(_group_buffer(prototype), byte_range)
         return value
 
-    def get_sync(self, key: str, *, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None) -> Buffer | None:
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
         prefix = _meta_prefix(key)
         if prefix is not None:
             if not reads_synchronously(self._store):

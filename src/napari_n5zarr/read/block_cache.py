@@ -45,10 +45,14 @@ def _object_chain_size(value: Any) -> int:
 
 def entry_cost(key: Hashable, value: Any) -> int:
     """Bytes one cache entry holds: the block's data and objects, its key, the LRU's share."""
-    key_size = sys.getsizeof(key) + (sum(sys.getsizeof(k) for k in key) if isinstance(key, tuple) else 0)
+    key_size = sys.getsizeof(key) + (
+        sum(sys.getsizeof(k) for k in key) if isinstance(key, tuple) else 0
+    )
     if value is None:
         return ABSENT_COST + key_size + ENTRY_OVERHEAD
-    return max(int(getattr(value, "nbytes", 0)), _object_chain_size(value)) + key_size + ENTRY_OVERHEAD
+    return (
+        max(int(getattr(value, "nbytes", 0)), _object_chain_size(value)) + key_size + ENTRY_OVERHEAD
+    )
 
 
 class CacheStats(NamedTuple):

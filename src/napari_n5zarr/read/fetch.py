@@ -101,7 +101,9 @@ def decode_pool() -> ThreadPoolExecutor:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="n5zarr-decode")
+                _pool = ThreadPoolExecutor(
+                    max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="n5zarr-decode"
+                )
     return _pool
 
 
@@ -133,7 +135,9 @@ def _local_generation(store: Any, path: str) -> Callable[[], Any] | None:
 
     if not isinstance(store, LocalStore):
         return None
-    return functools.partial(folder_generation, os.path.join(str(store.root), path) if path else str(store.root))
+    return functools.partial(
+        folder_generation, os.path.join(str(store.root), path) if path else str(store.root)
+    )
 
 
 def _is_local(store: Any) -> bool:
@@ -143,9 +147,13 @@ def _is_local(store: Any) -> bool:
     return isinstance(store, LocalStore | MemoryStore)
 
 
-def _short(cell: Sequence[int], blocks: Sequence[int], held: Sequence[int], hi: Sequence[int]) -> bool:
+def _short(
+    cell: Sequence[int], blocks: Sequence[int], held: Sequence[int], hi: Sequence[int]
+) -> bool:
     """The stored block at ``cell`` holds less than its grid cell's part below ``hi``."""
-    return any(c * b + h < min(e, (c + 1) * b) for c, b, h, e in zip(cell, blocks, held, hi, strict=True))
+    return any(
+        c * b + h < min(e, (c + 1) * b) for c, b, h, e in zip(cell, blocks, held, hi, strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,9 @@ class BlockSource:
         self._get_sync = layout.get_sync
         self._cache = cache
         self._lock = threading.Lock()
-        self._last_z: dict[tuple[tuple[int, int], ...], int] = {}  # region (but z) -> last z start read
+        self._last_z: dict[
+            tuple[tuple[int, int], ...], int
+        ] = {}  # region (but z) -> last z start read
 
     @classmethod
     def for_array(cls, array: zarr.Array, cache: BlockCache | None = None) -> BlockSource | None:
@@ -213,9 +223,15 @@ class BlockSource:
 
         try:
             codecs = tuple(getattr(array.metadata, "codecs", ()))  # Zarr v2 arrays have none
-            if len(codecs) != 1 or not isinstance(codecs[0], N5DefaultCodec) or array.shards is not None:
+            if (
+                len(codecs) != 1
+                or not isinstance(codecs[0], N5DefaultCodec)
+                or array.shards is not None
+            ):
                 return None
-            if getattr(array.metadata.chunk_grid, "chunk_shape", None) is None:  # regular grids only
+            if (
+                getattr(array.metadata.chunk_grid, "chunk_shape", None) is None
+            ):  # regular grids only
                 return None
             store = array.store_path.store
             path = array.store_path.path.strip("/")
@@ -260,12 +276,19 @@ class BlockSource:
         block is 1/64 of it), which takes a sixth off decoding a block for a new plane.
         Its shape is the header's (reversed): truncated edge blocks stay truncated."""
         where = self.where(key)
-        data = raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
+        data = (
+            raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
+        )
         block = self._decode_block(data, self.dtype, self.ndim, where)  # N5 order view
         header = block.shape
         chunk = self.blocks[::-1]
-        if any(h > c for h, c in zip(header, chunk, strict=True)):  # as the codec refuses it in zarr's path
-            raise located(N5BlockError(f"header shape {list(header)} exceeds the block size {list(chunk)}"), where)
+        if any(
+            h > c for h, c in zip(header, chunk, strict=True)
+        ):  # as the codec refuses it in zarr's path
+            raise located(
+                N5BlockError(f"header shape {list(header)} exceeds the block size {list(chunk)}"),
+                where,
+            )
         out = block.T  # the stored bytes are C order here
         if not out.flags.c_contiguous:
             out = np.ascontiguousarray(out)
@@ -320,7 +343,9 @@ class BlockSource:
             return [exc] * len(cells)
         return [value.result() if isinstance(value, Future) else value for value in fetched]
 
-    def blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError) -> dict[tuple[int, ...], np.ndarray | None]:
+    def blocks_for(
+        self, cells: Sequence[tuple[int, ...]], on_error: OnError
+    ) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell (see :meth:`_blocks_for`),
         all from one version of the dataset: a local dataset replaced while its blocks are
         read (an export's ``overwrite=True`` swap) is read again, never mixed. The folder's
@@ -353,7 +378,9 @@ class BlockSource:
         """The cache key part for blocks read now (see :meth:`blocks_for`)."""
         return self.token if self._generation is None else (self.token, self._generation())
 
-    def _blocks_for(self, cells: Sequence[tuple[int, ...]], on_error: OnError, token: Any) -> dict[tuple[int, ...], np.ndarray | None]:
+    def _blocks_for(
+        self, cells: Sequence[tuple[int, ...]], on_error: OnError, token: Any
+    ) -> dict[tuple[int, ...], np.ndarray | None]:
         """Decoded block (or None: absent or unreadable) of every cell; from the cache where
         it can, the rest fetched and decoded concurrently and cached. Over the network, the
         missing blocks of the whole planes (y/x block slabs) holding ``cells`` are requested
@@ -371,17 +398,27 @@ class BlockSource:
         if not missing:
             return found
         with _inflight_lock:  # blocks another read is fetching right now: wait for it, not again
-            waiting = {c: _inflight[k] for c in missing if (k := (token, self.prefix, c)) in _inflight}
-            failed = {c: _unclaimed.pop(k) for c in missing if (k := (token, self.prefix, c)) in _unclaimed}
+            waiting = {
+                c: _inflight[k] for c in missing if (k := (token, self.prefix, c)) in _inflight
+            }
+            failed = {
+                c: _unclaimed.pop(k)
+                for c in missing
+                if (k := (token, self.prefix, c)) in _unclaimed
+            }
             own = [c for c in missing if c not in waiting and c not in failed]
             load = own
             if own and not self.synchronous:
                 load = own + self._rest_of_planes(own, cache, token)
                 for cell in load:
                     _inflight[(token, self.prefix, cell)] = Future()
-        results: dict[tuple[int, ...], Any] = dict(failed)  # a failure fetched for us: reported once, not fetched again
+        results: dict[tuple[int, ...], Any] = dict(
+            failed
+        )  # a failure fetched for us: reported once, not fetched again
         if load:
-            results.update(zip(own, self._load_and_release(load, len(own), token)[: len(own)], strict=True))
+            results.update(
+                zip(own, self._load_and_release(load, len(own), token)[: len(own)], strict=True)
+            )
         for cell, future in waiting.items():
             results[cell] = future.result()
             if isinstance(results[cell], BaseException):
@@ -396,7 +433,9 @@ class BlockSource:
                 found[cell] = value
         return found
 
-    def _rest_of_planes(self, cells: Sequence[tuple[int, ...]], cache: BlockCache, token: Any) -> list[tuple[int, ...]]:
+    def _rest_of_planes(
+        self, cells: Sequence[tuple[int, ...]], cache: BlockCache, token: Any
+    ) -> list[tuple[int, ...]]:
         """The blocks besides ``cells`` of the y/x block slabs holding them that are neither
         cached nor in flight (call with ``_inflight_lock`` held); none when those slabs
         exceed :data:`PLANE_MAX_BLOCKS` or a quarter of the cache."""
@@ -404,7 +443,10 @@ class BlockSource:
         yx = grid(self.shape[-2:], self.blocks[-2:])
         plane = math.prod(yx)
         total = plane * len(lead)
-        if total > PLANE_MAX_BLOCKS or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
+        if (
+            total > PLANE_MAX_BLOCKS
+            or total * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4
+        ):
             return []
         asked = set(cells)
         extra = []
@@ -416,7 +458,9 @@ class BlockSource:
                     extra.append(cell)
         return extra
 
-    def _load_and_release(self, cells: list[tuple[int, ...]], asked: int | None = None, token: Any = None) -> list[Any]:
+    def _load_and_release(
+        self, cells: list[tuple[int, ...]], asked: int | None = None, token: Any = None
+    ) -> list[Any]:
         """:meth:`_load_many`, caching what decoded, then hand every result to the readers
         waiting for it (remote reads register their blocks as in flight). Failures of the
         cells past the first ``asked`` (fetched for other reads) that nobody waited for
@@ -433,7 +477,12 @@ class BlockSource:
                 self.cache.put(key, value)
             with _inflight_lock:
                 future = _inflight.pop(key, None)
-                if asked is not None and i >= asked and isinstance(value, BaseException) and future is not None:
+                if (
+                    asked is not None
+                    and i >= asked
+                    and isinstance(value, BaseException)
+                    and future is not None
+                ):
                     if len(_unclaimed) > 4096:
                         _unclaimed.clear()
                     _unclaimed[key] = value
@@ -467,7 +516,10 @@ class BlockSource:
             return
         plane = sorted({c[:z] + c[z + 1 :] for c in cells})
         cache = self.cache
-        if len(plane) > PREFETCH_MAX_BLOCKS or len(plane) * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4:
+        if (
+            len(plane) > PREFETCH_MAX_BLOCKS
+            or len(plane) * math.prod(self.blocks) * self.dtype.itemsize > cache.max_bytes // 4
+        ):
             return
         todo = []
         token = self.cache_token()
@@ -530,7 +582,11 @@ class BlockSource:
             if block.shape != self.blocks and _short(cell, self.blocks, block.shape, hi):
                 complete = False  # a truncated edge block: the data ends at its header's extent
             copies.append((block, *overlap(cell, self.blocks, lo, hi, block.shape)))
-        out = np.empty(out_shape, self.dtype) if complete else np.full(out_shape, self.fill, self.dtype)
+        out = (
+            np.empty(out_shape, self.dtype)
+            if complete
+            else np.full(out_shape, self.fill, self.dtype)
+        )
         for block, source, target in copies:
             out[target] = block[source]
         self._maybe_prefetch(selection, cells)

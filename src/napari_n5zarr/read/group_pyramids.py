@@ -102,7 +102,11 @@ class _Reader:
             self.fault = fault if not names and not path else self.fault
         levels = [n for n in names if level_number(n) is not None]
         found = self.nodes.nodes_in(group, levels)
-        arrays = {n: array_info(c) for n, c in zip(levels, found, strict=True) if c is not None and c.kind == "array"}
+        arrays = {
+            n: array_info(c)
+            for n, c in zip(levels, found, strict=True)
+            if c is not None and c.kind == "array"
+        }
         self.listing.add(path, group.attributes, arrays, [n for n in names if n not in arrays])
 
     def _probe(self, group: Node) -> list[str]:

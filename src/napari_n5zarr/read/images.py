@@ -86,7 +86,9 @@ class Images:
     """The location itself could not be opened (one line); None when it was."""
 
 
-def open_images(location: str | os.PathLike[str], *, limit: int | None = None, report: Report | None = None) -> Images:
+def open_images(
+    location: str | os.PathLike[str], *, limit: int | None = None, report: Report | None = None
+) -> Images:
     """Every image at ``location`` (a folder, ``.zip``, BigDataViewer XML, metadata file or
     URL), levels built; above ``limit`` pyramids (or :data:`MAX_CHILDREN` top entries when a
     ``limit`` is given), none. Unreadable blocks met later go to ``report``. Never raises."""
@@ -105,7 +107,9 @@ def open_images(location: str | os.PathLike[str], *, limit: int | None = None, r
     if limit is not None and tree.root.has_children and _count_names(tree) > MAX_CHILDREN:
         found.too_many = f"more than {MAX_CHILDREN} entries"
         return found
-    return images_of((tree, tree.root), name=source.name, source=source.target, limit=limit, report=report)
+    return images_of(
+        (tree, tree.root), name=source.name, source=source.target, limit=limit, report=report
+    )
 
 
 def _tree_of(source: Any) -> Tree:
@@ -157,7 +161,9 @@ def images_of(
     return out
 
 
-def build_image(where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None) -> Image:
+def build_image(
+    where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None
+) -> Image:
     """``ms`` (paths relative to ``where``, a tree's node or a zarr node) with its levels and
     contrast limits. Reads metadata and a bounded sample of the coarsest level."""
     node = place(where)
@@ -169,15 +175,22 @@ def build_image(where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: 
     if ms.is_labels:
         return Image(ms, levels, fragments=_fragments(node, ms, levels, report))
     if is_rgb(ms):
-        return Image(ms, levels, rgb=True, contrast_limits=(0, 255) if ms.dtype == "uint8" else None)
+        return Image(
+            ms, levels, rgb=True, contrast_limits=(0, 255) if ms.dtype == "uint8" else None
+        )
     coarsest = levels[-1]
     channel = ms.channel_axis
     if channel is not None and 1 < ms.shapes[0][channel] <= MAX_CHANNELS and ms.ndim > 2:
         axis = ms.ndim - 1 - channel  # napari order
         per_channel = [b for i, b in enumerate(storage_blocks(node, ms)) if i != axis]
-        limits = [contrast_limits(coarsest[(slice(None),) * axis + (i,)], per_channel) for i in range(coarsest.shape[axis])]
+        limits = [
+            contrast_limits(coarsest[(slice(None),) * axis + (i,)], per_channel)
+            for i in range(coarsest.shape[axis])
+        ]
         return Image(ms, levels, channel_axis=axis, contrast_limits=limits)
-    blocks = getattr(coarsest, "storage_blocks", None) or storage_blocks(node, ms)  # dask levels (stacked time points) ask
+    blocks = getattr(coarsest, "storage_blocks", None) or storage_blocks(
+        node, ms
+    )  # dask levels (stacked time points) ask
     return Image(ms, levels, contrast_limits=contrast_limits(coarsest, blocks))
 
 

@@ -127,7 +127,12 @@ class LevelReader(_Level):
     def _index(self, basic: tuple[slice, ...], squeeze: set[int], rest: tuple | None) -> Any:
         return self.read(basic, squeeze, rest)
 
-    def read(self, basic: tuple[slice, ...], squeeze: set[int] | frozenset[int] = frozenset(), rest: tuple | None = None) -> np.ndarray:
+    def read(
+        self,
+        basic: tuple[slice, ...],
+        squeeze: set[int] | frozenset[int] = frozenset(),
+        rest: tuple | None = None,
+    ) -> np.ndarray:
         """The region ``basic`` (napari order, slices with positive steps, in range) as an
         array, ``squeeze`` axes dropped, then the in-memory index ``rest`` applied."""
         if self._fast(basic):
@@ -150,7 +155,10 @@ class LevelReader(_Level):
         not tiny (it is then read in pieces). Strided previews and tiny blocks go to zarr."""
         if self.source is None:
             return False
-        if any(s.step not in (None, 1) or s.stop > n or s.start < 0 for s, n in zip(basic, self.shape, strict=True)):
+        if any(
+            s.step not in (None, 1) or s.stop > n or s.start < 0
+            for s, n in zip(basic, self.shape, strict=True)
+        ):
             return False
         return _block_count(basic, self.storage_blocks) <= MAX_REGION_BLOCKS or (
             math.prod(self.storage_blocks) * self.dtype.itemsize >= SPLIT_BLOCK_BYTES
@@ -166,29 +174,40 @@ class LevelReader(_Level):
         spans = [_block_count((s,), (b,)) for s, b in zip(basic, self.storage_blocks, strict=True)]
         axis = next(i for i, n in enumerate(spans) if n > 1)
         b = self.storage_blocks[axis]
-        per_piece = max(1, MAX_REGION_BLOCKS // (count // spans[axis]))  # blocks along `axis` per piece
+        per_piece = max(
+            1, MAX_REGION_BLOCKS // (count // spans[axis])
+        )  # blocks along `axis` per piece
         out = np.empty(tuple(s.stop - s.start for s in basic), self.dtype)
         s = basic[axis]
         lo = s.start
         while lo < s.stop:
             hi = min(s.stop, (lo // b + per_piece) * b)
-            piece = (*basic[:axis], slice(lo, hi), *basic[axis + 1:])
-            out[(slice(None),) * axis + (slice(lo - s.start, hi - s.start),)] = self._read_fast(piece)
+            piece = (*basic[:axis], slice(lo, hi), *basic[axis + 1 :])
+            out[(slice(None),) * axis + (slice(lo - s.start, hi - s.start),)] = self._read_fast(
+                piece
+            )
             lo = hi
         return out
 
     def to_dask(self) -> da.Array:
         """This level as a dask array (chunks from :func:`dask_chunks`), for dask users;
         napari gets the reader itself (no dask import, no scheduler on the open path)."""
-        shape, blocks = self.shape[::-1], self.storage_blocks[::-1]  # N5 order, whatever the storage order
-        return _from_reader(self, dask_chunks(shape, blocks, self.dtype.itemsize, _task_bytes(self))[::-1])
+        shape, blocks = (
+            self.shape[::-1],
+            self.storage_blocks[::-1],
+        )  # N5 order, whatever the storage order
+        return _from_reader(
+            self, dask_chunks(shape, blocks, self.dtype.itemsize, _task_bytes(self))[::-1]
+        )
 
     def _read(self, selection: tuple[slice, ...]) -> np.ndarray:
         if all(s.step in (None, 1) for s in selection):
             return np.asarray(self.array[selection])
         # Strided: explicit indices, so zarr visits only the blocks holding them (a slice
         # with a step makes it walk every block between start and stop).
-        index = tuple(s if s.step in (None, 1) else np.arange(s.start, s.stop, s.step) for s in selection)
+        index = tuple(
+            s if s.step in (None, 1) else np.arange(s.start, s.stop, s.step) for s in selection
+        )
         return np.asarray(self.array.oindex[index])
 
     def _read_blockwise(self, selection: tuple[slice, ...], first: Exception) -> np.ndarray:
@@ -198,7 +217,9 @@ class LevelReader(_Level):
         fill = self.array.fill_value
         out = np.full([len(r) for r in ranges], fill if fill is not None else 0, dtype=self.dtype)
         grids = [
-            (sorted({i // b for i in r}) if len(r) <= 2**16 else range(r[0] // b, r[-1] // b + 1)) if len(r) else []
+            (sorted({i // b for i in r}) if len(r) <= 2**16 else range(r[0] // b, r[-1] // b + 1))
+            if len(r)
+            else []
             for r, b in zip(ranges, blocks, strict=True)
         ]
         if math.prod(len(g) for g in grids) > FALLBACK_BLOCKS:
@@ -220,7 +241,9 @@ class LevelReader(_Level):
                 try:
                     out[tuple(dst)] = self.array[tuple(src)]
                 except Exception as exc:
-                    self._say(str(exc) or f"{type(exc).__name__} in block {'/'.join(map(str, cell))}")
+                    self._say(
+                        str(exc) or f"{type(exc).__name__} in block {'/'.join(map(str, cell))}"
+                    )
         return out
 
     def _say(self, message: str) -> None:
@@ -283,7 +306,9 @@ class RegionView(_Level):
 
 def _block_count(basic: Sequence[slice], blocks: Sequence[int]) -> int:
     """Storage blocks touched by unit-step slices ``basic``."""
-    return math.prod(len(r) for r in block_ranges([s.start for s in basic], [s.stop for s in basic], blocks))
+    return math.prod(
+        len(r) for r in block_ranges([s.start for s in basic], [s.stop for s in basic], blocks)
+    )
 
 
 def _basic(index: Any, shape: Sequence[int]) -> tuple[tuple[slice, ...], set[int], tuple | None]:
@@ -352,7 +377,9 @@ def task_count(shape: Sequence[int], chunks: Sequence[int]) -> int:
     return math.prod(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True))
 
 
-def dask_level(array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> da.Array:
+def dask_level(
+    array: zarr.Array, *, n5_order: bool = True, report: Report | None = None
+) -> da.Array:
     """One level in napari order as a dask array (chunks from :func:`dask_chunks`)."""
     return LevelReader(array, n5_order=n5_order, report=report).to_dask()
 
@@ -367,7 +394,9 @@ def _from_reader(reader: LevelReader, chunks: Sequence[int]) -> da.Array:
 
     name = f"n5zarr-{id(reader):x}-{'x'.join(map(str, reader.shape))}"
     meta = np.empty((0,) * reader.ndim, reader.dtype)
-    return da.from_array(reader, chunks=tuple(chunks), name=name, asarray=True, fancy=True, meta=meta)
+    return da.from_array(
+        reader, chunks=tuple(chunks), name=name, asarray=True, fancy=True, meta=meta
+    )
 
 
 class StridedReader(_Level):
@@ -378,12 +407,19 @@ class StridedReader(_Level):
         self.base, self.step = base, int(step)
         self.dtype = np.dtype(base.dtype)
         self.ndim = base.ndim
-        self.shape = tuple(base.shape[:-2]) + tuple(math.ceil(n / self.step) for n in base.shape[-2:])
-        self.storage_blocks = tuple(base.storage_blocks[:-2]) + tuple(max(1, b // self.step) for b in base.storage_blocks[-2:])
+        self.shape = tuple(base.shape[:-2]) + tuple(
+            math.ceil(n / self.step) for n in base.shape[-2:]
+        )
+        self.storage_blocks = tuple(base.storage_blocks[:-2]) + tuple(
+            max(1, b // self.step) for b in base.storage_blocks[-2:]
+        )
 
     def __getitem__(self, index: Any) -> np.ndarray:
         basic, squeeze, rest = _basic(index, self.shape)
-        parent = list(basic[:-2]) + [slice(s.start * self.step, s.stop * self.step, (s.step or 1) * self.step) for s in basic[-2:]]
+        parent = list(basic[:-2]) + [
+            slice(s.start * self.step, s.stop * self.step, (s.step or 1) * self.step)
+            for s in basic[-2:]
+        ]
         out = np.asarray(self.base[tuple(parent)])
         if squeeze:
             out = out.reshape([n for i, n in enumerate(out.shape) if i not in squeeze])
@@ -418,8 +454,13 @@ def contrast_sample(level: Any, blocks: Sequence[int]) -> Any:
     (``blocks``, napari order), else a central piece touching about that many: the middle
     of every axis but y and x, and a y-x window of at most :data:`SAMPLE_EDGE` pixels."""
     ndim = level.ndim
-    nblocks = math.prod(math.ceil(s / max(1, int(b))) for s, b in zip(level.shape, blocks, strict=True))
-    if nblocks <= SAMPLE_BLOCKS and math.prod(level.shape) * level.dtype.itemsize <= SAMPLE_BLOCKS * 2**20:
+    nblocks = math.prod(
+        math.ceil(s / max(1, int(b))) for s, b in zip(level.shape, blocks, strict=True)
+    )
+    if (
+        nblocks <= SAMPLE_BLOCKS
+        and math.prod(level.shape) * level.dtype.itemsize <= SAMPLE_BLOCKS * 2**20
+    ):
         return level  # small: all of it
     index: list[Any] = [s // 2 for s in level.shape[: ndim - 2]]
     per_axis = max(1, int(math.sqrt(SAMPLE_BLOCKS)))
@@ -433,7 +474,12 @@ def contrast_sample(level: Any, blocks: Sequence[int]) -> Any:
 def contrast_limits(level: Any, blocks: Sequence[int] | None = None) -> tuple[float, float]:
     """(min, max) of a bounded central sample of ``level`` (see :func:`contrast_sample`),
     read in one piece (never whole dask chunks)."""
-    blocks = getattr(level, "storage_blocks", None) or blocks or getattr(level, "chunksize", None) or (1,) * level.ndim
+    blocks = (
+        getattr(level, "storage_blocks", None)
+        or blocks
+        or getattr(level, "chunksize", None)
+        or (1,) * level.ndim
+    )
     sample = contrast_sample(level, blocks) if level.ndim >= 2 else level
     values = np.asarray(sample)
     if values.size == 0:

@@ -33,7 +33,15 @@ from napari_n5zarr.storage.location import (
 if TYPE_CHECKING:
     from napari_n5zarr.spatial import BdvSetup
 
-__all__ = ["Source", "bdv_xml_target", "display_name", "is_n5", "require", "resolve", "sibling_bdv_xml"]
+__all__ = [
+    "Source",
+    "bdv_xml_target",
+    "display_name",
+    "is_n5",
+    "require",
+    "resolve",
+    "sibling_bdv_xml",
+]
 
 ANCESTOR_LEVELS = 16
 """How many folders above a path are searched for the container's attributes.json."""
@@ -119,7 +127,9 @@ def bdv_xml_target(xml: Path) -> tuple[str, dict[int, BdvSetup]] | None:
     from napari_n5zarr.storage.files import read_regular_file
 
     try:  # a regular file only (a FIFO or a link to /dev/zero named *.xml must not block or fill memory)
-        raw = read_regular_file(xml, lambda size: (0, size if size <= XML_MAX_BYTES else 0), metadata=False)
+        raw = read_regular_file(
+            xml, lambda size: (0, size if size <= XML_MAX_BYTES else 0), metadata=False
+        )
     except OSError:
         return None
     if not raw:
@@ -193,7 +203,9 @@ def _zarr_json(path: Path) -> dict[str, Any] | None:
     from napari_n5zarr.storage.files import read_regular_file
 
     try:  # a regular file only: a FIFO named zarr.json must not block the sniffer
-        raw = read_regular_file(path, lambda size: (0, size if size <= ZARR_JSON_MAX_BYTES else 0), metadata=False)
+        raw = read_regular_file(
+            path, lambda size: (0, size if size <= ZARR_JSON_MAX_BYTES else 0), metadata=False
+        )
         doc = json.loads(raw) if raw else None
     except (OSError, ValueError):
         return None
@@ -202,13 +214,19 @@ def _zarr_json(path: Path) -> dict[str, Any] | None:
 
 def _is_zarr_v3(zarr_json: Path) -> bool:
     doc = _zarr_json(zarr_json)
-    return doc is not None and doc.get("zarr_format") == 3 and doc.get("node_type") in ("array", "group")
+    return (
+        doc is not None
+        and doc.get("zarr_format") == 3
+        and doc.get("node_type") in ("array", "group")
+    )
 
 
 def _uses_n5_codec(zarr_json: Path) -> bool:
     doc = _zarr_json(zarr_json)
     codecs = doc.get("codecs") if doc is not None else None
-    return isinstance(codecs, list) and any(isinstance(c, dict) and c.get("name") == CODEC_NAME for c in codecs)
+    return isinstance(codecs, list) and any(
+        isinstance(c, dict) and c.get("name") == CODEC_NAME for c in codecs
+    )
 
 
 def _child_holds_n5(p: Path, limit: int = CHILDREN_SNIFFED) -> bool:
@@ -232,6 +250,9 @@ def zip_holds_n5(p: Path) -> bool:
     """A zip with an attributes.json at its root or up to two folders down."""
     try:
         with zipfile.ZipFile(p) as z:
-            return any(n == N5_JSON or (n.count("/") <= 2 and n.endswith("/" + N5_JSON)) for n in z.namelist())
+            return any(
+                n == N5_JSON or (n.count("/") <= 2 and n.endswith("/" + N5_JSON))
+                for n in z.namelist()
+            )
     except (OSError, zipfile.BadZipFile):
         return False

@@ -61,17 +61,26 @@ class Found:
         return [f"{ms.name or '/'}: {ms.unreadable}" for ms in self.multiscales if ms.unreadable]
 
 
-def find_multiscales(where: Where | zarr.Array | zarr.Group, name: str | None = None, *, limit: int | None = None) -> Found:
+def find_multiscales(
+    where: Where | zarr.Array | zarr.Group, name: str | None = None, *, limit: int | None = None
+) -> Found:
     """Every pyramid under ``where`` (a tree's node or a zarr node; paths relative to it),
     problems collected, never raised for one bad child; BigDataViewer setups with the voxel
     sizes of the tree's XML. With ``limit``, more than ``limit`` pyramids give
     ``Found(too_many=True)``."""
     tree, node = place(where)
     problems: list[str] = []
-    found = detect((tree, node), name, on_error=lambda p, e: problems.append(spatial.describe_error(p, e)), limit=limit)
+    found = detect(
+        (tree, node),
+        name,
+        on_error=lambda p, e: problems.append(spatial.describe_error(p, e)),
+        limit=limit,
+    )
     if limit is not None and len(found) > limit:
         return Found([], problems, too_many=True)
-    problems += [s.problem for s in (tree.bdv_setups or {}).values() if s.problem]  # their voxel size fell back to 1
+    problems += [
+        s.problem for s in (tree.bdv_setups or {}).values() if s.problem
+    ]  # their voxel size fell back to 1
     return Found(found, problems)
 
 
@@ -98,7 +107,11 @@ def level_arrays(where: Where | zarr.Array | zarr.Group, ms: Multiscale) -> list
 
 
 def levels_for(
-    where: Where | zarr.Array | zarr.Group, ms: Multiscale, report: Report | None = None, *, strict: bool = False
+    where: Where | zarr.Array | zarr.Group,
+    ms: Multiscale,
+    report: Report | None = None,
+    *,
+    strict: bool = False,
 ) -> list[Any]:
     """The levels of ``ms`` (paths relative to ``node``), finest first, napari order.
 
@@ -112,7 +125,9 @@ def levels_for(
     value for a block it could not read), no preview levels.
     """
     node = place(where)
-    if ms.label_multiset and not ms.time_paths:  # Paintera: blocks decoded by the multiset reader only
+    if (
+        ms.label_multiset and not ms.time_paths
+    ):  # Paintera: blocks decoded by the multiset reader only
         return _multiset_levels(node, ms, report, strict)
     if ms.time_paths:
         import dask.array as da
@@ -144,9 +159,17 @@ def _multiset_levels(node: Where, ms: Multiscale, report: Report | None, strict:
 
     levels: list[Any] = [MultisetLevel(a, report=report) for a in _arrays(node, list(ms.paths))]
     group = ms.paths[0].rsplit("/", 2)[0] if ms.paths[0].count("/") >= 2 else ""
-    if "painteraData" in ms.attrs and ms.paths[0].split("/")[-2:-1] == ["data"] and not show_fragments():
+    if (
+        "painteraData" in ms.attrs
+        and ms.paths[0].split("/")[-2:-1] == ["data"]
+        and not show_fragments()
+    ):
         tree, top = node
-        table = read_assignment(tree.zarr_group(top), f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT, None if strict else report)
+        table = read_assignment(
+            tree.zarr_group(top),
+            f"{group}/{ASSIGNMENT}" if group else ASSIGNMENT,
+            None if strict else report,
+        )
         for level in levels:
             level.assignment = table
     if strict:  # one dask chunk per storage block, as the other levels of a copy

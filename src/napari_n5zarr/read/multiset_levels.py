@@ -55,13 +55,17 @@ class MultisetSource(BlockSource):
 
     def decode(self, raw: Any, key: str) -> np.ndarray:
         where = self.where(key)
-        data = raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
+        data = (
+            raw.as_numpy_array() if hasattr(raw, "as_numpy_array") else np.frombuffer(raw, np.uint8)
+        )
         try:
             index = tuple(int(p) for p in key[len(self.prefix) :].split("/"))
         except ValueError:
             raise N5FormatError(f"{where}: not a block key") from None
         cell = cell_shape(index, self.shape[::-1], self.blocks[::-1])
-        out = decode_multiset_block(data, cell, where, self._decompress).T  # napari order, C-contiguous
+        out = decode_multiset_block(
+            data, cell, where, self._decompress
+        ).T  # napari order, C-contiguous
         out.flags.writeable = False
         return out
 
@@ -71,8 +75,12 @@ def source_for_array(array: zarr.Array) -> MultisetSource:
     plain = BlockSource.for_array(array)
     codecs = tuple(getattr(array.metadata, "codecs", ()))
     if plain is None or not codecs:
-        raise N5FormatError(f"{array.path or '/'}: a label multiset this store cannot serve block by block")
-    return MultisetSource(plain.layout, codecs[0]._decompress)  # the n5_default codec's bounded decompression
+        raise N5FormatError(
+            f"{array.path or '/'}: a label multiset this store cannot serve block by block"
+        )
+    return MultisetSource(
+        plain.layout, codecs[0]._decompress
+    )  # the n5_default codec's bounded decompression
 
 
 class MultisetLevel(LazyLevel):
@@ -81,15 +89,21 @@ class MultisetLevel(LazyLevel):
     assignment: tuple[np.ndarray, np.ndarray] | None = None
     """(sorted fragments, their segments) applied to every read; None: fragments as stored."""
 
-    def __init__(self, array: zarr.Array, *, n5_order: bool = True, report: Report | None = None) -> None:
+    def __init__(
+        self, array: zarr.Array, *, n5_order: bool = True, report: Report | None = None
+    ) -> None:
         source = source_for_array(array)
-        self._setup(source.shape, source.blocks, UINT64, n5_order=True, source=source, report=report)
+        self._setup(
+            source.shape, source.blocks, UINT64, n5_order=True, source=source, report=report
+        )
         self.array = array
 
     def _fast(self, basic: tuple[slice, ...]) -> bool:
         return True
 
-    def read(self, basic: tuple[slice, ...], squeeze: Any = frozenset(), rest: tuple | None = None) -> np.ndarray:
+    def read(
+        self, basic: tuple[slice, ...], squeeze: Any = frozenset(), rest: tuple | None = None
+    ) -> np.ndarray:
         steps = tuple(s.step or 1 for s in basic)
         cover = tuple(slice(s.start, max(s.start, s.stop), 1) for s in basic)
         out = self._read_fast(cover)
@@ -150,7 +164,9 @@ def check_assignment_size(array: zarr.Array, path: str) -> str | None:
     return None
 
 
-def read_assignment(node: zarr.Group | zarr.Array, path: str, report: Report | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+def read_assignment(
+    node: zarr.Group | zarr.Array, path: str, report: Report | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Paintera's fragment -> segment table at ``path`` below the zarr group ``node``, None
     where there is none. A table that cannot be read raises (N5FormatError): segments must
     not silently be fragments. A table larger than its stored bytes can hold
@@ -164,13 +180,17 @@ def read_assignment(node: zarr.Group | zarr.Array, path: str, report: Report | N
     except KeyError:
         return None
     except Exception as e:
-        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+        raise N5FormatError(
+            f"{path}: cannot read Paintera's fragment-segment assignment: {e}"
+        ) from None
     if not isinstance(array, zarr.Array):
         return None
     try:
         refused = check_assignment_size(array, path)
     except Exception as e:
-        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+        raise N5FormatError(
+            f"{path}: cannot read Paintera's fragment-segment assignment: {e}"
+        ) from None
     if refused is not None:
         if report is None:
             raise N5FormatError(refused)
@@ -179,8 +199,19 @@ def read_assignment(node: zarr.Group | zarr.Array, path: str, report: Report | N
     try:
         pairs = np.asarray(array[...]).T  # zarr sees N5 order: [N, 2]
     except Exception as e:
-        raise N5FormatError(f"{path}: cannot read Paintera's fragment-segment assignment: {e}") from None
+        raise N5FormatError(
+            f"{path}: cannot read Paintera's fragment-segment assignment: {e}"
+        ) from None
     return assignment_table(pairs)
 
 
-__all__ = ["ASSIGNMENT", "FRAGMENTS_ENV", "MAX_EXPANSION", "MultisetLevel", "MultisetSource", "check_assignment_size", "read_assignment", "show_fragments"]
+__all__ = [
+    "ASSIGNMENT",
+    "FRAGMENTS_ENV",
+    "MAX_EXPANSION",
+    "MultisetLevel",
+    "MultisetSource",
+    "check_assignment_size",
+    "read_assignment",
+    "show_fragments",
+]

@@ -32,7 +32,6 @@ _CONVENTIONS = {
 }
 
 
-
 def convention_label(code: str) -> str:
     """How a convention code (``Multiscale.convention``) is named to people: ``"N5 Viewer"``."""
     return _CONVENTIONS.get(code, code)
@@ -149,11 +148,15 @@ class Node:
 
     @property
     def kind_text(self) -> str:
-        """"dataset", "group", "unreadable", or "COSEM, 3 levels" for a pyramid."""
+        """ "dataset", "group", "unreadable", or "COSEM, 3 levels" for a pyramid."""
         flag = ", zarr.json disagrees" if self.warning else ""
         if self.lookup_table:  # Paintera bookkeeping: what it is, not how a pyramid would read it
             n = len(self.levels)
-            return "Paintera lookup table" + (f", {n} level{'s' if n != 1 else ''}" if self.kind == "pyramid" else "") + flag
+            return (
+                "Paintera lookup table"
+                + (f", {n} level{'s' if n != 1 else ''}" if self.kind == "pyramid" else "")
+                + flag
+            )
         if self.kind == "pyramid":
             label = convention_label(self.convention)
             n = len(self.levels)
@@ -172,8 +175,12 @@ class Node:
             "dtype": self.dtype,
             "kind": self.kind_text,
             "compression": self.compression,
-            "voxel": voxel_text(self.scale, self.units) if self.convention not in ("", "none") and not self.lookup_table else "",
-            "size": human_bytes(self.nbytes) if self.nbytes is not None and not self.lookup_table else "",
+            "voxel": voxel_text(self.scale, self.units)
+            if self.convention not in ("", "none") and not self.lookup_table
+            else "",
+            "size": human_bytes(self.nbytes)
+            if self.nbytes is not None and not self.lookup_table
+            else "",
             "blocks": "×".join(str(b) for b in self.blocks),
             "problem": self.problem or "",
             "warning": self.warning or "",

@@ -26,7 +26,9 @@ def detect_pyramids(tree: Tree, node: Node) -> tuple[list[Multiscale], list[str]
     from napari_n5zarr.read.multiscale import find_multiscales
 
     found = find_multiscales((tree, node))
-    _logger.debug("detected %d pyramid(s), %d unreadable node(s)", len(found.multiscales), len(found.problems))
+    _logger.debug(
+        "detected %d pyramid(s), %d unreadable node(s)", len(found.multiscales), len(found.problems)
+    )
     return found.multiscales, found.problems
 
 
@@ -41,7 +43,9 @@ def multiscale_to_json(ms: Multiscale) -> dict[str, Any]:
         "scale": list(ms.scale[::-1]),
         "translate": list(ms.translate[::-1]),
         "units": list(ms.units[::-1]),
-        "levels": [{"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)],
+        "levels": [
+            {"path": p, "shape": list(s[::-1])} for p, s in zip(ms.paths, ms.shapes, strict=True)
+        ],
         "unreadable": ms.unreadable or None,
         "notes": list(ms.notes),
     }
@@ -71,11 +75,15 @@ class NodeInfo:
                "attributes": self.root.attributes, "zarr_json": self.root.zarr_doc,
                "multiscales": [multiscale_to_json(ms) for ms in self.multiscales], "problems": self.problems}  # fmt: skip
         if self.blocks is not None:
-            doc["blocks_on_disk"], doc["blocks_expected"], doc["blocks_counted_partially"] = self.blocks
+            doc["blocks_on_disk"], doc["blocks_expected"], doc["blocks_counted_partially"] = (
+                self.blocks
+            )
         return doc
 
 
-def node_info(location: str | os.PathLike[str], *, unfinished_save: Callable[[str], str | None] | None = None) -> NodeInfo:
+def node_info(
+    location: str | os.PathLike[str], *, unfinished_save: Callable[[str], str | None] | None = None
+) -> NodeInfo:
     """One node in full and the pyramids under it.
 
     Parameters

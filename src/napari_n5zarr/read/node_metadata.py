@@ -28,7 +28,9 @@ def zarr_compression(doc: Mapping[str, Any]) -> str:
         inner = (codecs[0].get("configuration") or {}).get("codecs") or []
         comp = inner[2] if len(inner) > 2 else None
     else:
-        rest = [c for c in codecs if isinstance(c, dict) and c.get("name") not in ("bytes", "transpose")]
+        rest = [
+            c for c in codecs if isinstance(c, dict) and c.get("name") not in ("bytes", "transpose")
+        ]
         if len(rest) > 1:
             return "+".join(str(c.get("name")) for c in rest)
         comp = rest[0] if rest else None
@@ -45,7 +47,9 @@ def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any]) -> None:
     from napari_n5zarr.n5.compression import normalize_n5
 
     if not isinstance(attrs, dict):
-        raise N5MetadataError(f"attributes.json must hold a JSON object, got {type(attrs).__name__}")
+        raise N5MetadataError(
+            f"attributes.json must hold a JSON object, got {type(attrs).__name__}"
+        )
     if doc.get("node_type") != "array":
         return
     node.kind = "array"
@@ -54,24 +58,34 @@ def fill_from_n5(node: Node, attrs: Any, doc: dict[str, Any]) -> None:
     node.blocks = tuple(int(b) for b in attrs["blockSize"])[::-1]
     node.compression = compression_text(normalize_n5(attrs))
 
+
 def fill_from_zarr(node: Node, doc: Any) -> None:
     """A Zarr v3 node: kind, shape, dtype, blocks, compression from its zarr.json."""
     if not isinstance(doc, dict):
         raise N5MetadataError("zarr.json must hold a JSON object")
     kind = doc.get("node_type")
     if doc.get("zarr_format") != 3 or kind not in ("array", "group"):
-        raise N5MetadataError(f"not Zarr v3 metadata (zarr_format {doc.get('zarr_format')!r}, node_type {kind!r})")
+        raise N5MetadataError(
+            f"not Zarr v3 metadata (zarr_format {doc.get('zarr_format')!r}, node_type {kind!r})"
+        )
     if kind == "group":
         return
     check_zarr_accepts(doc)  # the error zarr would raise on opening it (e.g. zstd level 1e9)
     node.kind = "array"
     codecs = doc.get("codecs") or []
-    order = slice(None) if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME else slice(None, None, -1)
-    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())[order]  # N5 order: a plain (C-order) array reversed
+    order = (
+        slice(None)
+        if codecs and isinstance(codecs[0], dict) and codecs[0].get("name") == CODEC_NAME
+        else slice(None, None, -1)
+    )
+    node.array_shape = tuple(int(d) for d in doc.get("shape") or ())[
+        order
+    ]  # N5 order: a plain (C-order) array reversed
     node.dtype = str(doc.get("data_type"))
     chunks = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape") or []
     node.blocks = tuple(int(c) for c in chunks)[order][::-1]
     node.compression = zarr_compression(doc)
+
 
 def _chunks(doc: Mapping[str, Any]) -> Any:
     grid = doc.get("chunk_grid")
@@ -109,21 +123,35 @@ def array_info(node: Node, attributes: dict[str, Any] | None = None) -> spatial.
     from napari_n5zarr.n5.metadata import user_attributes
 
     attrs = node.attributes if attributes is None else attributes
-    return spatial.ArrayInfo(user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype)
+    return spatial.ArrayInfo(
+        user_attributes(attrs) if node.n5 else attrs, node.array_shape, node.dtype
+    )
+
 
 _CALIBRATED_LOCK = threading.Lock()
-_CALIBRATED: dict[tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration]] = {}
+_CALIBRATED: dict[
+    tuple[bytes, int, str, int], tuple[dict[str, Any], spatial.ArrayInfo, spatial.Calibration]
+] = {}
 
 
-def _calibration(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]) -> tuple[spatial.ArrayInfo, spatial.Calibration]:
+def _calibration(
+    node: Node, inherited: dict[str, Any], attrs: dict[str, Any]
+) -> tuple[spatial.ArrayInfo, spatial.Calibration]:
     """(array info, calibration) of an array node; kept for documents seen
     before beside the same inherited attributes (siblings share theirs): a container
     repeats documents (tiles, channels, time points), and a calibration costs ~0.1 ms."""
-    level = node.name if level_number(node.name) is not None else ""  # the only use of the name (2^N for sN)
+    level = (
+        node.name if level_number(node.name) is not None else ""
+    )  # the only use of the name (2^N for sN)
     key = (node.raw, len(node.array_shape), level, id(inherited))
     with _CALIBRATED_LOCK:
         known = _CALIBRATED.get(key) if node.raw else None
-    if known is not None and known[0] is inherited and known[1].shape == node.array_shape and known[1].dtype == node.dtype:
+    if (
+        known is not None
+        and known[0] is inherited
+        and known[1].shape == node.array_shape
+        and known[1].dtype == node.dtype
+    ):
         return known[1], known[2]
     info = array_info(node, attrs)
     cal = spatial.calibrate(info.attrs, len(info.shape), name=node.name, inherited=inherited)
@@ -144,9 +172,13 @@ def calibrate_array(node: Node, inherited: dict[str, Any], attrs: dict[str, Any]
     node.convention = cal.convention
     if len(info.shape) < 2:
         node.reason = f"{len(info.shape)}-D data cannot be shown as an image"
-    if info.attrs.get("isLabelMultiset") is True:  # read as uint64 labels (issue 21): its kind says how it is stored
+    if (
+        info.attrs.get("isLabelMultiset") is True
+    ):  # read as uint64 labels (issue 21): its kind says how it is stored
         node.encoding = "label multiset"
-        node.dtype = "uint64"  # what it opens as (attributes.json says uint8: the varlength blocks' bytes)
+        node.dtype = (
+            "uint64"  # what it opens as (attributes.json says uint8: the varlength blocks' bytes)
+        )
 
 
 def parse_metadata(raw: bytes) -> Any:

@@ -83,9 +83,15 @@ def outer_attrs(store: Any) -> dict[str, Any]:
     :func:`merge_outer_attrs`)."""
     try:
         parents = parent_stores(store)
-    except (OSError, ValueError, RuntimeError):  # an unresolvable path (symlink loop, ...): nothing to inherit
+    except (
+        OSError,
+        ValueError,
+        RuntimeError,
+    ):  # an unresolvable path (symlink loop, ...): nothing to inherit
         return {}
-    return merge_outer_attrs((str(getattr(p, "root", None) or getattr(p, "path", "")), _reader(p)) for p in parents)
+    return merge_outer_attrs(
+        (str(getattr(p, "root", None) or getattr(p, "path", "")), _reader(p)) for p in parents
+    )
 
 
 def merge_outer_attrs(parents: Iterable[tuple[str, Callable[[], bytes | None]]]) -> dict[str, Any]:
@@ -126,7 +132,14 @@ def outer_paintera_table(store: Any) -> str | None:
         names = outer_names(store)
     except (OSError, ValueError, RuntimeError):
         return None
-    at = next((i for i in (len(names) - 1, len(names) - 2) if i >= 1 and names[i] in PAINTERA_BOOKKEEPING), None)
+    at = next(
+        (
+            i
+            for i in (len(names) - 1, len(names) - 2)
+            if i >= 1 and names[i] in PAINTERA_BOOKKEEPING
+        ),
+        None,
+    )
     if at is None:  # the cheap check first: most folders are named nothing like a lookup table
         return None
     try:
@@ -134,4 +147,8 @@ def outer_paintera_table(store: Any) -> str | None:
         attrs = json.loads(raw) if raw is not None else {}
     except (OSError, ValueError, IndexError):
         return None
-    return names[at] if isinstance(attrs, dict) and isinstance(attrs.get("painteraData"), Mapping) else None
+    return (
+        names[at]
+        if isinstance(attrs, dict) and isinstance(attrs.get("painteraData"), Mapping)
+        else None
+    )

@@ -78,7 +78,15 @@ def detect(
     return _walk(tree, node, label, "", on_error, max_depth, limit)
 
 
-def _walk(tree: Tree, group: Node, label: str, prefix: str, on_error: ErrorHandler, depth: int, limit: int | None) -> list[Multiscale]:
+def _walk(
+    tree: Tree,
+    group: Node,
+    label: str,
+    prefix: str,
+    on_error: ErrorHandler,
+    depth: int,
+    limit: int | None,
+) -> list[Multiscale]:
     """The pyramids of ``group`` (at ``prefix`` below the walk's start), then its children's."""
     table = tree.pyramids_at(group)
     if table.fault is not None:
@@ -86,7 +94,11 @@ def _walk(tree: Tree, group: Node, label: str, prefix: str, on_error: ErrorHandl
     found: list[Multiscale] = []
     for r in table.recognised:
         if r.at or not found:  # a group is at most one pyramid itself
-            ms = tree.multiscale(group, label or prefix, prefix) if not r.at else tree.finished(group, r, join_path(prefix, r.at), prefix)
+            ms = (
+                tree.multiscale(group, label or prefix, prefix)
+                if not r.at
+                else tree.finished(group, r, join_path(prefix, r.at), prefix)
+            )
             if ms is not None:
                 found.append(ms)
     if depth <= 0:
@@ -107,6 +119,8 @@ def _walk(tree: Tree, group: Node, label: str, prefix: str, on_error: ErrorHandl
             try:
                 left = None if limit is None else limit - len(found)
                 found += _walk(tree, child, "", path, on_error, depth - 1, left)
-            except Exception as exc:  # boundary: one broken subtree is reported, never its siblings'
+            except (
+                Exception
+            ) as exc:  # boundary: one broken subtree is reported, never its siblings'
                 on_error(path, exc)
     return found

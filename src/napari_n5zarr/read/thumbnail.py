@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     import zarr
 
 
-def thumbnail(array: zarr.Array, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20) -> np.ndarray:
+def thumbnail(
+    array: zarr.Array, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20
+) -> np.ndarray:
     """A uint8 2D image (y, x): the middle slice of ``array`` (central ``crop`` × ``crop``
     pixels at most), strided down to about ``size``, contrast stretched to the 0.5–99.5
     percentiles. Refused (ValueError) when the blocks it touches would decode to more than
@@ -33,11 +35,14 @@ def thumbnail(array: zarr.Array, size: int = 256, crop: int = 1024, max_decode: 
             index.append(extent // 2)
     blocks = tuple(array.chunks)
     touched = math.prod(
-        math.ceil((ix.stop - ix.start) / b) + 1 if isinstance(ix, slice) else 1 for ix, b in zip(index, blocks, strict=True)
+        math.ceil((ix.stop - ix.start) / b) + 1 if isinstance(ix, slice) else 1
+        for ix, b in zip(index, blocks, strict=True)
     )
     cost = touched * math.prod(blocks) * array.dtype.itemsize
     if cost > max_decode:
-        raise ValueError(f"a preview would decode {human_bytes(cost)} of blocks (limit {human_bytes(max_decode)})")
+        raise ValueError(
+            f"a preview would decode {human_bytes(cost)} of blocks (limit {human_bytes(max_decode)})"
+        )
     plane = np.asarray(array[tuple(index)])
     if plane.ndim == 1:
         plane = plane[:, None]

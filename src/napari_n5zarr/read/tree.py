@@ -80,6 +80,7 @@ PAGE_SIZE = 500
 """Nodes per page of :meth:`Tree.iter_children` (the first page is smaller)."""
 FIRST_PAGE = 100
 
+
 class Activity:
     """What a tree is waiting for now (a listing, a page of metadata), and since when;
     thread-safe. Read by :func:`report_waits`."""
@@ -109,7 +110,9 @@ class Activity:
 
 
 @contextmanager
-def report_waits(activity: Activity, report: Callable[[str], None], after: float = 1.5, every: float = 10.0) -> Iterator[None]:
+def report_waits(
+    activity: Activity, report: Callable[[str], None], after: float = 1.5, every: float = 10.0
+) -> Iterator[None]:
     """Within the block, ``report("waiting for WHAT (N s)")`` from a watcher thread when a
     wait of ``activity`` lasts longer than ``after`` seconds, and every ``every`` seconds
     while it goes on."""
@@ -167,7 +170,11 @@ class Tree:
         self._n5 = N5DefaultStore(store)
         self.store = ImplicitGroupStore(self._n5)
         """The store chain every name and array is read through (:func:`napari_n5zarr.access.wrap`)."""
-        root = self.n5_location.rstrip("/") if is_url(self.n5_location) else self.n5_location.rstrip(os.sep)
+        root = (
+            self.n5_location.rstrip("/")
+            if is_url(self.n5_location)
+            else self.n5_location.rstrip(os.sep)
+        )
         self._root_text = root or os.sep
         self._local = isinstance(store, SafeLocalStore)
         self._lock = threading.RLock()
@@ -179,7 +186,12 @@ class Tree:
         self.root_fault: BaseException | None = None
         """Why the root is unreadable (kind "error"): see :meth:`raise_for_root`."""
         self.root = self._make_nodes([""], {})[0] or self._not_found()
-        if self.root.kind == "group" and not self.root.n5 and not self.root.zarr and not self._names_or_error(""):
+        if (
+            self.root.kind == "group"
+            and not self.root.n5
+            and not self.root.zarr
+            and not self._names_or_error("")
+        ):
             self.root = self._not_found()
         if self.root.kind == "group":
             self.root.name = Path(self.n5_location.rstrip("/")).name
@@ -238,7 +250,10 @@ class Tree:
 
         with self._waiting(lambda: f"the listing of {self._where(path)}/"):
             found = list_names(self.store, path)
-        names = sorted((n for n in found if n not in (N5_JSON, ZARR_JSON) and not n.startswith(".")), key=natural_key)
+        names = sorted(
+            (n for n in found if n not in (N5_JSON, ZARR_JSON) and not n.startswith(".")),
+            key=natural_key,
+        )
         with self._lock:
             self._names[path] = names
         return names
@@ -257,7 +272,16 @@ class Tree:
             names = self.names(node.path)
         except Exception as exc:
             where, text = self._where(node.path), str(exc)
-            yield [Node("…", _join(node.path, "…"), "error", error=text if f"cannot list {where}" in text else f"cannot list {where}: {text}")]
+            yield [
+                Node(
+                    "…",
+                    _join(node.path, "…"),
+                    "error",
+                    error=text
+                    if f"cannot list {where}" in text
+                    else f"cannot list {where}: {text}",
+                )
+            ]
             return
         collected: list[Node] = []
         size = min(FIRST_PAGE, page_size)
@@ -266,7 +290,11 @@ class Tree:
             batch = names[i : i + size]
             i += size
             size = page_size
-            page = [n for n in self._make_nodes([_join(node.path, b) for b in batch], node.inherited) if n is not None]
+            page = [
+                n
+                for n in self._make_nodes([_join(node.path, b) for b in batch], node.inherited)
+                if n is not None
+            ]
             for child in page:
                 if child.kind == "group":
                     self._classify(child)
@@ -280,7 +308,9 @@ class Tree:
         """All children of ``node`` (see :meth:`iter_children`)."""
         return [c for page in self.iter_children(node) for c in page]
 
-    def walk(self, node: Node | None = None, max_depth: int | None = None) -> Iterator[tuple[int, Node]]:
+    def walk(
+        self, node: Node | None = None, max_depth: int | None = None
+    ) -> Iterator[tuple[int, Node]]:
         """``(depth, node)`` depth first, streamed as found (the root at depth 0)."""
         top = self.root if node is None else node
         yield 0, top
@@ -314,7 +344,9 @@ class Tree:
                 try:
                     node = self._node(p, a, z, v, inherited)
                 except Exception as exc:  # one node's problem, never its siblings'
-                    node = Node(p.rsplit("/", 1)[-1], p, "error", error=spatial.describe_error(p, exc))
+                    node = Node(
+                        p.rsplit("/", 1)[-1], p, "error", error=spatial.describe_error(p, exc)
+                    )
                     self.root_fault = exc if not p else self.root_fault
                 with self._lock:
                     self._nodes[p] = node
@@ -337,7 +369,9 @@ class Tree:
         n5 = get_many(self._base, [_join(p, N5_JSON) for p in paths])
         ask = [i for i, a in enumerate(n5) if self.compare_documents or not isinstance(a, bytes)]
         stored: list[Any] = [None] * len(paths)
-        for i, raw in zip(ask, get_many(self._base, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
+        for i, raw in zip(
+            ask, get_many(self._base, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True
+        ):
             stored[i] = raw
         docs: list[Any] = [None] * len(paths)
         for i, (p, a) in enumerate(zip(paths, n5, strict=True)):
@@ -346,14 +380,22 @@ class Tree:
                     docs[i] = self._n5.translation(f"{p}/" if p else "", a)
                 except Exception as exc:  # this node's problem (named where it is shown)
                     docs[i] = exc
-        ask = [i for i, (a, z) in enumerate(zip(n5, stored, strict=True)) if a is None and z is None]
-        for i, view in zip(ask, get_many(self.store, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True):
+        ask = [
+            i for i, (a, z) in enumerate(zip(n5, stored, strict=True)) if a is None and z is None
+        ]
+        for i, view in zip(
+            ask, get_many(self.store, [_join(paths[i], ZARR_JSON) for i in ask]), strict=True
+        ):
             docs[i] = view
         return n5, stored, docs
 
-    def _node(self, path: str, n5_raw: Any, zarr_raw: Any, view: Any, inherited: dict[str, Any]) -> Node | None:
+    def _node(
+        self, path: str, n5_raw: Any, zarr_raw: Any, view: Any, inherited: dict[str, Any]
+    ) -> Node | None:
         name = path.rsplit("/", 1)[-1]
-        node = Node(name, path, "group", n5=isinstance(n5_raw, bytes), zarr=isinstance(zarr_raw, bytes))
+        node = Node(
+            name, path, "group", n5=isinstance(n5_raw, bytes), zarr=isinstance(zarr_raw, bytes)
+        )
         attrs: Any = {}
         try:
             if isinstance(n5_raw, BaseException):
@@ -363,9 +405,13 @@ class Tree:
                 if isinstance(view, BaseException):
                     raise view
                 doc = view  # the store's translation
-                attrs = json.loads(n5_raw)  # the document the store just parsed, checked and translated
+                attrs = json.loads(
+                    n5_raw
+                )  # the document the store just parsed, checked and translated
                 fill_from_n5(node, attrs, doc)
-                if isinstance(zarr_raw, bytes):  # a dual folder: attributes.json wins, a contradiction is flagged
+                if isinstance(
+                    zarr_raw, bytes
+                ):  # a dual folder: attributes.json wins, a contradiction is flagged
                     node.warning = documents_disagree(doc, zarr_raw)
             elif isinstance(zarr_raw, BaseException):
                 raise zarr_raw
@@ -381,14 +427,18 @@ class Tree:
             # else an implicit group (N5 groups need no attributes.json): the store decides
         except Exception as exc:
             node.kind = "error"
-            failed = N5_JSON if node.n5 or isinstance(n5_raw, BaseException) else ZARR_JSON  # the file that failed
+            failed = (
+                N5_JSON if node.n5 or isinstance(n5_raw, BaseException) else ZARR_JSON
+            )  # the file that failed
             node.error = error_text(exc, self._where(_join(path, failed)), path)
             self.root_fault = exc if not path else self.root_fault
             return node
         if not path:
             self._outer_table = None if node.kind == "error" else outer_paintera_table(self._base)
         if not path and node.n5 and not inherited and not self._is_container_root(attrs):
-            inherited = outer_attrs(self._base)  # a node inside a container: what its ancestors give it
+            inherited = outer_attrs(
+                self._base
+            )  # a node inside a container: what its ancestors give it
             # (as the reader sees it): ``info pyr.n5/s1`` shows the voxel size ``tree pyr.n5`` shows for s1
         own = {k: attrs[k] for k in INHERITABLE if k in attrs} if attrs else {}
         node.inherited = {**inherited, **own} if own else inherited  # shared when nothing is added
@@ -443,7 +493,9 @@ class Tree:
         ms = finish(found.pyramid, name, _join(prefix, found.at))
         return with_bdv_setups(ms, self.bdv_setups, _join(group.path, found.at))
 
-    def multiscale(self, node: Node, name: str | None = None, prefix: str = "") -> Multiscale | None:
+    def multiscale(
+        self, node: Node, name: str | None = None, prefix: str = ""
+    ) -> Multiscale | None:
         """The pyramid the reader opens at an array or pyramid node (named ``name``, default
         its stored name or the node's; paths under ``prefix``); a Paintera lookup table is
         described, never shown (``unreadable``). None for anything else."""
@@ -452,10 +504,16 @@ class Tree:
             ms = dataset_pyramid(array_info(node), "", name=node.name, inherited=node.inherited)
             found = finish(ms, label, prefix) if ms is not None else None
         elif node.kind in ("group", "pyramid") and (own := self.pyramids_at(node).own) is not None:
-            found = self.finished(node, own, (not prefix and stored_name(node.attributes)) or label, prefix)
+            found = self.finished(
+                node, own, (not prefix and stored_name(node.attributes)) or label, prefix
+            )
         else:
             return None
-        return replace(found, unreadable=node.reason) if found is not None and node.lookup_table and node.reason else found
+        return (
+            replace(found, unreadable=node.reason)
+            if found is not None and node.lookup_table and node.reason
+            else found
+        )
 
     def _classify(self, group: Node) -> None:
         """Make ``group`` a pyramid node (its row) if the reader opens it as one multiscale image."""
@@ -481,7 +539,15 @@ class Tree:
             group.reason = f"{ms.ndim}-D data cannot be shown as an image"
         if ms.label_multiset:
             group.encoding = "label multisets"
-        table = self._outer_table if not group.path else (group.name if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group) else None)
+        table = (
+            self._outer_table
+            if not group.path
+            else (
+                group.name
+                if group.name in PAINTERA_BOOKKEEPING and self._paintera_parent(group)
+                else None
+            )
+        )
         if table:
             group.reason = f"Paintera lookup table ({table}), not an image"
             group.lookup_table = True
@@ -493,7 +559,9 @@ class Tree:
         """A Paintera group's row: which Paintera type (its kind), ``maxId`` and the
         bookkeeping datasets (never layers of their own) in its facts."""
         kind = paintera.get("type")
-        group.convention = f"paintera-{kind}" if kind in ("label", "raw", "channel") else "paintera-raw"
+        group.convention = (
+            f"paintera-{kind}" if kind in ("label", "raw", "channel") else "paintera-raw"
+        )
         facts = []
         if "maxId" in group.attributes:
             facts.append(("maxId", str(group.attributes["maxId"])))
@@ -511,7 +579,9 @@ class Tree:
             parent = self._nodes.get("/".join(parts[:i]))
             if parent is not None and "painteraData" in parent.attributes:
                 return part
-        return self._outer_table if "/" not in path else None  # the root opened is the table (or its group's level)
+        return (
+            self._outer_table if "/" not in path else None
+        )  # the root opened is the table (or its group's level)
 
     def _paintera_parent(self, node: Node) -> bool:
         """The node sits in a Paintera group (``painteraData``), whose bookkeeping the reader skips."""
@@ -526,7 +596,9 @@ class Tree:
 
         ensure_codecs_registered()
         if node.kind != "array":
-            raise ValueError(f"{node.path or '/'} is not an array" + (f": {node.error}" if node.error else ""))
+            raise ValueError(
+                f"{node.path or '/'} is not an array" + (f": {node.error}" if node.error else "")
+            )
         return array_from_document(self.store, self._document(node), node.path)
 
     def _document(self, node: Node) -> dict[str, Any]:
@@ -535,7 +607,11 @@ class Tree:
         zarr.json, or an implicit group's."""
         if node.n5:
             return self._n5.translation(f"{node.path}/" if node.path else "", node.raw)
-        return parse_metadata(node.raw) if node.raw else {"zarr_format": 3, "node_type": "group", "attributes": {}}
+        return (
+            parse_metadata(node.raw)
+            if node.raw
+            else {"zarr_format": 3, "node_type": "group", "attributes": {}}
+        )
 
     def arrays(self, paths: Sequence[str]) -> list[zarr.Array]:
         """The arrays at ``paths`` (from the root), their documents read at most once."""
@@ -548,16 +624,25 @@ class Tree:
 
         if node.kind not in ("group", "pyramid"):
             raise ValueError(f"{node.path or '/'} is not a group")
-        return zarr.Group(zarr.AsyncGroup.from_dict(StorePath(self.store, node.path), dict(self._document(node))))  # (it pops keys)
+        return zarr.Group(
+            zarr.AsyncGroup.from_dict(StorePath(self.store, node.path), dict(self._document(node)))
+        )  # (it pops keys)
 
     def block_count(self, node: Node, limit: int = 1_000_000) -> tuple[int, int, bool]:
         """(blocks on disk, blocks expected, counting stopped at ``limit``) for an array, or
         level 0 of a pyramid."""
-        target = self.child(self.root, node.levels[0]) if node.kind == "pyramid" and node.levels else node
+        target = (
+            self.child(self.root, node.levels[0])
+            if node.kind == "pyramid" and node.levels
+            else node
+        )
         if target is None or target.kind != "array":
             raise ValueError(f"{node.path or '/'} is not a dataset")
         shape, blocks = target.shape, target.blocks
-        expected = math.prod(math.ceil(s / b) for s, b in zip(shape, blocks, strict=True)) if shape else 0
+        expected = (
+            math.prod(math.ceil(s / b) for s, b in zip(shape, blocks, strict=True)) if shape else 0
+        )
+
         def is_block(key: str) -> bool:
             base = key.rsplit("/", 1)[-1]
             return base not in (N5_JSON, ZARR_JSON) and not base.startswith(".")
@@ -567,26 +652,34 @@ class Tree:
         count, stopped = count_keys(self._base, target.path, is_block, limit)
         return count, expected, stopped
 
-    def thumbnail(self, node: Node, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20) -> np.ndarray:
+    def thumbnail(
+        self, node: Node, size: int = 256, crop: int = 1024, max_decode: int = 256 * 2**20
+    ) -> np.ndarray:
         """A uint8 2D image (y, x) of an array or pyramid node: see
         :func:`napari_n5zarr.read.thumbnail.thumbnail` (the coarsest level; a BigDataViewer
         setup's middle time point)."""
         from napari_n5zarr.read.thumbnail import thumbnail
 
         if not node.openable:
-            raise ValueError(f"{node.path or '/'} cannot be shown: {node.problem or 'not a dataset'}")
+            raise ValueError(
+                f"{node.path or '/'} cannot be shown: {node.problem or 'not a dataset'}"
+            )
         path = node.levels[-1] if node.kind == "pyramid" and node.levels else node.path
         if node.kind == "pyramid" and node.timepoints > 1:
             ms = self.multiscale(node)
             if ms is not None and ms.time_paths:
                 path = _join(node.path, ms.time_paths[len(ms.time_paths) // 2][-1])
-        return thumbnail(self.array(self.node_at(path)), size=size, crop=crop, max_decode=max_decode)
+        return thumbnail(
+            self.array(self.node_at(path)), size=size, crop=crop, max_decode=max_decode
+        )
 
 
 _SETUP_NAME = re.compile(r"(?:^|/)setup(\d+)$")
 
 
-def with_bdv_setups(ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | None, path: str) -> Multiscale:
+def with_bdv_setups(
+    ms: Multiscale, setups: Mapping[int, spatial.BdvSetup] | None, path: str
+) -> Multiscale:
     """``ms`` with the voxel size of its BigDataViewer setup (``setupN``, from ``path``) when
     ``setups`` (a BigDataViewer XML's) describe it; else ``ms``."""
     if not setups or ms.convention != "bdv":
@@ -605,7 +698,9 @@ def tree_at(node: zarr.Array | zarr.Group) -> tuple[Tree, Node]:
         store_location,
     )
 
-    base = next(s for s in store_chain(node.store) if not isinstance(s, ImplicitGroupStore | N5DefaultStore))
+    base = next(
+        s for s in store_chain(node.store) if not isinstance(s, ImplicitGroupStore | N5DefaultStore)
+    )
     tree = Tree(store_location(base, "").rstrip("/") or "/", base)
     tree.raise_for_root()
     return tree, tree.node_at(node.path)
@@ -624,10 +719,19 @@ def tree_of(source: Source, storage_options: dict[str, Any] | None = None) -> Tr
     from napari_n5zarr.access import base_store
 
     target = source.target.rstrip("/") if is_url(source.target) else source.target
-    return Tree(target, base_store(target, "r", storage_options), bdv_setups=source.bdv_setups, compare_documents=False)
+    return Tree(
+        target,
+        base_store(target, "r", storage_options),
+        bdv_setups=source.bdv_setups,
+        compare_documents=False,
+    )
 
 
-def open_tree(location: str | os.PathLike[str], storage_options: dict[str, Any] | None = None, activity: Activity | None = None) -> Tree:
+def open_tree(
+    location: str | os.PathLike[str],
+    storage_options: dict[str, Any] | None = None,
+    activity: Activity | None = None,
+) -> Tree:
     """The tree at a folder, ``.zip``, BigDataViewer ``.xml`` or URL (``s3://``, ``http(s)://``);
     ``activity`` names its waits (see :func:`report_waits`).
 

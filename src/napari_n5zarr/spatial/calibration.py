@@ -48,7 +48,11 @@ def n5viewer(attrs: Attrs, ndim: int) -> Calibration | None:
     if res is None:
         return None
     return Calibration(
-        fit(res, ndim, 1.0), (0.0,) * ndim, fit((unit,) * len(res), ndim, None), default_axes(ndim), "n5viewer"
+        fit(res, ndim, 1.0),
+        (0.0,) * ndim,
+        fit((unit,) * len(res), ndim, None),
+        default_axes(ndim),
+        "n5viewer",
     )
 
 
@@ -188,7 +192,7 @@ def calibrate(
         return base
     return base._replace(
         scale=tuple(s * x for s, x in zip(base.scale, f, strict=True)),
-        translate=tuple(t + 0.5 * (x - 1) * s for t, s, x in zip(base.translate, base.scale, f, strict=True)),
+        translate=tuple(
+            t + 0.5 * (x - 1) * s for t, s, x in zip(base.translate, base.scale, f, strict=True)
+        ),
     )
-
-

@@ -93,7 +93,11 @@ def referenced_paths(attrs: Attrs) -> list[str]:
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], Mapping):
         return []
     ds = ms[0].get("datasets")
-    return [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)] if isinstance(ds, list) else []
+    return (
+        [d["path"] for d in ds if isinstance(d, Mapping) and isinstance(d.get("path"), str)]
+        if isinstance(ds, list)
+        else []
+    )
 
 
 def paintera_bookkeeping(group: Listing) -> tuple[str, ...]:
@@ -116,7 +120,9 @@ def _one(group: Listing, ms: Multiscale | None) -> list[Recognised]:
 
 
 def _unread_references(group: Listing) -> tuple[str, ...]:
-    return tuple(p for p in referenced_paths(group.attrs) if p not in group.arrays and not group.listed(p))
+    return tuple(
+        p for p in referenced_paths(group.attrs) if p not in group.arrays and not group.listed(p)
+    )
 
 
 NGFF = Convention(
@@ -172,7 +178,9 @@ def _bdv(setup: Listing, inherited: Attrs) -> Multiscale | None:
         if setup.listed(key):
             tp = setup.sub(key)
             timepoints[key] = (tp.attrs, tp.arrays_in())
-    return bdv_setup(setup.attrs, timepoints, {**inheritable(inherited), **inheritable(setup.attrs)})
+    return bdv_setup(
+        setup.attrs, timepoints, {**inheritable(inherited), **inheritable(setup.attrs)}
+    )
 
 
 def _bdv_timepoints(g: Listing, inherited: Attrs) -> list[Recognised]:
@@ -195,7 +203,9 @@ def _setup_reads(g: Listing) -> tuple[str, ...]:
         if not g.listed(key):
             out.append(key)
         else:
-            out += [join_path(key, t) for t in _timepoints(g, key) if not g.listed(join_path(key, t))]
+            out += [
+                join_path(key, t) for t in _timepoints(g, key) if not g.listed(join_path(key, t))
+            ]
     return tuple(out)
 
 

@@ -150,7 +150,9 @@ class Listing:
                 out.children.update({join_path(key, p): c for p, c in sub.children.items()})
         return out
 
-    def add(self, path: str, attrs: Attrs, arrays: Mapping[str, ArrayInfo], groups: Sequence[str]) -> None:
+    def add(
+        self, path: str, attrs: Attrs, arrays: Mapping[str, ArrayInfo], groups: Sequence[str]
+    ) -> None:
         """Record the group at ``path``: its attributes and its children."""
         self.groups[path] = attrs
         self.arrays.update({join_path(path, k): v for k, v in arrays.items()})
@@ -185,7 +187,11 @@ class Listing:
         head = path + "/"
 
         def below(d: Mapping[str, Any]) -> dict[str, Any]:
-            return {("" if k == path else k[len(head) :]): v for k, v in d.items() if k == path or k.startswith(head)}
+            return {
+                ("" if k == path else k[len(head) :]): v
+                for k, v in d.items()
+                if k == path or k.startswith(head)
+            }
 
         return Listing(below(self.groups), below(self.arrays), below(self.children))
 

@@ -48,10 +48,13 @@ def assemble(
     if channel_axis is None and cals[0].axes.count("c") == 1:
         channel_axis = cals[0].axes.index("c")
     keep = [i for i, info in enumerate(infos) if len(info.shape) == ndim]
-    multiset = any(a.get("isLabelMultiset") is True for a in (attrs, *(infos[i].attrs for i in keep)))
+    multiset = any(
+        a.get("isLabelMultiset") is True for a in (attrs, *(infos[i].attrs for i in keep))
+    )
     base = cals[0]
     downsampling = tuple(
-        tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True)) for i in keep
+        tuple((s / s0) if s0 else 1.0 for s, s0 in zip(cals[i].scale, base.scale, strict=True))
+        for i in keep
     )
     return Multiscale(
         name="",
@@ -70,10 +73,14 @@ def assemble(
     )
 
 
-def dataset_pyramid(info: ArrayInfo, path: str = "", *, name: str | None = None, inherited: Attrs | None = None) -> Multiscale | None:
+def dataset_pyramid(
+    info: ArrayInfo, path: str = "", *, name: str | None = None, inherited: Attrs | None = None
+) -> Multiscale | None:
     """A dataset that is no part of a pyramid: one level at ``path``, calibrated by its own
     attributes and ``inherited`` (``name``, default ``path``, gives N5 Viewer's ``sN`` factor)."""
-    cal = calibrate(info.attrs, len(info.shape), name=path if name is None else name, inherited=inherited)
+    cal = calibrate(
+        info.attrs, len(info.shape), name=path if name is None else name, inherited=inherited
+    )
     return assemble([path], [info], [cal], cal.convention, info.attrs)
 
 
@@ -129,7 +136,9 @@ def cosem_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Mult
         if not isinstance(path, str) or path not in children:
             continue
         info = children[path]
-        attrs = {"transform": d["transform"]} if isinstance(d.get("transform"), Mapping) else info.attrs
+        attrs = (
+            {"transform": d["transform"]} if isinstance(d.get("transform"), Mapping) else info.attrs
+        )
         cal = cosem(attrs, len(info.shape)) or identity(len(info.shape))
         paths.append(path)
         infos.append(info)
@@ -187,13 +196,17 @@ def ngff_pyramid(group_attrs: Attrs, children: Mapping[str, ArrayInfo]) -> Multi
         info = children[path]
         ndim = len(info.shape)
         scale, translate = _ngff_transform(
-            list(d.get("coordinateTransformations") or []) + list(ms.get("coordinateTransformations") or []), ndim
+            list(d.get("coordinateTransformations") or [])
+            + list(ms.get("coordinateTransformations") or []),
+            ndim,
         )
         ax = list(fit(names, ndim, None))
         un = list(fit(units, ndim, None))
         if reverse:
             scale, translate, ax, un = scale[::-1], translate[::-1], ax[::-1], un[::-1]
-        cals.append(Calibration(tuple(scale), tuple(translate), tuple(un), unique_axes(ax, ndim), "ngff"))
+        cals.append(
+            Calibration(tuple(scale), tuple(translate), tuple(un), unique_axes(ax, ndim), "ngff")
+        )
         paths.append(path)
         infos.append(info)
     if not cals:
@@ -216,7 +229,9 @@ def bdv_setup(
     level shapes become a trailing ``t`` axis (``time_paths``); otherwise only the first
     time point is described. Resolution comes from the time point's ``resolution``
     (written for Paintera) or inherited N5 Viewer keys."""
-    names = sorted((n for n in timepoints if TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :]))
+    names = sorted(
+        (n for n in timepoints if TIMEPOINT.match(n)), key=lambda n: int(n[len("timepoint") :])
+    )
     factors = setup_attrs.get("downsamplingFactors")
     pyramids = []
     for tp in names:
@@ -273,13 +288,22 @@ def positive_resolution(attrs: Attrs) -> tuple[Attrs, str | None]:
     if res is None or all(r > 0 for r in res):
         return attrs, None
     fixed = [r if r > 0 else 1.0 for r in res]
-    bad = ", ".join(ax for ax, r in zip(("x", "y", "z", *(f"axis {i}" for i in range(3, len(res)))), res, strict=False) if r <= 0)
+    bad = ", ".join(
+        ax
+        for ax, r in zip(
+            ("x", "y", "z", *(f"axis {i}" for i in range(3, len(res)))), res, strict=False
+        )
+        if r <= 0
+    )
     note = f"resolution {[float(r) for r in res]} is not positive on {bad}; 1 used there"
     return {**attrs, "resolution": fixed}, note
 
 
 def paintera_pyramid(
-    group_attrs: Attrs, data_attrs: Attrs, data_arrays: Mapping[str, ArrayInfo], inherited: Attrs | None = None
+    group_attrs: Attrs,
+    data_attrs: Attrs,
+    data_arrays: Mapping[str, ArrayInfo],
+    inherited: Attrs | None = None,
 ) -> Multiscale | None:
     """A Paintera group (``painteraData``): its ``data/s0, s1, ...`` pyramid, with the group's
     ``painteraData`` (the layer type) beside ``data``'s attributes. ``inherited``: the
@@ -366,7 +390,9 @@ def with_bdv_setup(ms: Multiscale, setup: BdvSetup) -> Multiscale:
     n = min(len(setup.voxel_size), 3, ms.ndim)
     scale = tuple(setup.voxel_size[:n]) + ms.scale[n:]
     units = (setup.unit,) * n + ms.units[n:]
-    translate = (0.0,) * n + ms.translate[n:]  # BigDataViewer puts full-resolution pixel centres at 0
+    translate = (0.0,) * n + ms.translate[
+        n:
+    ]  # BigDataViewer puts full-resolution pixel centres at 0
     return replace(ms, scale=scale, units=units, translate=translate, convention="bdv-xml")
 
 

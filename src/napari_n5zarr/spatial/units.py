@@ -30,7 +30,9 @@ class Unit(NamedTuple):
 UNITS = (
     Unit("picometer", "pm", "pm", ("pm",), -12),
     Unit("nanometer", "nm", "nm", ("nm",), -9),
-    Unit("micrometer", "um", "µm", ("um", "µm", "μm", "micron", "microns"), -6),  # micro sign, greek mu
+    Unit(
+        "micrometer", "um", "µm", ("um", "µm", "μm", "micron", "microns"), -6
+    ),  # micro sign, greek mu
     Unit("millimeter", "mm", "mm", ("mm",), -3),
     Unit("centimeter", "cm", "cm", ("cm",), -2),
     Unit("meter", "m", "m", ("m",), 0),
@@ -47,7 +49,9 @@ UNITS = (
 _BY_NAME = {u.name: u for u in UNITS}
 _BY_SPELLING = {**{a: u for u in UNITS for a in u.aliases}, **_BY_NAME}
 
-LENGTH_EXPONENT = {u.symbol: u.meters_exponent for u in UNITS if u.symbol and u.meters_exponent is not None}
+LENGTH_EXPONENT = {
+    u.symbol: u.meters_exponent for u in UNITS if u.symbol and u.meters_exponent is not None
+}
 """Length unit symbols -> power of ten of a meter (to express mixed units in one)."""
 
 NO_UNIT = ("none",)

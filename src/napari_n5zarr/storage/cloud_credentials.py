@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 
 S3_SCHEMES = ("s3://", "s3a://")
 GCS_SCHEMES = ("gs://", "gcs://")
-_S3_CHOICES = frozenset({"anon", "key", "secret", "token", "profile", "session", "username", "password"})
+_S3_CHOICES = frozenset(
+    {"anon", "key", "secret", "token", "profile", "session", "username", "password"}
+)
 """s3fs options by which a user already chose how to sign (or not)."""
 _GCS_CHOICES = frozenset({"token"})
 
@@ -44,7 +46,10 @@ def with_anonymous_fallback(url: str, options: dict[str, Any]) -> dict[str, Any]
 
 def is_anonymous(fs: Any) -> bool:
     """Whether an s3fs / gcsfs filesystem sends unsigned requests."""
-    return bool(getattr(fs, "anon", False)) or getattr(getattr(fs, "credentials", None), "method", None) == "anon"
+    return (
+        bool(getattr(fs, "anon", False))
+        or getattr(getattr(fs, "credentials", None), "method", None) == "anon"
+    )
 
 
 def refused_hint(url: str, fs: Any) -> str:

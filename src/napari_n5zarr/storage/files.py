@@ -23,7 +23,12 @@ from napari_n5zarr.n5.constants import ReadLimit, check_metadata_size, check_sto
 Span = Callable[[int], tuple[int, int]]
 """file size -> (start, end) of the bytes to read."""
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 """What reading a key that holds nothing raises (a store answers None)."""
 
@@ -55,7 +60,9 @@ def read_regular_file(path: str | os.PathLike[str], span: Span | None = None, *,
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(str(path))
         if not stat.S_ISREG(info.st_mode):
-            raise N5StoreError(f"{path}: {_kind(info.st_mode)}, not a regular file; refused (it could block or never end)")
+            raise N5StoreError(
+                f"{path}: {_kind(info.st_mode)}, not a regular file; refused (it could block or never end)"
+            )
         if metadata:
             check_metadata_size(info.st_size, str(path))
         start, end = (0, info.st_size) if span is None else span(info.st_size)
@@ -86,8 +93,10 @@ class LinkGuard:
 
     def _inside_root(self, real: str) -> bool:
         """``real`` is the container, inside it, or one of its ancestors (a loop)."""
-        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep) or (
-            self.root.startswith(real.rstrip(os.sep) + os.sep)
+        return (
+            real == self.root
+            or real.startswith(self.root.rstrip(os.sep) + os.sep)
+            or (self.root.startswith(real.rstrip(os.sep) + os.sep))
         )
 
     def follows(self, path: str, is_link: bool) -> bool:
@@ -142,4 +151,6 @@ def refuse_file_in_the_way(folder: str | os.PathLike[str], where: str) -> None:
             continue
         if stat.S_ISDIR(st.st_mode):
             return
-        raise NodeExistsError(f"refusing to write into {where}: {path} is a file, not a folder; nothing was changed")
+        raise NodeExistsError(
+            f"refusing to write into {where}: {path} is a file, not a folder; nothing was changed"
+        )

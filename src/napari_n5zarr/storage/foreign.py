@@ -23,8 +23,12 @@ def _metadata(folder: Path) -> dict[str, Any]:
     doc: dict[str, Any] = {}
     for name in (ZARR_JSON, N5_JSON):
         try:
-            raw = files.read_regular_file(folder / name, lambda size: (0, min(size, _METADATA_LIMIT)), metadata=False)
-            parsed = json.loads(raw)  # a FIFO or device named like metadata is refused, never opened to wait
+            raw = files.read_regular_file(
+                folder / name, lambda size: (0, min(size, _METADATA_LIMIT)), metadata=False
+            )
+            parsed = json.loads(
+                raw
+            )  # a FIFO or device named like metadata is refused, never opened to wait
         except (OSError, ValueError):
             continue
         if isinstance(parsed, dict):
@@ -69,13 +73,17 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
                     ndim = len(meta.get("dimensions", meta.get("shape", []))) or None
                     scan_blocks(Path(entry.path), f"{name}/", ndim, 0, c_keys=_default_keys(meta))
                 elif level_number(entry.name) is not None and not meta:
-                    scan_blocks(Path(entry.path), f"{name}/", None, 0)  # an unfinished export's level
+                    scan_blocks(
+                        Path(entry.path), f"{name}/", None, 0
+                    )  # an unfinished export's level
                 elif meta and VERSION_KEY not in meta:
                     scan_group(Path(entry.path), f"{name}/")
                 else:
                     foreign(entry, name, "another container" if meta else "")
 
-    def scan_blocks(path: Path, rel: str, ndim: int | None, depth: int, c_keys: bool = False) -> None:
+    def scan_blocks(
+        path: Path, rel: str, ndim: int | None, depth: int, c_keys: bool = False
+    ) -> None:
         for entry in os.scandir(path):
             name = f"{rel}{entry.name}"
             if c_keys and entry.name == "c" and entry.is_dir(follow_symlinks=False):
@@ -88,7 +96,11 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
                 )
                 if not ok:
                     foreign(entry, name)
-            elif entry.is_dir(follow_symlinks=False) and entry.name.isdigit() and (ndim is None or depth < ndim - 1):
+            elif (
+                entry.is_dir(follow_symlinks=False)
+                and entry.name.isdigit()
+                and (ndim is None or depth < ndim - 1)
+            ):
                 scan_blocks(Path(entry.path), f"{name}/", ndim, depth + 1)
             else:
                 foreign(entry, name)
@@ -100,10 +112,16 @@ def foreign_entries(folder: Path) -> tuple[list[str], int]:
 def _default_keys(meta: dict[str, Any]) -> bool:
     """A Zarr v3 array whose chunk keys are ``c/i/j/k`` (a standard OME-Zarr export)."""
     encoding = meta.get("chunk_key_encoding")
-    return meta.get("node_type") == "array" and isinstance(encoding, dict) and encoding.get("name") == "default"
+    return (
+        meta.get("node_type") == "array"
+        and isinstance(encoding, dict)
+        and encoding.get("name") == "default"
+    )
 
 
 def describe_foreign(found: list[str], total: int, shown: int = 10) -> str:
     listed = ", ".join(found[:shown])
     more = f", ... and {len(found) - shown} more" if len(found) > shown else ""
-    return f"{total} entr{'y' if total == 1 else 'ies'} no napari-n5zarr export wrote: {listed}{more}"
+    return (
+        f"{total} entr{'y' if total == 1 else 'ies'} no napari-n5zarr export wrote: {listed}{more}"
+    )

@@ -65,7 +65,11 @@ class SafeLocalStore(LocalStore):
                 found = [(e.name, e.path, e.is_symlink()) for e in entries]
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [name for name, path, link in found if not link or not os.path.isdir(path) or self._links.follows(path, True)]
+        return [
+            name
+            for name, path, link in found
+            if not link or not os.path.isdir(path) or self._links.follows(path, True)
+        ]
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         for name in await asyncio.to_thread(self._listed, prefix.rstrip("/")):
@@ -82,7 +86,9 @@ class SafeLocalStore(LocalStore):
               limit: ReadLimit | None = None) -> Buffer | None:  # fmt: skip
         span = span_of(byte_range)
         try:
-            data = files.read_regular_file(os.path.join(self._root_text, key), span, metadata=is_metadata_key(key), limit=limit)
+            data = files.read_regular_file(
+                os.path.join(self._root_text, key), span, metadata=is_metadata_key(key), limit=limit
+            )
         except files.MISSING:
             return None
         return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
@@ -101,4 +107,8 @@ class SafeLocalStore(LocalStore):
         self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
     ) -> list[Buffer | None]:
         await self._ensure_open()
-        return list(await asyncio.gather(*(asyncio.to_thread(self._read, k, prototype, r) for k, r in key_ranges)))
+        return list(
+            await asyncio.gather(
+                *(asyncio.to_thread(self._read, k, prototype, r) for k, r in key_ranges)
+            )
+        )

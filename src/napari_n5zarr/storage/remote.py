@@ -111,7 +111,13 @@ class RemoteSettings:
         """Defaults overridden by ``N5ZARR_CONNECT_TIMEOUT``, ``N5ZARR_READ_TIMEOUT``,
         ``N5ZARR_REQUEST_TIMEOUT``, ``N5ZARR_RETRIES`` and ``N5ZARR_RETRY_BACKOFF``."""
         values: dict[str, Any] = {}
-        names = (("connect_timeout", float), ("read_timeout", float), ("request_timeout", float), ("retries", int), ("backoff", float))
+        names = (
+            ("connect_timeout", float),
+            ("read_timeout", float),
+            ("request_timeout", float),
+            ("retries", int),
+            ("backoff", float),
+        )
         for name, conv in names:
             env = f"N5ZARR_{name.upper()}" if name != "backoff" else "N5ZARR_RETRY_BACKOFF"
             if os.environ.get(env, "").strip():
@@ -119,7 +125,9 @@ class RemoteSettings:
         return cls(**values)
 
 
-def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | None, settings: RemoteSettings) -> dict[str, Any]:
+def storage_options_with_defaults(
+    url: str, storage_options: dict[str, Any] | None, settings: RemoteSettings
+) -> dict[str, Any]:
     """``storage_options`` plus our timeouts (and no library retries) where the user set none."""
     opts = dict(storage_options or {})
     if url.startswith(("http://", "https://")):
@@ -135,7 +143,9 @@ def storage_options_with_defaults(url: str, storage_options: dict[str, Any] | No
         config_kwargs = dict(opts.get("config_kwargs") or {})
         config_kwargs.setdefault("connect_timeout", settings.connect_timeout)
         config_kwargs.setdefault("read_timeout", settings.read_timeout)
-        config_kwargs.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})  # we retry
+        config_kwargs.setdefault(
+            "retries", {"total_max_attempts": 1, "mode": "standard"}
+        )  # we retry
         # botocore keeps 10 connections per client: a napari plane of 64 blocks would wait
         # for 7 round trips instead of 1. As many as aiohttp allows over HTTP by default.
         config_kwargs.setdefault("max_pool_connections", MAX_CONNECTIONS)
@@ -211,8 +221,12 @@ def describe(error: BaseException, settings: RemoteSettings) -> str:
             response = getattr(e, "response", None)  # botocore: the S3 error document
             if isinstance(response, dict) and isinstance(response.get("Error"), dict):
                 err = response["Error"]
-                code = "" if str(err.get("Code", "")) == str(status) else err.get("Code", "")  # HEAD: no document
-                return f"HTTP {status} {code}: {err.get('Message', '')}".replace(" : ", " ").rstrip(": ")
+                code = (
+                    "" if str(err.get("Code", "")) == str(status) else err.get("Code", "")
+                )  # HEAD: no document
+                return f"HTTP {status} {code}: {err.get('Message', '')}".replace(" : ", " ").rstrip(
+                    ": "
+                )
         return f"HTTP {status} ({type(error).__name__}: {error})"
     refused = _connection_fault(error)
     if refused is not None:
@@ -242,7 +256,9 @@ def _connection_fault(error: BaseException) -> str | None:
     return None
 
 
-_SLOTS: weakref.WeakKeyDictionary[Any, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+_SLOTS: weakref.WeakKeyDictionary[Any, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _slots(fs: Any) -> asyncio.Semaphore:
@@ -252,11 +268,16 @@ def _slots(fs: Any) -> asyncio.Semaphore:
     loop = asyncio.get_running_loop()
     known = _SLOTS.get(fs)
     if known is None or known[0] is not loop:
-        known = _SLOTS[fs] = (loop, asyncio.Semaphore(HTTP_IN_FLIGHT if "http" in _protocols(fs) else MAX_CONNECTIONS))
+        known = _SLOTS[fs] = (
+            loop,
+            asyncio.Semaphore(HTTP_IN_FLIGHT if "http" in _protocols(fs) else MAX_CONNECTIONS),
+        )
     return known[1]
 
 
-async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
+async def http_get_capped(
+    fs: Any, url: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]
+) -> bytes:
     """The body at ``url`` over fsspec's aiohttp session, streamed: ``check(size)`` (which
     raises past ``cap``) sees the declared ``Content-Length`` before the body and the
     running total while it arrives (after aiohttp's transparent decompression, so a gzip
@@ -271,13 +292,20 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
     async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
         if r.status == 416 and byte_range is not None:  # a range past the end: nothing (as fsspec)
             return b""
-        if r.status == 404:  # read the (short) page first: a connection closed with it unread is reset
+        if (
+            r.status == 404
+        ):  # read the (short) page first: a connection closed with it unread is reset
             await r.content.read(2**16)
         fs._raise_not_found_for_status(r, url)
         whole = byte_range is not None and r.status != 206  # the server ignored the range
         limit = byte_range.end if whole and isinstance(byte_range, RangeByteRequest) else None
         declared = r.headers.get("Content-Length")
-        if declared and declared.isdigit() and r.headers.get("Content-Encoding", "identity") == "identity" and limit is None:
+        if (
+            declared
+            and declared.isdigit()
+            and r.headers.get("Content-Encoding", "identity") == "identity"
+            and limit is None
+        ):
             check(int(declared))
         body = bytearray()
         async for piece in r.content.iter_any():
@@ -291,7 +319,9 @@ async def http_get_capped(fs: Any, url: str, byte_range: ByteRequest | None, cap
     return cut(data, byte_range) if whole else data
 
 
-async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]) -> bytes:
+async def s3_get_capped(
+    fs: Any, path: str, byte_range: ByteRequest | None, cap: int, check: Callable[[int], None]
+) -> bytes:
     """The object at ``path`` over s3fs's client, streamed: a whole read asks for its first
     ``cap + 1`` bytes, ``check(size)`` (which raises past ``cap``) sees the declared length
     and the running total while the body arrives (a server that ignores the range, or sends
@@ -301,7 +331,13 @@ async def s3_get_capped(fs: Any, path: str, byte_range: ByteRequest | None, cap:
     bucket, key, version = fs.split_path(path)
     spec = http_range(byte_range if byte_range is not None else RangeByteRequest(0, cap + 1))
     try:  # s3fs translates botocore's errors (NoSuchKey: FileNotFoundError), keeping the cause
-        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range=spec, **({"VersionId": version} if version else {}))
+        response = await fs._call_s3(
+            "get_object",
+            Bucket=bucket,
+            Key=key,
+            Range=spec,
+            **({"VersionId": version} if version else {}),
+        )
     except Exception as e:
         if http_status(e) == 416:  # a range past the end (an empty object): nothing
             return b""
@@ -371,7 +407,9 @@ def _children(url: str, links: Iterable[str], same_scheme: bool) -> list[str]:
         if link.startswith("/") and len(link) > 1:  # absolute URL on this server
             link = f"{parts.scheme}://{parts.netloc}{link}"
         if link.startswith("http"):
-            if (same_scheme and link.startswith(base)) or link.replace("https", "http").startswith(base.replace("https", "http")):
+            if (same_scheme and link.startswith(base)) or link.replace("https", "http").startswith(
+                base.replace("https", "http")
+            ):
                 out[link] = None
         elif link not in ("..", "../"):
             out["/".join([url.rstrip("/"), link.lstrip("/")])] = None
@@ -394,11 +432,18 @@ async def http_list_capped(fs: Any, url: str, max_bytes: int, max_entries: int) 
         too_big = N5StoreError(f"cannot list {url.rstrip('/')}: the listing page is over the size limit of {max_bytes} bytes; "
                                f"set the environment variable {MAX_LISTING_BYTES_ENV} to raise it")  # fmt: skip
         declared = r.headers.get("Content-Length")
-        if declared and declared.isdigit() and r.headers.get("Content-Encoding", "identity") == "identity" and int(declared) > max_bytes:
+        if (
+            declared
+            and declared.isdigit()
+            and r.headers.get("Content-Encoding", "identity") == "identity"
+            and int(declared) > max_bytes
+        ):
             raise too_big
         import codecs
 
-        decoder = codecs.getincrementaldecoder(r.get_encoding() if r.charset else "utf-8")(errors="ignore")
+        decoder = codecs.getincrementaldecoder(r.get_encoding() if r.charset else "utf-8")(
+            errors="ignore"
+        )
         links = _Links(url.rstrip("/"), bool(getattr(fs, "simple_links", True)), max_entries)
         read = 0
         async for piece in r.content.iter_any():
@@ -422,15 +467,22 @@ class RemoteStore(FsspecStore):
         self.settings = settings or RemoteSettings.from_env()
 
     @classmethod
-    def open_url(cls, url: str, storage_options: dict[str, Any] | None = None, *, read_only: bool = True) -> RemoteStore:
+    def open_url(
+        cls, url: str, storage_options: dict[str, Any] | None = None, *, read_only: bool = True
+    ) -> RemoteStore:
         """The store at ``url`` with this module's timeouts and retries."""
         settings = RemoteSettings.from_env()
-        if settings.request_timeout is None and (user := user_deadline(url, storage_options)) is not None:
+        if (
+            settings.request_timeout is None
+            and (user := user_deadline(url, storage_options)) is not None
+        ):
             settings = dataclasses.replace(settings, request_timeout=user)
         try:
             store = cls.from_url(url, storage_options=storage_options_with_defaults(url, storage_options, settings),
                                  read_only=read_only)  # fmt: skip
-        except ImportError as e:  # fsspec's "Install s3fs to access S3": the same pip hint as the CLI's
+        except (
+            ImportError
+        ) as e:  # fsspec's "Install s3fs to access S3": the same pip hint as the CLI's
             from napari_n5zarr.extras import needs_package
 
             raise needs_package(e, url) from None
@@ -440,7 +492,9 @@ class RemoteStore(FsspecStore):
             from napari_n5zarr.errors import InvalidArgumentError
 
             scheme = url.split("://", 1)[0]
-            raise InvalidArgumentError(f"cannot open {url}: no filesystem is known for {scheme}:// URLs") from None
+            raise InvalidArgumentError(
+                f"cannot open {url}: no filesystem is known for {scheme}:// URLs"
+            ) from None
         assert isinstance(store, RemoteStore)
         store.settings = settings
         if hasattr(store.fs, "retries") and url.startswith(("s3://", "s3a://")):
@@ -477,10 +531,18 @@ class RemoteStore(FsspecStore):
                     return await call()
             except TimeoutError as e:
                 if timer.expired():  # ours, not a library's per-byte timeout
-                    raise DeadlineExceeded(f"not complete within {self.settings.deadline:g} s") from e
+                    raise DeadlineExceeded(
+                        f"not complete within {self.settings.deadline:g} s"
+                    ) from e
                 raise
 
-    async def _retrying(self, name: str | Callable[[], str], call: Callable[[], Awaitable[T]], *, deadline: bool = True) -> T:
+    async def _retrying(
+        self,
+        name: str | Callable[[], str],
+        call: Callable[[], Awaitable[T]],
+        *,
+        deadline: bool = True,
+    ) -> T:
         """``await call()``, retried on transient faults, each attempt within the deadline;
         ``name`` (or ``name()``, computed only on a fault: a block read must not pay for its
         URL) says what for messages."""
@@ -494,13 +556,22 @@ class RemoteStore(FsspecStore):
                 what = name() if callable(name) else name
                 if attempt + 1 < attempts and is_transient(e):
                     delay = self.settings.backoff * 2**attempt
-                    logger.info("retrying %s in %.2f s (attempt %d of %d): %s", what, delay, attempt + 2, attempts, describe(e, self.settings))
+                    logger.info(
+                        "retrying %s in %.2f s (attempt %d of %d): %s",
+                        what,
+                        delay,
+                        attempt + 2,
+                        attempts,
+                        describe(e, self.settings),
+                    )
                     await asyncio.sleep(delay * (1 + random.random() / 4))  # jitter
                     continue
                 tries = f" (after {attempt + 1} attempts)" if attempt else ""
                 logger.debug("giving up on %s%s", what, tries, exc_info=True)
                 hint = refused_hint(self.url(), self.fs) if http_status(e) in (401, 403) else ""
-                raise N5StoreError(f"cannot read {what}: {describe(e, self.settings)}{tries}{hint}") from e
+                raise N5StoreError(
+                    f"cannot read {what}: {describe(e, self.settings)}{tries}{hint}"
+                ) from e
         raise AssertionError("unreachable")
 
     async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None,
@@ -513,13 +584,21 @@ class RemoteStore(FsspecStore):
         def check(size: int) -> None:
             check_stored_size(size, self.url(key), metadata=metadata, limit=limit)
 
-        get_capped = http_get_capped if self.is_http else s3_get_capped if hasattr(self.fs, "_call_s3") else None
+        get_capped = (
+            http_get_capped
+            if self.is_http
+            else s3_get_capped
+            if hasattr(self.fs, "_call_s3")
+            else None
+        )
         if get_capped is not None:  # HTTP and s3fs: the body streamed and capped
             path = f"{self.path.rstrip('/')}/{key}" if self.path else key
 
             async def fetch() -> Buffer | None:
                 try:
-                    return prototype.buffer.from_bytes(await get_capped(self.fs, path, byte_range, cap, check))
+                    return prototype.buffer.from_bytes(
+                        await get_capped(self.fs, path, byte_range, cap, check)
+                    )
                 except self.allowed_exceptions:
                     return None
 
@@ -528,7 +607,9 @@ class RemoteStore(FsspecStore):
             if byte_range is None:  # a bounded read: the other object stores honour ranges
                 byte_range = RangeByteRequest(0, cap + 1)
             parent_get = super().get
-            value = await self._retrying(lambda: self.url(key), lambda: parent_get(key, prototype, byte_range))
+            value = await self._retrying(
+                lambda: self.url(key), lambda: parent_get(key, prototype, byte_range)
+            )
         if value is not None:
             check(len(value))
         return value
@@ -542,7 +623,9 @@ class RemoteStore(FsspecStore):
     ) -> list[Buffer | None]:
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
-    async def _listing(self, prefix: str, make: Callable[[], AsyncIterator[str]], most: int | None = None) -> AsyncIterator[str]:
+    async def _listing(
+        self, prefix: str, make: Callable[[], AsyncIterator[str]], most: int | None = None
+    ) -> AsyncIterator[str]:
         """The keys ``make()`` lists, retried as one read; N5StoreError naming the place past
         ``most`` keys (one folder's children; whole-store walks are not capped here: their
         readers stop when they have counted enough)."""
@@ -557,7 +640,9 @@ class RemoteStore(FsspecStore):
 
         # an HTTP listing is one request: the deadline holds; an S3 listing may be many pages
         # (each under botocore's timeouts), a big one may take longer than one request may
-        for key in await self._retrying(f"the listing of {self.url(prefix)}", collect, deadline=self.is_http):
+        for key in await self._retrying(
+            f"the listing of {self.url(prefix)}", collect, deadline=self.is_http
+        ):
             yield key
 
     def _full(self, prefix: str) -> str:
@@ -574,7 +659,9 @@ class RemoteStore(FsspecStore):
             try:
                 found = await http_list_capped(self.fs, path, max_bytes, max_entries)
                 if not found and path.endswith("/"):  # as fsspec: the page without the slash
-                    found = await http_list_capped(self.fs, path.rstrip("/"), max_bytes, max_entries)
+                    found = await http_list_capped(
+                        self.fs, path.rstrip("/"), max_bytes, max_entries
+                    )
                 return found
             except FileNotFoundError:
                 return []
@@ -604,7 +691,9 @@ class RemoteStore(FsspecStore):
         stem = f"{key.strip('/')}/" if key.strip("/") else ""
         seen: set[str] = set()
         async for entry in self.fs._iterdir(bucket, prefix=stem, delimiter="/"):
-            name = str(entry.get("Key", "")).removeprefix(f"{bucket}/{stem}").rstrip("/")  # "bucket/key"
+            name = (
+                str(entry.get("Key", "")).removeprefix(f"{bucket}/{stem}").rstrip("/")
+            )  # "bucket/key"
             if name and "/" not in name and name not in seen:
                 seen.add(name)
                 yield name
@@ -645,7 +734,9 @@ class RemoteStore(FsspecStore):
             for name in await self._http_names(prefix):
                 yield name
             return
-        if hasattr(self.fs, "_iterdir") and hasattr(self.fs, "_call_s3"):  # s3fs: page by page, stopped at the cap
+        if hasattr(self.fs, "_iterdir") and hasattr(
+            self.fs, "_call_s3"
+        ):  # s3fs: page by page, stopped at the cap
             make: Callable[[], AsyncIterator[str]] = lambda: self._s3_names(prefix)  # noqa: E731
         else:
             parent = super().list_dir

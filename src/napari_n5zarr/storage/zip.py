@@ -34,7 +34,11 @@ if TYPE_CHECKING:
 
 def not_a_zip(path: object, error: BaseException | None = None) -> N5FormatError:
     """The one line for a file that is no zip archive (another format, a truncated download)."""
-    reason = (" ".join(str(error).split()) or type(error).__name__) if error is not None else "File is not a zip file"
+    reason = (
+        (" ".join(str(error).split()) or type(error).__name__)
+        if error is not None
+        else "File is not a zip file"
+    )
     return N5FormatError(f"{path}: not a zip archive, or a truncated one ({reason})")
 
 
@@ -84,14 +88,27 @@ class BoundedZipStore(ZipStore):
         except KeyError:
             return None
         start, end = byte_span(byte_range, info.file_size)
-        check_stored_size(end - start, f"{self.where(key)} (zip member declares {info.file_size} bytes)", metadata=metadata, limit=limit)
+        check_stored_size(
+            end - start,
+            f"{self.where(key)} (zip member declares {info.file_size} bytes)",
+            metadata=metadata,
+            limit=limit,
+        )
         try:
             with self._archive().open(info) as f:
                 f.seek(start)
                 data = f.read(min(end - start, max_stored_bytes(metadata, limit) + 1))
-        except (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, NotImplementedError) as e:  # the bytes, not the disk
+        except (
+            zipfile.BadZipFile,
+            EOFError,
+            zlib.error,
+            lzma.LZMAError,
+            NotImplementedError,
+        ) as e:  # the bytes, not the disk
             error = N5MetadataError if metadata else N5BlockError
-            raise error(f"{self.where(key)}: broken zip member ({' '.join(str(e).split()) or type(e).__name__})") from None
+            raise error(
+                f"{self.where(key)}: broken zip member ({' '.join(str(e).split()) or type(e).__name__})"
+            ) from None
         except (OSError, ValueError) as e:
             raise N5StoreError(f"cannot read {self.where(key)}: {e}") from None
         check_stored_size(len(data), self.where(key), metadata=metadata, limit=limit)

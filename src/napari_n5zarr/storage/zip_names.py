@@ -39,4 +39,6 @@ def check_member_names(names: Iterable[str], archive: str | os.PathLike[str]) ->
         why = odd_part(name)
         if why is not None:
             shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
-            raise N5FormatError(f"{os.fspath(archive)}: zip member '{shown}' has {why}; not a valid N5/Zarr zip (nothing read)")
+            raise N5FormatError(
+                f"{os.fspath(archive)}: zip member '{shown}' has {why}; not a valid N5/Zarr zip (nothing read)"
+            )

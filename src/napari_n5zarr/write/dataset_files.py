@@ -70,10 +70,14 @@ class DatasetFolder:
         """The path ``key`` names (for messages)."""
         return self.root.joinpath(*split_key(key))
 
-    def refuse(self, key: str, what: str, advice: str = "move it away", *, own: bool = True) -> PlantedFileError:
+    def refuse(
+        self, key: str, what: str, advice: str = "move it away", *, own: bool = True
+    ) -> PlantedFileError:
         """The one-line refusal of what was found at ``key`` (``own``: a name the save uses)."""
         found = f"{what}, not a file napari-n5zarr's save wrote" if own else what
-        return PlantedFileError(f"{self.path(key)} is {found}; refused, nothing was changed ({advice})")
+        return PlantedFileError(
+            f"{self.path(key)} is {found}; refused, nothing was changed ({advice})"
+        )
 
     @contextlib.contextmanager
     def at(self, key: str, create: bool = False) -> Iterator[tuple[int, str]]:
@@ -95,7 +99,9 @@ class DatasetFolder:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
                         where = "/".join(parts[: n + 1])
                         what = f"{kind(os.lstat(part, dir_fd=fd).st_mode)} where a folder of the dataset was expected"
-                        raise self.refuse(where, what, "edits are never written through links", own=False) from None
+                        raise self.refuse(
+                            where, what, "edits are never written through links", own=False
+                        ) from None
                     raise
                 os.close(fd)
                 fd = sub
@@ -122,12 +128,18 @@ class DatasetFolder:
         a folder, a FIFO or a device: refused, naming it."""
         try:
             with self.at(key) as (dir_fd, name):
-                advice = "move it away" if own else "a block must be a regular file inside the dataset to be edited in place"
+                advice = (
+                    "move it away"
+                    if own
+                    else "a block must be a regular file inside the dataset to be edited in place"
+                )
                 try:
                     fd = os.open(name, _READ, dir_fd=dir_fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENXIO):
-                        raise self.refuse(key, kind(os.lstat(name, dir_fd=dir_fd).st_mode), advice, own=own) from None
+                        raise self.refuse(
+                            key, kind(os.lstat(name, dir_fd=dir_fd).st_mode), advice, own=own
+                        ) from None
                     raise
                 try:
                     info = os.fstat(fd)

@@ -25,7 +25,15 @@ from typing import Any
 from napari_n5zarr.spatial.model import ArrayInfo, Attrs, Multiscale
 from napari_n5zarr.spatial.units import normalize_unit
 
-__all__ = ["OME_KEY", "dimension_names", "group_ome", "ome_metadata", "pyramid_ome", "with_dimension_names", "without_zarr_only"]
+__all__ = [
+    "OME_KEY",
+    "dimension_names",
+    "group_ome",
+    "ome_metadata",
+    "pyramid_ome",
+    "with_dimension_names",
+    "without_zarr_only",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -58,7 +66,10 @@ def _valid_units() -> dict[str, set[str]]:
         from napari_n5zarr.spatial.units import UNITS
 
         space = {u.name for u in UNITS if u.meters_exponent is not None} | {"angstrom"}
-        return {"space": space, "time": {u.name for u in UNITS if u.name.endswith(("second", "minute", "hour"))}}
+        return {
+            "space": space,
+            "time": {u.name for u in UNITS if u.name.endswith(("second", "minute", "hour"))},
+        }
     return {"space": set(get_args(ValidSpaceUnit)), "time": set(get_args(ValidTimeUnit))}
 
 
@@ -97,7 +108,9 @@ def _datasets(ms: Multiscale) -> list[Any]:
     return datasets
 
 
-def ome_metadata(ms: Multiscale, *, labels: bool = False, name: str | None = None) -> tuple[dict[str, Any] | None, str]:
+def ome_metadata(
+    ms: Multiscale, *, labels: bool = False, name: str | None = None
+) -> tuple[dict[str, Any] | None, str]:
     """``(the "ome" attribute, "")`` for the pyramid ``ms`` (N5 = Zarr order), validated by
     the ``yaozarrs`` OME-NGFF 0.5 models; ``(None, why)`` where OME-NGFF cannot describe it."""
     from pydantic import ValidationError
@@ -106,7 +119,9 @@ def ome_metadata(ms: Multiscale, *, labels: bool = False, name: str | None = Non
     try:
         multiscale = v05.Multiscale(name=name or None, axes=_axes(ms), datasets=_datasets(ms))
         if labels:
-            image: Any = v05.LabelImage.model_validate({"multiscales": [multiscale], "image-label": {}})
+            image: Any = v05.LabelImage.model_validate(
+                {"multiscales": [multiscale], "image-label": {}}
+            )
         else:
             image = v05.Image(multiscales=[multiscale])
     except ValidationError as e:
@@ -147,7 +162,9 @@ def with_dimension_names(doc: dict[str, Any]) -> dict[str, Any]:
     return doc if names is None else {**doc, "dimension_names": names}
 
 
-def group_ome(group_attrs: Attrs, levels: Mapping[str, Any], *, name: str, where: str) -> dict[str, Any] | None:
+def group_ome(
+    group_attrs: Attrs, levels: Mapping[str, Any], *, name: str, where: str
+) -> dict[str, Any] | None:
     """The ``ome`` attribute ``n5zarr add-zarr-metadata`` gives an existing N5 group: an N5
     Viewer pyramid (datasets ``sN``, ``levels`` maps them to their
     :class:`~napari_n5zarr.n5.metadata.N5DatasetMetadata`) that no other convention claims
@@ -156,7 +173,10 @@ def group_ome(group_attrs: Attrs, levels: Mapping[str, Any], *, name: str, where
 
     if not levels or any(k in group_attrs for k in ("multiscales", OME_KEY, "painteraData")):
         return None
-    infos = {k: ArrayInfo(dict(m.attributes), tuple(m.dimensions), m.data_type) for k, m in levels.items()}
+    infos = {
+        k: ArrayInfo(dict(m.attributes), tuple(m.dimensions), m.data_type)
+        for k, m in levels.items()
+    }
     first = infos[min(levels, key=lambda k: int(k[1:]))]
     labels = is_labels(name, {**group_attrs, **first.attrs}, first.dtype)
     return pyramid_ome(group_attrs, infos, labels=labels, where=where)

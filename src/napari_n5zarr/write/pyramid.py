@@ -26,7 +26,9 @@ ANISOTROPY = 1.5
 def spatial_axes(ndim: int, axis_labels: Sequence[str] | None = None) -> tuple[int, ...]:
     """Axes to downsample: those labelled x, y or z, else the last (up to) three."""
     if axis_labels is not None:
-        named = tuple(i for i, a in enumerate(axis_labels) if str(a).strip().lower() in SPATIAL_NAMES)
+        named = tuple(
+            i for i, a in enumerate(axis_labels) if str(a).strip().lower() in SPATIAL_NAMES
+        )
         if named:
             return named
     return tuple(range(max(0, ndim - 3), ndim))
@@ -60,14 +62,19 @@ def plan(
         if not candidates:
             break
         finest = min(spacing[i] for i in candidates)
-        step = tuple(2 if i in candidates and spacing[i] <= ANISOTROPY * finest else 1 for i in range(len(cur)))
+        step = tuple(
+            2 if i in candidates and spacing[i] <= ANISOTROPY * finest else 1
+            for i in range(len(cur))
+        )
         steps.append(step)
         cur = [math.ceil(s / f) for s, f in zip(cur, step, strict=True)]
         spacing = [s * f for s, f in zip(spacing, step, strict=True)]
     return steps
 
 
-def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method = "mean") -> np.ndarray:
+def downsample_block(
+    block: np.ndarray, factors: Sequence[int], method: Method = "mean"
+) -> np.ndarray:
     """Reduce ``block`` by ``factors`` (each 1 or 2); output extent ``ceil(n / f)``."""
     if all(f == 1 for f in factors):
         return block
@@ -80,7 +87,10 @@ def downsample_block(block: np.ndarray, factors: Sequence[int], method: Method =
         return _integer_mean(block, factors)
     # The 2^k pixels of every window, as strided views of the block (no copies).
     offsets = itertools.product(*(range(f) for f in factors))
-    views = [block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))] for off in offsets]
+    views = [
+        block[tuple(slice(o, None, f) for o, f in zip(off, factors, strict=True))]
+        for off in offsets
+    ]
     if method == "mean":
         wide = np.float64 if block.dtype.kind == "f" or block.dtype.itemsize > 4 else np.int64
         total = np.zeros(views[0].shape, dtype=wide)
@@ -136,7 +146,9 @@ def _accumulator(block: np.ndarray, n: int) -> np.dtype:
         raw = block.reshape(-1).view(np.uint16) if block.flags.c_contiguous else block
         bits = int(np.bitwise_or.reduce(raw, axis=None)) if raw.size else 0
         if raw is not block and not block.dtype.isnative:
-            bits = int.from_bytes(bits.to_bytes(2, "little"), "big")  # the raw view read swapped bytes
+            bits = int.from_bytes(
+                bits.to_bytes(2, "little"), "big"
+            )  # the raw view read swapped bytes
         if bits < (1 << 16) // n:
             return np.dtype(np.uint16)
     return np.dtype(np.int64 if size == 4 else np.int32)
@@ -160,9 +172,12 @@ def downsample(array: da.Array, factors: Sequence[int], method: Method = "mean")
         if f > 1 and any(c % f for c in chunks[:-1]):
             raise ValueError(f"axis {axis}: chunks {chunks} are not multiples of {f}")
     out_chunks = tuple(
-        tuple(math.ceil(c / f) for c in chunks) for chunks, f in zip(array.chunks, factors, strict=True)
+        tuple(math.ceil(c / f) for c in chunks)
+        for chunks, f in zip(array.chunks, factors, strict=True)
     )
-    return da.map_blocks(downsample_block, array, factors, method, chunks=out_chunks, dtype=array.dtype)
+    return da.map_blocks(
+        downsample_block, array, factors, method, chunks=out_chunks, dtype=array.dtype
+    )
 
 
 def level_factor(n0: int, n: int) -> int:
@@ -174,7 +189,9 @@ def level_factor(n0: int, n: int) -> int:
     return max(1, round(ratio))
 
 
-def numpy_pyramid(array: np.ndarray, steps: Sequence[Sequence[int]], method: Method = "mean") -> list[np.ndarray]:
+def numpy_pyramid(
+    array: np.ndarray, steps: Sequence[Sequence[int]], method: Method = "mean"
+) -> list[np.ndarray]:
     """All levels of an in-memory array (each level from the previous one)."""
     levels = [array]
     for step in steps:

@@ -70,7 +70,9 @@ def group_prefix(path: str) -> str:
     parts = text.split("/")
     bad = [p for p in parts if p in ("", ".", "..") or "\\" in p or "\0" in p]
     if bad:
-        raise ValueError(f"group path {path!r} has a part {bad[0]!r} that could leave the container: refused")
+        raise ValueError(
+            f"group path {path!r} has a part {bad[0]!r} that could leave the container: refused"
+        )
     return text + "/"
 
 
@@ -121,7 +123,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_OPEN_FLAGS = os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = (
+    os.O_RDWR
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 class DestinationLock:
@@ -141,15 +148,18 @@ class DestinationLock:
         self._fd: int | None = None
 
     def __enter__(self) -> DestinationLock:
-        files.refuse_file_in_the_way(self.path.parent, self.where)  # "notes.txt/out.n5": one line, exit 2
+        files.refuse_file_in_the_way(
+            self.path.parent, self.where
+        )  # "notes.txt/out.n5": one line, exit 2
         try:
             return self._lock()
         except (DestinationBusyError, DestinationLockError):
             raise
         except OSError as e:
             raise OSError(
-                e.errno, f"cannot lock {self.where}: cannot create {self.path} ({e.strerror}); an export needs a "
-                "writable folder around its destination"
+                e.errno,
+                f"cannot lock {self.where}: cannot create {self.path} ({e.strerror}); an export needs a "
+                "writable folder around its destination",
             ) from e
 
     def _refuse(self, what: str) -> DestinationLockError:
@@ -190,7 +200,9 @@ class DestinationLock:
         """Refuse what the open descriptor is unless it is a lock file of ours."""
         st, link = os.fstat(fd), os.lstat(self.path)
         if not stat.S_ISREG(st.st_mode) or not stat.S_ISREG(link.st_mode):
-            raise self._refuse(_kind(link.st_mode if not stat.S_ISREG(link.st_mode) else st.st_mode))
+            raise self._refuse(
+                _kind(link.st_mode if not stat.S_ISREG(link.st_mode) else st.st_mode)
+            )
         if (st.st_dev, st.st_ino) != (link.st_dev, link.st_ino):
             raise self._refuse("a path that changed while it was opened")
         if st.st_nlink != 1:
@@ -220,12 +232,19 @@ class DestinationLock:
             except FileNotFoundError:
                 os.close(fd)
                 continue
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "dest": self.where}
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "dest": self.where,
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
             self._fd = fd
             return self
-        raise DestinationBusyError(errno.EBUSY, f"could not lock {self.where} (lock file {self.path})", str(self.path))
+        raise DestinationBusyError(
+            errno.EBUSY, f"could not lock {self.where} (lock file {self.path})", str(self.path)
+        )
 
     def _acquire(self, fd: int) -> bool:
         try:
@@ -234,7 +253,9 @@ class DestinationLock:
             holder = _read_json(fd)
             if not holder:
                 return True
-            return holder.get("host") == socket.gethostname() and not _pid_alive(int(holder.get("pid", -1)))
+            return holder.get("host") == socket.gethostname() and not _pid_alive(
+                int(holder.get("pid", -1))
+            )
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -292,8 +313,10 @@ def check_ancestors(node: Path, where: str) -> None:
             except BlockingIOError:
                 holder = _read_json(fd)
                 raise DestinationBusyError(
-                    errno.EBUSY, f"{where} is inside {folder}, which pid {holder.get('pid', '?')} on "
-                    f"{holder.get('host', '?')} is exporting to (lock file {path})", str(path)
+                    errno.EBUSY,
+                    f"{where} is inside {folder}, which pid {holder.get('pid', '?')} on "
+                    f"{holder.get('host', '?')} is exporting to (lock file {path})",
+                    str(path),
                 ) from None
         finally:
             os.close(fd)
@@ -322,7 +345,12 @@ def _read_json(fd: int) -> dict[str, Any]:
 
 def owner(token: str) -> dict[str, Any]:
     """The marker document of a folder this process creates beside a node."""
-    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "token": token}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.time(),
+        "token": token,
+    }
 
 
 def _write_marker(path: Path, doc: dict[str, Any]) -> None:
@@ -365,8 +393,9 @@ def staging_folder(target: Path) -> Path:
         with contextlib.suppress(OSError):
             path.rmdir()  # only if empty
         raise OSError(
-            e.errno, f"cannot replace {target}: overwrite writes the new data beside it first, but {path} "
-            f"cannot be created ({e.strerror}); nothing was changed"
+            e.errno,
+            f"cannot replace {target}: overwrite writes the new data beside it first, but {path} "
+            f"cannot be created ({e.strerror}); nothing was changed",
         ) from e
     return path
 
@@ -424,7 +453,9 @@ def recover(target: Path) -> list[str]:
     Anything else named like a leftover is left alone (and said so). Returns what was done.
     """
     done: list[str] = []
-    placed = _read_marker(target / INCOMPLETE_MARKER)  # a staged marker in target: that swap was done
+    placed = _read_marker(
+        target / INCOMPLETE_MARKER
+    )  # a staged marker in target: that swap was done
     swapped = placed["token"] if placed else None
     stagings = {token: doc for path, tag, token in _leftovers(target)
                 if tag == "new" and (doc := _read_marker(path / INCOMPLETE_MARKER)) and doc["token"] == token}  # fmt: skip
@@ -441,7 +472,9 @@ def recover(target: Path) -> list[str]:
                 done.append(f"left {path.name} alone (no marker says it is an export's)")
             continue
         if _alive(doc):
-            done.append(f"left {path.name} alone (its export, pid {doc.get('pid')} on {doc.get('host')}, runs)")
+            done.append(
+                f"left {path.name} alone (its export, pid {doc.get('pid')} on {doc.get('host')}, runs)"
+            )
             continue
         if tag == "old" and token in stagings:  # killed between the two renames
             if not os.path.lexists(target):
@@ -504,15 +537,23 @@ def swap_in(staging: Path, target: Path) -> None:
     try:
         old = mark_deleting(old, token)
     except OSError as e:
-        warnings.warn(f"replaced {target}, but could not mark the old copy {old} for deletion: {e}", stacklevel=3)
+        warnings.warn(
+            f"replaced {target}, but could not mark the old copy {old} for deletion: {e}",
+            stacklevel=3,
+        )
         return  # the staging marker stays in target: the next export's recover() proves the old copy ours
     with contextlib.suppress(FileNotFoundError):
         (target / INCOMPLETE_MARKER).unlink()
     try:
         delete_marked(old)
     except OSError as e:
-        warnings.warn(f"replaced {target}, but could not delete the old copy {old}: {e}", stacklevel=3)
+        warnings.warn(
+            f"replaced {target}, but could not delete the old copy {old}: {e}", stacklevel=3
+        )
 
 
 def is_disk_full(exc: BaseException) -> TypeGuard[OSError]:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    return isinstance(exc, OSError) and exc.errno in (
+        errno.ENOSPC,
+        getattr(errno, "EDQUOT", errno.ENOSPC),
+    )

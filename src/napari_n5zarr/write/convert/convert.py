@@ -16,11 +16,16 @@ from napari_n5zarr.errors import InvalidArgumentError, NothingToConvertError
 from napari_n5zarr.write.convert.region import REGION_ATTRIBUTE, Region, crop_translate
 
 if TYPE_CHECKING:
-
     from napari_n5zarr.spatial import Multiscale
     from napari_n5zarr.write.export.blocks import Boundary
 
-__all__ = ["NAMED_SCHEDULERS", "ConvertReport", "ConvertedImage", "NothingToConvertError", "convert"]
+__all__ = [
+    "NAMED_SCHEDULERS",
+    "ConvertReport",
+    "ConvertedImage",
+    "NothingToConvertError",
+    "convert",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -207,7 +212,9 @@ def _convert_image(
     if checkout is not None:
         source, scale, translate, attributes = checkout.apply(data, ms)
     group = name.replace("/", "_")
-    _logger.debug("converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest)
+    _logger.debug(
+        "converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest
+    )
     blocks = tuple(min(int(c), int(s)) for c, s in zip(data[0].chunksize, source.shape if checkout else data[0].shape,
                                                       strict=True))  # fmt: skip
     export(
@@ -237,10 +244,14 @@ class Checkout:
     region: Region
     level: int
 
-    def apply(self, data: Sequence[Any], ms: Multiscale) -> tuple[Any, list[float], list[float], dict[str, Any]]:
+    def apply(
+        self, data: Sequence[Any], ms: Multiscale
+    ) -> tuple[Any, list[float], list[float], dict[str, Any]]:
         """(the crop, its scale, its translate, its root attributes) of one pyramid."""
         if self.level >= len(data):
-            raise InvalidArgumentError(f"--level {self.level}: {ms.name or self.source} has levels 0 to {len(data) - 1}")
+            raise InvalidArgumentError(
+                f"--level {self.level}: {ms.name or self.source} has levels 0 to {len(data) - 1}"
+            )
         factors = list(ms.downsampling[self.level])[::-1]  # napari order
         crop = self.region.crop(data[0].shape, data[self.level].shape, factors)
         scale = list(ms.level_scale(self.level))[::-1]

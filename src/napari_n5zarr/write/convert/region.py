@@ -36,35 +36,47 @@ class Region:
             parts = text.split(",") if text.strip() else []
             matches = [_AXIS.match(p) for p in parts]
             if not parts or not all(matches):
-                raise InvalidArgumentError(f"region {text!r}: expected start:stop per axis, e.g. 0:64,100:356,100:356")
+                raise InvalidArgumentError(
+                    f"region {text!r}: expected start:stop per axis, e.g. 0:64,100:356,100:356"
+                )
             bounds = [(int(m.group(1)), int(m.group(2))) for m in matches if m]
         else:
             bounds = [_pair(item) for item in text]
         for start, stop in bounds:
             if stop <= start:
-                raise InvalidArgumentError(f"region {_text(bounds)}: stop must be past start on every axis")
+                raise InvalidArgumentError(
+                    f"region {_text(bounds)}: stop must be past start on every axis"
+                )
         return cls(tuple(bounds))
 
     def __str__(self) -> str:
         return _text(self.bounds)
 
-    def crop(self, shape0: Sequence[int], shape: Sequence[int], factors: Sequence[float]) -> tuple[slice, ...]:
+    def crop(
+        self, shape0: Sequence[int], shape: Sequence[int], factors: Sequence[float]
+    ) -> tuple[slice, ...]:
         """The slices of a level of ``shape`` (napari order; level 0 has ``shape0``) with
         downsampling ``factors`` (napari order) that cover this region; refused when the
         region is not inside level 0."""
         ndim, n = len(shape), len(self.bounds)
         if n > ndim:
-            raise InvalidArgumentError(f"region {self} has {n} axes, the array {ndim} (shape {tuple(shape0)})")
+            raise InvalidArgumentError(
+                f"region {self} has {n} axes, the array {ndim} (shape {tuple(shape0)})"
+            )
         out: list[slice] = [slice(None)] * (ndim - n)
         for axis, (start, stop) in enumerate(self.bounds, start=ndim - n):
             if stop > shape0[axis]:
-                raise InvalidArgumentError(f"region {self} is outside the array (level-0 shape {tuple(shape0)})")
+                raise InvalidArgumentError(
+                    f"region {self} is outside the array (level-0 shape {tuple(shape0)})"
+                )
             f = float(factors[axis])
             out.append(slice(math.floor(start / f), min(int(shape[axis]), math.ceil(stop / f))))
         return tuple(out)
 
 
-def crop_translate(translate: Sequence[float], scale: Sequence[float], crop: Sequence[slice]) -> list[float]:
+def crop_translate(
+    translate: Sequence[float], scale: Sequence[float], crop: Sequence[slice]
+) -> list[float]:
     """The translate (napari order) of a crop whose level has ``translate`` and ``scale``."""
     return [t + (c.start or 0) * s for t, s, c in zip(translate, scale, crop, strict=True)]
 

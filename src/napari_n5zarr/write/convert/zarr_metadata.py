@@ -68,7 +68,9 @@ class ZarrMetadataReport:
         return [(s.path, s.reason) for s in self.steps if s.kind == "skipped"]
 
 
-def add_zarr_metadata(path_or_store: str | os.PathLike[str] | Store, *, dry_run: bool = False) -> ZarrMetadataReport:
+def add_zarr_metadata(
+    path_or_store: str | os.PathLike[str] | Store, *, dry_run: bool = False
+) -> ZarrMetadataReport:
     """Write a ``zarr.json`` beside every N5 ``attributes.json`` under ``path_or_store``.
 
     Datasets get a Zarr v3 array document with the ``n5_default`` codec, groups (also implicit
@@ -171,7 +173,9 @@ def replace_file(path: Path, data: bytes) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise N5StoreError(f"cannot write {path}: {e.strerror or e}; it was left as it was") from None
+        raise N5StoreError(
+            f"cannot write {path}: {e.strerror or e}; it was left as it was"
+        ) from None
 
 
 def _skip(report: ZarrMetadataReport, where: str, reason: str) -> None:
@@ -183,7 +187,9 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def _add_dataset(store: Store, prefix: str, attrs: dict[str, Any], report: ZarrMetadataReport) -> None:
+def _add_dataset(
+    store: Store, prefix: str, attrs: dict[str, Any], report: ZarrMetadataReport
+) -> None:
     """The zarr.json of the dataset at ``prefix``, or the reason it gets none (its metadata
     has no Zarr v3 form, or its blocks are in a mode Zarr cannot read)."""
     from napari_n5zarr.errors import N5FormatError
@@ -199,12 +205,18 @@ def _add_dataset(store: Store, prefix: str, attrs: dict[str, Any], report: ZarrM
         _skip(report, where, str(e))
         return
     try:
-        mode = first_block_mode(store, prefix, len(doc["shape"]), lambda block: store_location(store, block))
+        mode = first_block_mode(
+            store, prefix, len(doc["shape"]), lambda block: store_location(store, block)
+        )
     except N5FormatError as e:  # not an N5 block: neither spec can read it
         _skip(report, where, f"its first block cannot be read: {_one_line(e)}")
         return
     if mode not in (None, 0):
-        _skip(report, where, f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only")
+        _skip(
+            report,
+            where,
+            f"its blocks are in {MODE_NAMES.get(mode, mode)} mode; Zarr reads default-mode blocks only",
+        )
         return
     _write(store, prefix, with_dimension_names(doc), report)
 
@@ -243,7 +255,11 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
         _add_dataset(store, prefix, attrs, report)
         return True
     holds_n5 = raw is not None
-    children = [n for n in _list_dir(store, where) if n not in METADATA_FILES and not n.startswith(".")] if depth < MAX_DEPTH else []
+    children = (
+        [n for n in _list_dir(store, where) if n not in METADATA_FILES and not n.startswith(".")]
+        if depth < MAX_DEPTH
+        else []
+    )
     for name in children:
         holds_n5 |= _add_metadata(store, f"{prefix}{name}/", report, depth + 1)
     if holds_n5:
@@ -251,7 +267,11 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
             _skip(report, where, "attributes.json does not hold a JSON object")
         else:
             try:
-                doc = attributes_to_zarr(attrs, path=where or "/") if attrs is not None else dict(GROUP_DOC)
+                doc = (
+                    attributes_to_zarr(attrs, path=where or "/")
+                    if attrs is not None
+                    else dict(GROUP_DOC)
+                )
             except N5FormatError as e:
                 _skip(report, where, str(e))
                 return True
@@ -259,7 +279,9 @@ def _add_metadata(store: Store, prefix: str, report: ZarrMetadataReport, depth: 
     return holds_n5
 
 
-def _with_ome(store: Store, prefix: str, doc: dict[str, Any], children: list[str], location: str) -> dict[str, Any]:
+def _with_ome(
+    store: Store, prefix: str, doc: dict[str, Any], children: list[str], location: str
+) -> dict[str, Any]:
     """The group document ``doc`` with OME-NGFF 0.5 metadata if the group is an N5 Viewer
     pyramid (its datasets ``sN``, read again here) that OME-NGFF can describe."""
     from napari_n5zarr.errors import N5FormatError
@@ -273,7 +295,11 @@ def _with_ome(store: Store, prefix: str, doc: dict[str, Any], children: list[str
     for name in level_names(children):
         try:
             raw = store_get(store, f"{prefix}{name}/{N5_JSON}")
-            meta = parse_attributes(parse_document(raw, None), name, check_zarr=False) if raw is not None else None
+            meta = (
+                parse_attributes(parse_document(raw, None), name, check_zarr=False)
+                if raw is not None
+                else None
+            )
         except (N5FormatError, OSError):
             meta = None
         if isinstance(meta, N5DatasetMetadata):

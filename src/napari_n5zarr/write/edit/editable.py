@@ -40,7 +40,9 @@ def _expand(key: Any, ndim: int) -> tuple[Any, ...]:
     return key + (slice(None),) * (ndim - len(key))
 
 
-def _bounds(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[list[int], list[int], tuple[Any, ...]]:
+def _bounds(
+    key: tuple[Any, ...], shape: tuple[int, ...]
+) -> tuple[list[int], list[int], tuple[Any, ...]]:
     """The bounding box ``[lo, hi)`` that ``key`` reaches and ``key`` relative to it."""
     lo: list[int] = []
     hi: list[int] = []
@@ -52,7 +54,11 @@ def _bounds(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[list[int], li
             a, b = (min(span), max(span) + 1) if len(span) else (0, 0)
             lo.append(a)
             hi.append(b)
-            rel.append(slice(start - a, (stop - a) if stop - a >= 0 else None, step) if len(span) else slice(0, 0))
+            rel.append(
+                slice(start - a, (stop - a) if stop - a >= 0 else None, step)
+                if len(span)
+                else slice(0, 0)
+            )
         elif isinstance(k, (int, np.integer)):
             i = int(k) + (n if k < 0 else 0)
             if not 0 <= i < n:
@@ -98,7 +104,12 @@ class EditableLevel(_ArrayLike):
     (:func:`~napari_n5zarr.write.edit.save.save_changes`), and the layer then shows the merged
     block. Values the dtype cannot hold are refused, never wrapped."""
 
-    def __init__(self, root: str | os.PathLike[str], base: Any | None = None, levels: list[label_pyramid.Level] | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        base: Any | None = None,
+        levels: list[label_pyramid.Level] | None = None,
+    ) -> None:
         if levels is None:
             self.root, levels = label_pyramid.pyramid_levels(root)
         else:
@@ -130,7 +141,9 @@ class EditableLevel(_ArrayLike):
     def _read(self, lo: list[int], hi: list[int]) -> np.ndarray:
         """Pixels ``[lo, hi)``: the base level, edited blocks over it."""
         if self.base is not None:
-            out = np.array(self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype)
+            out = np.array(
+                self.base[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype
+            )
         else:
             out = label_pyramid.shown_region(self.level, lo, hi)
         for index, values in self._touching(lo, hi, only_held=True):
@@ -138,11 +151,17 @@ class EditableLevel(_ArrayLike):
             out[dst] = values[src]
         return out
 
-    def _touching(self, lo: list[int], hi: list[int], only_held: bool) -> list[tuple[Index, np.ndarray]]:
+    def _touching(
+        self, lo: list[int], hi: list[int], only_held: bool
+    ) -> list[tuple[Index, np.ndarray]]:
         ranges = block_ranges(lo, hi, self.level.block)
         if only_held:
             if math.prod(len(r) for r in ranges) > len(self._blocks):
-                return [(i, v) for i, v in self._blocks.items() if all(i[a] in ranges[a] for a in range(len(i)))]
+                return [
+                    (i, v)
+                    for i, v in self._blocks.items()
+                    if all(i[a] in ranges[a] for a in range(len(i)))
+                ]
             return [(i, self._blocks[i]) for i in itertools.product(*ranges) if i in self._blocks]
         return [(i, self._block(i)) for i in itertools.product(*ranges)]
 
@@ -210,12 +229,15 @@ class EditableLevel(_ArrayLike):
         self._changed()
         return result
 
-
     def _let_go(self, saved: list[Index]) -> None:
         """Saved blocks leave memory: the cached decodings of their old values are dropped
         (the level's and the base's), so reads see the blocks as saved, from disk; a long
         session holds only its unsaved blocks (memory bounded by the edits, not the data)."""
-        for source in {id(s): s for s in (self.level.source, getattr(self.base, "source", None)) if s is not None}.values():
+        for source in {
+            id(s): s
+            for s in (self.level.source, getattr(self.base, "source", None))
+            if s is not None
+        }.values():
             source.forget(saved)
         for index in saved:
             self._blocks.pop(index, None)
@@ -254,7 +276,8 @@ def editable_reason(root: str | os.PathLike[str]) -> str | None:
 
 
 def _editable_levels(
-    root: str | os.PathLike[str], find: Callable[[], tuple[Path, list[label_pyramid.Level]]] | None = None
+    root: str | os.PathLike[str],
+    find: Callable[[], tuple[Path, list[label_pyramid.Level]]] | None = None,
 ) -> tuple[Path, list[label_pyramid.Level]] | str:
     """The pyramid at ``root`` and its levels (read once, or by ``find``), or why it cannot be
     edited in place."""
@@ -268,7 +291,9 @@ def _editable_levels(
 
 
 def open_editable(
-    root: str | os.PathLike[str], base: Any | None = None, levels: list[label_pyramid.Level] | None = None
+    root: str | os.PathLike[str],
+    base: Any | None = None,
+    levels: list[label_pyramid.Level] | None = None,
 ) -> EditableLevel:
     """An :class:`EditableLevel` of ``root`` (``levels``: its levels, found already); an
     interrupted save there is finished first (under the export locks)."""
@@ -279,7 +304,9 @@ def open_editable(
     return EditableLevel(folder, base, levels)
 
 
-def _reader_levels(root: Path, keys: Sequence[str], arrays: Sequence[Any]) -> tuple[Path, list[label_pyramid.Level]]:
+def _reader_levels(
+    root: Path, keys: Sequence[str], arrays: Sequence[Any]
+) -> tuple[Path, list[label_pyramid.Level]]:
     folder = label_pyramid.local_folder(root)
     return folder, label_pyramid.levels_of(folder, keys, arrays)
 
@@ -295,11 +322,18 @@ def pyramid_root(
 
     base = local_path(source) if source else None
     if base is None:
-        return None, f"{source or 'this layer'} is not a local folder; make an editable copy with `n5zarr convert`"
+        return (
+            None,
+            f"{source or 'this layer'} is not a local folder; make an editable copy with `n5zarr convert`",
+        )
     parts = [p.strip("/") for p in paths]
     root = base / parts[0] if len(parts) == 1 else base / str(Path(parts[0]).parent)
     keys = [os.path.relpath(base / p, root).replace(os.sep, "/") for p in parts]
-    if len(parts) > 1 and len(arrays) == len(parts) and all(a is not None and "/" not in k for a, k in zip(arrays, keys, strict=True)):
+    if (
+        len(parts) > 1
+        and len(arrays) == len(parts)
+        and all(a is not None and "/" not in k for a, k in zip(arrays, keys, strict=True))
+    ):
         found = _editable_levels(root, lambda: _reader_levels(root, keys, arrays))
     else:
         found = _editable_levels(root)
@@ -309,7 +343,10 @@ def pyramid_root(
     expected = [(base / p).resolve() for p in parts]
     if got[: len(expected)] != expected:
         names = [os.path.relpath(f, found[0]) for f in got]
-        return None, f"{found[0]}: its levels {parts} are not the datasets {names} of the pyramid this editor writes"
+        return (
+            None,
+            f"{found[0]}: its levels {parts} are not the datasets {names} of the pyramid this editor writes",
+        )
     return found, None
 
 
@@ -327,5 +364,7 @@ def save_edits(layer: Any) -> edits.SaveResult:
     reason = getattr(data, "reason", None)
     if reason is None:
         meta = getattr(layer, "metadata", {}) or {}
-        reason = (meta.get("napari_n5zarr") or {}).get("read_only") or "it was not opened editable by napari-n5zarr"
+        reason = (meta.get("napari_n5zarr") or {}).get(
+            "read_only"
+        ) or "it was not opened editable by napari-n5zarr"
     raise NotEditableError(f"cannot save {getattr(layer, 'name', 'these labels')}: {reason}")

@@ -44,6 +44,7 @@ CRASH_ENV = "NAPARI_N5ZARR_SAVE_CRASH"
 """Tests only: ``"<point>"`` or ``"<point>:<n>"`` kills the saving process (SIGKILL) there."""
 _HASH = re.compile(r"[0-9a-f]{64}")
 
+
 def sha(raw: bytes | None) -> str | None:
     return None if raw is None else hashlib.sha256(raw).hexdigest()
 
@@ -76,7 +77,9 @@ def _crash_point(name: str, n: int | None = None) -> None:
 
 def _write_journal(folder: DatasetFolder, state: str, entries: Sequence[Entry]) -> None:
     blocks = [{"key": e.key, "before": e.before, "after": e.after} for e in entries]
-    folder.create(JOURNAL_TMP, json.dumps({"version": 2, "state": state, "blocks": blocks}).encode())
+    folder.create(
+        JOURNAL_TMP, json.dumps({"version": 2, "state": state, "blocks": blocks}).encode()
+    )
     folder.replace(JOURNAL_TMP, JOURNAL)
     folder.sync()
 
@@ -117,7 +120,11 @@ def read_journal(folder: DatasetFolder, levels: Sequence[Level]) -> tuple[str, l
         doc = json.loads(raw)
     except (ValueError, RecursionError):
         raise refuse("not JSON") from None
-    if not isinstance(doc, dict) or doc.get("state") not in ("staging", "committing") or doc.get("version") not in (1, 2):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("state") not in ("staging", "committing")
+        or doc.get("version") not in (1, 2)
+    ):
         raise refuse("no version and state of a save")
     items = doc.get("blocks")
     if not isinstance(items, list):
@@ -127,7 +134,8 @@ def read_journal(folder: DatasetFolder, levels: Sequence[Level]) -> tuple[str, l
         if doc["version"] == 1:  # an older save's journal: keys only
             entry = Entry(item, None, None, known=False) if isinstance(item, str) else None
         elif isinstance(item, dict) and all(
-            v is None or (isinstance(v, str) and _HASH.fullmatch(v)) for v in (item.get("before"), item.get("after"))
+            v is None or (isinstance(v, str) and _HASH.fullmatch(v))
+            for v in (item.get("before"), item.get("after"))
         ):
             entry = Entry(item.get("key"), item.get("before"), item.get("after"))  # type: ignore[arg-type]
         else:
@@ -186,7 +194,9 @@ def commit(folder: DatasetFolder, blocks: Mapping[str, NewBlock]) -> int:
         for key in batch:  # refuse anything planted before writing a byte
             if (found := folder.lstat(key + STAGED_SUFFIX)) is not None:
                 hard = stat.S_ISREG(found.st_mode) and found.st_nlink > 1
-                raise folder.refuse(key + STAGED_SUFFIX, "a hard link" if hard else kind(found.st_mode))
+                raise folder.refuse(
+                    key + STAGED_SUFFIX, "a hard link" if hard else kind(found.st_mode)
+                )
         entries = [Entry(k, blocks[k].before, sha(blocks[k].encoded)) for k in batch]
         _write_journal(folder, "staging", entries)
         _crash_point("journal")
@@ -218,6 +228,7 @@ def commit(folder: DatasetFolder, blocks: Mapping[str, NewBlock]) -> int:
         folder.sync()
     return written
 
+
 def journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
     """Why the save journal in the pyramid ``folder`` (its ``levels`` known) cannot be used
     (None: there is none, or it is fine). Never blocks and never raises: for readers, which
@@ -232,7 +243,9 @@ def journal_problem(folder: Path, levels: Sequence[Level]) -> str | None:
     return None
 
 
-def unfinished_save(root: str | os.PathLike[str], levels: Sequence[Level] | None = None) -> str | None:
+def unfinished_save(
+    root: str | os.PathLike[str], levels: Sequence[Level] | None = None
+) -> str | None:
     """``"staging"`` or ``"committing"`` when a save of ``root`` (whose ``levels`` are known,
     else found here) was interrupted, ``"unusable: <why>"`` when a file there is not a usable
     journal, else None. Never blocks."""
@@ -263,7 +276,9 @@ def container_folders(root: Path, looked_at: int = 32) -> list[Path]:
     parents = list(root.parents)[:looked_at]
     top = -1
     for n, folder in enumerate(parents):
-        if folder.suffix.lower() in (".n5", ".zarr") or any((folder / name).is_file() for name in (N5_JSON, ZARR_JSON)):
+        if folder.suffix.lower() in (".n5", ".zarr") or any(
+            (folder / name).is_file() for name in (N5_JSON, ZARR_JSON)
+        ):
             top = n
     found = parents[: top + 1]
     return [f for f in found if f.parent != f]
@@ -278,7 +293,11 @@ def lock(root: Path) -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for folder in reversed(container_folders(root)):
             try:
-                stack.enter_context(DestinationLock(folder, f"{folder} (labels inside it are being saved)", shared=True))
+                stack.enter_context(
+                    DestinationLock(
+                        folder, f"{folder} (labels inside it are being saved)", shared=True
+                    )
+                )
             except OSError as e:
                 if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                     raise
@@ -292,6 +311,8 @@ def lock(root: Path) -> Iterator[None]:
 def recover_at(root: str | os.PathLike[str], levels: Sequence[Level] | None = None) -> str | None:
     """Finish an interrupted save of the dataset or pyramid at ``root`` (whose ``levels`` are
     known, else found here) under its locks."""
-    folder, levels = pyramid_levels(root) if levels is None else (Path(os.fspath(root)).resolve(), levels)
+    folder, levels = (
+        pyramid_levels(root) if levels is None else (Path(os.fspath(root)).resolve(), levels)
+    )
     with lock(folder), DatasetFolder(folder) as df:
         return recover(df, levels)

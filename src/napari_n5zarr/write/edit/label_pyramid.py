@@ -62,9 +62,18 @@ class Level:
         """The level ``key`` of ``root`` over ``array`` (opened by the read wing)."""
         source = BlockSource.for_array(array)
         if source is None:
-            raise NotEditableError(f"{root / key} does not hold N5 blocks; make an editable copy with `n5zarr convert`")
+            raise NotEditableError(
+                f"{root / key} does not hold N5 blocks; make an editable copy with `n5zarr convert`"
+            )
         codec: Any = array.metadata.codecs[0]  # type: ignore[union-attr]  # n5_default, v3 (BlockSource.for_array checked it)
-        return cls(root, key, source, codec, dict(array.attrs), max_stored_bytes(False, stored_limit(array.metadata.to_dict())))
+        return cls(
+            root,
+            key,
+            source,
+            codec,
+            dict(array.attrs),
+            max_stored_bytes(False, stored_limit(array.metadata.to_dict())),
+        )
 
     @property
     def folder(self) -> Path:
@@ -114,7 +123,9 @@ def local_folder(root: str | os.PathLike[str]) -> Path:
     """``root`` resolved, or NotEditableError when it is no local folder (a URL, a zip)."""
     text = os.fspath(root)
     if "://" in text or text.lower().endswith(".zip") or ".zip/" in text.lower():
-        raise NotEditableError(f"{text} is not a local folder; make an editable copy with `n5zarr convert`")
+        raise NotEditableError(
+            f"{text} is not a local folder; make an editable copy with `n5zarr convert`"
+        )
     folder = Path(text).resolve()
     if not folder.is_dir():
         raise NotEditableError(f"{folder} is not a local folder")
@@ -164,7 +175,9 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
             )
         folder, (node, ms) = folder.parent, parent
     if ms.label_multiset:
-        raise NotEditableError(f"{folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
+        raise NotEditableError(
+            f"{folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`"
+        )
     if ms.time_paths:
         raise NotEditableError(f"{folder} is a time series; time series are not edited in place")
     return folder, levels_of(folder, ms.paths, level_arrays(node, ms))
@@ -177,7 +190,9 @@ def levels_of(folder: Path, keys: Sequence[str], arrays: Sequence[zarr.Array]) -
         for n in range(1, key.count("/") + 2 if key else 0):
             part = folder.joinpath(*key.split("/")[:n])
             if part.is_symlink():
-                raise NotEditableError(f"{part} is a symbolic link: edits would be written outside {folder}; refused")
+                raise NotEditableError(
+                    f"{part} is a symbolic link: edits would be written outside {folder}; refused"
+                )
     levels = [Level.of(folder, key, array) for key, array in zip(keys, arrays, strict=True)]
     for level in levels:
         check_editable(level)
@@ -188,11 +203,15 @@ def levels_of(folder: Path, keys: Sequence[str], arrays: Sequence[zarr.Array]) -
 def check_editable(level: Level) -> None:
     """Refuse datasets whose blocks this module cannot rewrite."""
     if level.attrs.get("isLabelMultiset"):
-        raise NotEditableError(f"{level.folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`")
+        raise NotEditableError(
+            f"{level.folder} holds Paintera label multisets; make an editable copy with `n5zarr convert`"
+        )
     if level.dtype.kind not in "iu":
         raise NotEditableError(f"{level.folder} is {level.dtype}, not integer labels")
     if not os.access(level.folder, os.W_OK):
-        raise NotEditableError(f"{level.folder} is read-only; make an editable copy with `n5zarr convert`")
+        raise NotEditableError(
+            f"{level.folder} is read-only; make an editable copy with `n5zarr convert`"
+        )
 
 
 def steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
@@ -200,10 +219,18 @@ def steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
     steps = []
     for fine, coarse in itertools.pairwise(levels):
         if len(fine.shape) != len(coarse.shape):
-            raise NotEditableError(f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent")
-        step = tuple(pyramid.level_factor(a, b) for a, b in zip(fine.shape, coarse.shape, strict=True))
-        if any(math.ceil(a / f) != b for a, b, f in zip(fine.shape, coarse.shape, step, strict=True)):
-            raise NotEditableError(f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent")
+            raise NotEditableError(
+                f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent"
+            )
+        step = tuple(
+            pyramid.level_factor(a, b) for a, b in zip(fine.shape, coarse.shape, strict=True)
+        )
+        if any(
+            math.ceil(a / f) != b for a, b, f in zip(fine.shape, coarse.shape, step, strict=True)
+        ):
+            raise NotEditableError(
+                f"{coarse.folder} is not a downsampling of {fine.folder}; cannot keep the pyramid consistent"
+            )
         steps.append(step)
     return steps
 
@@ -248,7 +275,13 @@ def block_values(level: Level, index: Index, folder: DatasetFolder) -> np.ndarra
     return inside_values(level, index, decode(level, index, read_raw(folder, level, index)))
 
 
-def read_region(level: Level, pending: Mapping[Index, Any], lo: Sequence[int], hi: Sequence[int], folder: DatasetFolder) -> np.ndarray:
+def read_region(
+    level: Level,
+    pending: Mapping[Index, Any],
+    lo: Sequence[int],
+    hi: Sequence[int],
+    folder: DatasetFolder,
+) -> np.ndarray:
     """Pixels ``[lo, hi)`` of ``level``, ``pending[index].values`` over the blocks read through ``folder``."""
     out = np.zeros([b - a for a, b in zip(lo, hi, strict=True)], dtype=level.dtype)
     for index in itertools.product(*block_grid.block_ranges(lo, hi, level.block)):

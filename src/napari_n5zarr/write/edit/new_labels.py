@@ -76,7 +76,9 @@ def create_labels(
     from napari_n5zarr.write.export.exporter import export_metadata
 
     if format not in FORMATS:
-        raise InvalidArgumentError(f"format {format!r}: create_labels writes {', '.join(map(repr, FORMATS))}")
+        raise InvalidArgumentError(
+            f"format {format!r}: create_labels writes {', '.join(map(repr, FORMATS))}"
+        )
     grid = _grid(like, shape, scale, translate, chunks)
     kind = np.dtype(dtype)
     if kind.kind not in "iu":
@@ -92,14 +94,22 @@ def create_labels(
 
 def _grid(like: Any, shape: Any, scale: Any, translate: Any, chunks: Any) -> Grid:
     """The grid of ``like`` (a layer or a path), with the given values taking precedence."""
-    base = Grid(shape=()) if like is None else _grid_of_path(like) if isinstance(like, str | os.PathLike) else _grid_of_layer(like)
+    base = (
+        Grid(shape=())
+        if like is None
+        else _grid_of_path(like)
+        if isinstance(like, str | os.PathLike)
+        else _grid_of_layer(like)
+    )
     if shape is None and not base.shape:
         raise InvalidArgumentError("create_labels needs like= (an image layer or path) or shape=")
     out_shape = tuple(int(s) for s in (shape if shape is not None else base.shape))
     if not out_shape or any(s <= 0 for s in out_shape):
         raise InvalidArgumentError(f"labels shape must be positive on every axis, not {out_shape}")
     if base.shape and shape is not None and len(out_shape) != len(base.shape):
-        raise InvalidArgumentError(f"shape {out_shape} has {len(out_shape)} axes, the image {len(base.shape)}")
+        raise InvalidArgumentError(
+            f"shape {out_shape} has {len(out_shape)} axes, the image {len(base.shape)}"
+        )
     block = (chunks,) * len(out_shape) if isinstance(chunks, int) else chunks
     return Grid(
         shape=out_shape,
@@ -138,7 +148,9 @@ def _grid_of_path(location: str | os.PathLike[str]) -> Grid:
 def _grid_of_layer(layer: Any) -> Grid:
     """An image layer (duck-typed: no napari import here)."""
     if not hasattr(layer, "data") or not hasattr(layer, "scale"):
-        raise InvalidArgumentError(f"like= must be an image layer or a path, not {type(layer).__name__}")
+        raise InvalidArgumentError(
+            f"like= must be an image layer or a path, not {type(layer).__name__}"
+        )
     shape = layer.level_shapes[0] if getattr(layer, "multiscale", False) else np.shape(layer.data)
     if getattr(layer, "rgb", False):
         shape = shape[:-1]  # the colour axis is not a labels axis
@@ -148,5 +160,7 @@ def _grid_of_layer(layer: Any) -> Grid:
         scale=tuple(float(s) for s in layer.scale),
         translate=tuple(float(t) for t in layer.translate),
         units=tuple(None if u is None else str(u) for u in units) if units is not None else None,
-        axis_labels=tuple(str(a) for a in layer.axis_labels) if getattr(layer, "axis_labels", None) is not None else None,
+        axis_labels=tuple(str(a) for a in layer.axis_labels)
+        if getattr(layer, "axis_labels", None) is not None
+        else None,
     )

@@ -90,6 +90,7 @@ class Change:
     before: np.ndarray
     after: np.ndarray
 
+
 # -- values ------------------------------------------------------------------------------
 
 
@@ -98,9 +99,13 @@ def check_fits(values: np.ndarray, dtype: np.dtype, where: str) -> None:
     if values.size == 0 or values.dtype == dtype:
         return
     if values.dtype.kind == "f" and not np.array_equal(values, np.round(values)):
-        raise ValuesDoNotFitError(f"{where}: values are not whole numbers ({values.dtype}); labels are {dtype} integers")
+        raise ValuesDoNotFitError(
+            f"{where}: values are not whole numbers ({values.dtype}); labels are {dtype} integers"
+        )
     if values.dtype.kind not in "iubf":
-        raise ValuesDoNotFitError(f"{where}: cannot write {values.dtype} values into a {dtype} dataset")
+        raise ValuesDoNotFitError(
+            f"{where}: cannot write {values.dtype} values into a {dtype} dataset"
+        )
     info = np.iinfo(dtype)
     lo, hi = values.min(), values.max()
     if lo >= info.min and hi <= info.max:
@@ -116,9 +121,12 @@ def as_values(array: Any, dtype: np.dtype, where: str) -> np.ndarray:
     """``array`` (any integer input: arrays, lists) as ``dtype``, refused if a value does not fit."""
     values = np.asarray(array)
     if values.dtype.kind not in "iubf":
-        raise ValuesDoNotFitError(f"{where}: cannot write {values.dtype} values into a {dtype} dataset")
+        raise ValuesDoNotFitError(
+            f"{where}: cannot write {values.dtype} values into a {dtype} dataset"
+        )
     check_fits(values, dtype, where)
     return values.astype(dtype, copy=False)
+
 
 # -- new blocks ----------------------------------------------------------------------------
 
@@ -134,20 +142,29 @@ def edge_convention(level: Level, folder: DatasetFolder, looked_at: int = 64) ->
     corner = tuple(g - 1 for g in grid)
     candidates = itertools.chain(
         [corner],
-        *(itertools.product(*(range(g) if i != a else [g - 1] for i, g in enumerate(grid))) for a in edges),
+        *(
+            itertools.product(*(range(g) if i != a else [g - 1] for i, g in enumerate(grid)))
+            for a in edges
+        ),
     )
     for index in itertools.islice(candidates, looked_at):
         raw = read_raw(folder, level, index)
         if raw is None:
             continue
         try:
-            return "pad" if tuple(parse_header(raw[: 4 + 4 * len(level.shape)]).shape)[::-1] == level.block else "truncate"
+            return (
+                "pad"
+                if tuple(parse_header(raw[: 4 + 4 * len(level.shape)]).shape)[::-1] == level.block
+                else "truncate"
+            )
         except ValueError:
             continue
     return "truncate"
 
 
-def new_block(level: Level, index: Index, values: np.ndarray, convention: str, raw: bytes | None) -> NewBlock | None:
+def new_block(
+    level: Level, index: Index, values: np.ndarray, convention: str, raw: bytes | None
+) -> NewBlock | None:
     """The block at ``index`` holding ``values`` (inside the array) over its stored bytes
     ``raw``, or None if unchanged. An existing block keeps its header shape and whatever
     its padding holds."""
@@ -165,7 +182,9 @@ def new_block(level: Level, index: Index, values: np.ndarray, convention: str, r
             return None
         full = stored
         if any(s < n for s, n in zip(stored.shape, inside, strict=True)):  # a short block: grow it
-            full = np.zeros([max(s, n) for s, n in zip(stored.shape, inside, strict=True)], dtype=level.dtype)
+            full = np.zeros(
+                [max(s, n) for s, n in zip(stored.shape, inside, strict=True)], dtype=level.dtype
+            )
             full[tuple(slice(0, s) for s in stored.shape)] = stored
     full[region] = values
     values = np.ascontiguousarray(values, dtype=level.dtype)
@@ -205,16 +224,22 @@ class Plan:
     merged: dict[Index, np.ndarray] = field(default_factory=dict)
 
 
-def _merge(level: Level, index: Index, disk: np.ndarray, edit: np.ndarray | Change) -> tuple[np.ndarray, int]:
+def _merge(
+    level: Level, index: Index, disk: np.ndarray, edit: np.ndarray | Change
+) -> tuple[np.ndarray, int]:
     """Level-0 block values after ``edit`` over ``disk`` (the block now), and how many
     voxels changed on disk since the layer read them were overwritten."""
     if not isinstance(edit, Change):
         values = np.asarray(edit)
         if values.shape != level.inside(index):
-            raise ValueError(f"block {index}: values of shape {values.shape}, expected {level.inside(index)}")
+            raise ValueError(
+                f"block {index}: values of shape {values.shape}, expected {level.inside(index)}"
+            )
         return as_values(values, level.dtype, f"{level.path(index)}"), 0
     if edit.after.shape != level.inside(index) or edit.before.shape != edit.after.shape:
-        raise ValueError(f"block {index}: values of shape {edit.after.shape}, expected {level.inside(index)}")
+        raise ValueError(
+            f"block {index}: values of shape {edit.after.shape}, expected {level.inside(index)}"
+        )
     after = as_values(edit.after, level.dtype, f"{level.path(index)}")
     mask = after != edit.before
     merged = disk.copy()
@@ -224,7 +249,10 @@ def _merge(level: Level, index: Index, disk: np.ndarray, edit: np.ndarray | Chan
 
 
 def plan_save(
-    folder: DatasetFolder, levels: Sequence[Level], edits: Mapping[Index, np.ndarray | Change], method: pyramid.Method = "mode"
+    folder: DatasetFolder,
+    levels: Sequence[Level],
+    edits: Mapping[Index, np.ndarray | Change],
+    method: pyramid.Method = "mode",
 ) -> Plan:
     """Every level's changed blocks for level-0 ``edits`` (values inside the array, or a
     layer's :class:`Change`), each merged into its block as it is on disk now."""
@@ -244,6 +272,7 @@ def plan_save(
         last = plan.levels[-1]
         plan.levels.append(coarser_blocks(folder, fine, coarse, step, last, method) if last else {})
     return plan
+
 
 # -- public ---------------------------------------------------------------------------------
 
@@ -275,9 +304,15 @@ def _save(
     with lock(root), DatasetFolder(root) as folder:
         recovered = recover(folder, levels)
         plan = plan_save(folder, levels, edits_of(folder), method)
-        blocks = {level.block_key(i): b for level, new in zip(levels, plan.levels, strict=True) for i, b in new.items()}
+        blocks = {
+            level.block_key(i): b
+            for level, new in zip(levels, plan.levels, strict=True)
+            for i, b in new.items()
+        }
         written = commit(folder, blocks)
-    return SaveResult([len(p) for p in plan.levels], written, recovered, plan.overwritten, plan.merged)
+    return SaveResult(
+        [len(p) for p in plan.levels], written, recovered, plan.overwritten, plan.merged
+    )
 
 
 def _sig(signature: Signature) -> str:
@@ -301,7 +336,11 @@ def region_blocks(
 
 
 def write_region(
-    path: str | os.PathLike[str], array: Any, offset: Sequence[int] | None = None, *, method: pyramid.Method = "mode"
+    path: str | os.PathLike[str],
+    array: Any,
+    offset: Sequence[int] | None = None,
+    *,
+    method: pyramid.Method = "mode",
 ) -> SaveResult:
     """Write ``array`` (napari order; any integer input whose values fit the dataset's dtype:
     arrays, lists) at ``offset`` (level-0 pixels) into the local N5 (or dual N5 + Zarr v3)
@@ -319,5 +358,9 @@ def write_region(
     values = as_values(array, levels[0].dtype, f"write_region into {levels[0].folder}")
     offset = tuple(offset) if offset is not None else (0,) * values.ndim
     if values.ndim != len(levels[0].shape) or len(offset) != values.ndim:
-        raise ValueError(f"array of {values.ndim} dimensions (offset {offset}) for a dataset of shape {levels[0].shape}")
-    return _save(root, levels, lambda folder: dict(region_blocks(folder, levels[0], values, offset)), method)
+        raise ValueError(
+            f"array of {values.ndim} dimensions (offset {offset}) for a dataset of shape {levels[0].shape}"
+        )
+    return _save(
+        root, levels, lambda folder: dict(region_blocks(folder, levels[0], values, offset)), method
+    )

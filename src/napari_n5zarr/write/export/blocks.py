@@ -70,7 +70,9 @@ class Progress:
     """Counts finished blocks (from any thread) and reports ``callback(done, total)`` at
     most every ``interval`` seconds, and always at the end."""
 
-    def __init__(self, total: int, callback: Callable[[int, int], Any] | None, interval: float = 0.1) -> None:
+    def __init__(
+        self, total: int, callback: Callable[[int, int], Any] | None, interval: float = 0.1
+    ) -> None:
         import threading
 
         self.total, self.done, self.callback, self.interval = total, 0, callback, interval
@@ -178,7 +180,9 @@ class N5Blocks:
     gate: WriteGate | None = field(default=None, repr=False)
     keep_stored: bool = field(default=False, repr=False)
     """Keep the stored values of each thread's last block written, for :meth:`last_stored`."""
-    _last: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _last: dict[int, np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def ndim(self) -> int:
@@ -197,10 +201,22 @@ class N5Blocks:
         return self.prefix + "/".join(str(i) for i in reversed(index))
 
     def __dask_tokenize__(self) -> tuple:
-        return (type(self).__name__, str(self.store), self.prefix, self.shape, self.block, str(self.dtype))
+        return (
+            type(self).__name__,
+            str(self.store),
+            self.prefix,
+            self.shape,
+            self.block,
+            str(self.dtype),
+        )
 
     def __getstate__(self) -> dict[str, Any]:  # progress/cancel live in the calling process
-        return {**self.__dict__, "progress": None, "cancel": None, "_last": {}}  # the gate: see WriteGate
+        return {
+            **self.__dict__,
+            "progress": None,
+            "cancel": None,
+            "_last": {},
+        }  # the gate: see WriteGate
 
     # -- write: one block per call (dask chunks == blocks) -----------------------------
     def _check_cancel(self) -> None:
@@ -218,18 +234,24 @@ class N5Blocks:
         C order and likely still in cache, for writers that use them next (downsampling)."""
         return self._last.pop(threading.get_ident())
 
-    def stored(self, key: tuple[slice, ...], value: np.ndarray) -> tuple[tuple[int, ...], np.ndarray]:
+    def stored(
+        self, key: tuple[slice, ...], value: np.ndarray
+    ) -> tuple[tuple[int, ...], np.ndarray]:
         """Grid index and stored values (:func:`stored_values`, napari order, big endian,
         C order, padded for ``boundary="pad"``) of the one block ``value`` at ``key``."""
         self._check_cancel()
         start = tuple(s.start or 0 for s in key)
         index = tuple(st // b for st, b in zip(start, self.block, strict=True))
-        expected = tuple(min(b, n - st) for st, b, n in zip(start, self.block, self.shape, strict=True))
+        expected = tuple(
+            min(b, n - st) for st, b, n in zip(start, self.block, self.shape, strict=True)
+        )
         if any(st % b for st, b in zip(start, self.block, strict=True)) or value.shape != expected:
             raise ValueError(f"{self.prefix}: write {key} is not one block of {self.block}")
         value = np.asarray(value, dtype=self.dtype)
         if self.boundary == "pad" and value.shape != self.block:  # zeros added: empty stays empty
-            value = np.pad(value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)])
+            value = np.pad(
+                value, [(0, b - n) for n, b in zip(value.shape, self.block, strict=True)]
+            )
         return index, stored_values(value.T)  # the one copy (swap + transpose) of the block
 
     def put(self, index: tuple[int, ...], payload: np.ndarray) -> None:
@@ -264,7 +286,9 @@ class N5Blocks:
                 continue
             where = f"N5 block {block_key} in {describe_store(self.store)}"
             data = self.codec.decode_block(raw, self.dtype, self.ndim, where=where).T
-            src, dst = overlap(index, self.block, lo, hi, data.shape)  # a truncated block holds less than its grid cell
+            src, dst = overlap(
+                index, self.block, lo, hi, data.shape
+            )  # a truncated block holds less than its grid cell
             if any(s.stop <= s.start for s in src):
                 continue
             out[dst] = data[src]

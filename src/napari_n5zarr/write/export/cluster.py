@@ -73,7 +73,9 @@ def store_on_cluster(
         raise cause from exc
 
 
-def _wait(client: Any, future: Any, worker_timeout: float | None, cancel: Callable[[], bool] | None) -> None:
+def _wait(
+    client: Any, future: Any, worker_timeout: float | None, cancel: Callable[[], bool] | None
+) -> None:
     from distributed import wait
 
     alone_since: float | None = None

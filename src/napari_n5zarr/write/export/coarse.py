@@ -46,7 +46,11 @@ class CoarseLevels:
     (``submit(fn, *args)`` runs ``fn(*args)`` on a worker thread)."""
 
     def __init__(
-        self, targets: Sequence[N5Blocks], steps: Sequence[Sequence[int]], method: pyramid.Method, submit: Submit
+        self,
+        targets: Sequence[N5Blocks],
+        steps: Sequence[Sequence[int]],
+        method: pyramid.Method,
+        submit: Submit,
     ) -> None:
         if len(steps) != len(targets) - 1:
             raise ValueError("one step between consecutive coarse levels")
@@ -63,7 +67,9 @@ class CoarseLevels:
 
     @staticmethod
     def _block_sizes(t: N5Blocks) -> np.ndarray:
-        edges = [np.minimum(b, n - np.arange(0, n, b)) for n, b in zip(t.shape, t.block, strict=True)]
+        edges = [
+            np.minimum(b, n - np.arange(0, n, b)) for n, b in zip(t.shape, t.block, strict=True)
+        ]
         sizes = np.ones(t.grid, dtype=np.int64)
         for axis, e in enumerate(edges):
             sizes = sizes * e.reshape([-1 if a == axis else 1 for a in range(len(edges))])
@@ -81,18 +87,25 @@ class CoarseLevels:
         target = self.targets[k]
         region = tuple(slice(s, s + n) for s, n in zip(start, value.shape, strict=True))
         self.arrays[k][region] = value
-        ranges = block_ranges(start, [s + n for s, n in zip(start, value.shape, strict=True)], target.block)
+        ranges = block_ranges(
+            start, [s + n for s, n in zip(start, value.shape, strict=True)], target.block
+        )
         complete = []
         with self._lock:
             missing = self._missing[k]
             for index in itertools.product(*ranges):
                 lo = [max(s, i * b) for s, i, b in zip(start, index, target.block, strict=True)]
-                hi = [min(s + n, (i + 1) * b) for s, n, i, b in zip(start, value.shape, index, target.block, strict=True)]
+                hi = [
+                    min(s + n, (i + 1) * b)
+                    for s, n, i, b in zip(start, value.shape, index, target.block, strict=True)
+                ]
                 missing[index] -= math.prod(h - low for low, h in zip(lo, hi, strict=True))
                 if missing[index] == 0:
                     complete.append(index)
                 elif missing[index] < 0:
-                    raise RuntimeError(f"{target.prefix}: block {index} filled twice")  # a bug, never data
+                    raise RuntimeError(
+                        f"{target.prefix}: block {index} filled twice"
+                    )  # a bug, never data
         for index in complete:
             self.submit(self._write_block, k, index)
 
@@ -119,7 +132,11 @@ class CoarseLevels:
             self._unfed[k] -= 1
             last = self._unfed[k] == 0
         if last:  # every block of the level is in (each was complete when handed out)
-            self._fill(k + 1, (0,) * target.ndim, pyramid.downsample_block(self.arrays[k], step, self.method))
+            self._fill(
+                k + 1,
+                (0,) * target.ndim,
+                pyramid.downsample_block(self.arrays[k], step, self.method),
+            )
 
     def done(self) -> bool:
         """True when every block of every level was handed to ``submit``."""

@@ -193,10 +193,8 @@ def export(
     )  # fmt: skip
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
         store, prefix = destination.open()
-        write_levels(
-            plan, sources, store, prefix, progress=progress, cancel=cancel_fn, scheduler=scheduler, gate=destination.gate,
-            worker_timeout=worker_timeout,
-        )
+        write_levels(plan, sources, store, prefix, progress=progress, cancel=cancel_fn, scheduler=scheduler,
+                     gate=destination.gate, worker_timeout=worker_timeout)  # fmt: skip
         destination.publish(plan)
     return os.fspath(dest)
 

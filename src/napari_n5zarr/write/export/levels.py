@@ -103,14 +103,18 @@ def write_levels(
         )
         for lv in plan.levels
     ]  # fmt: skip
-    run = _LevelWrites(plan, targets, scheduler, cancel, gate, worker_timeout, counter, threads, local, client)
+    run = _LevelWrites(
+        plan, targets, scheduler, cancel, gate, worker_timeout, counter, threads, local, client
+    )
     with Workers(threads, cancel) as workers:
         if plan.given_levels:
             run.given_levels(sources, workers)
             return
         first = run.fine_levels(sources[0], workers)
     for k in range(first, len(targets)):
-        build = functools.partial(next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method)
+        build = functools.partial(
+            next_level, targets[k - 1], targets[k], plan.steps[k - 1], plan.method
+        )
         run.store_level(build, targets[k], targets[k].nblocks)
 
 
@@ -130,13 +134,25 @@ class _LevelWrites:
     local: bool
     client: Any
 
-    def store_level(self, level: Callable[[], da.Array], target: Any, nblocks: int, batch: int | None = None) -> None:
+    def store_level(
+        self, level: Callable[[], da.Array], target: Any, nblocks: int, batch: int | None = None
+    ) -> None:
         """Store the dask array ``level()`` builds into ``target`` by the run's scheduler."""
         check_cancel(self.cancel)
         if self.local:  # building a large graph takes seconds too: cancellable
-            cancellable(lambda: store_local(level(), target, self.scheduler, self.cancel, batch), self.cancel)
+            cancellable(
+                lambda: store_local(level(), target, self.scheduler, self.cancel, batch),
+                self.cancel,
+            )
         elif self.client is not None:
-            store_on_cluster(level(), target, self.client, self.gate, worker_timeout=self.worker_timeout, cancel=self.cancel)
+            store_on_cluster(
+                level(),
+                target,
+                self.client,
+                self.gate,
+                worker_timeout=self.worker_timeout,
+                cancel=self.cancel,
+            )
             self.counter.add(nblocks)
         else:
             da.store(level(), target, lock=False, scheduler=self.scheduler)
@@ -148,8 +164,13 @@ class _LevelWrites:
         for source, target in zip(sources, self.targets, strict=True):
             if self.local and not isinstance(source, da.Array):
                 regions = PyramidRegions([target], (), plan.method)
-                task = grown_task(target.shape, target.block, plan.spatial, plan.dtype.itemsize, self.threads)
-                workers.run(functools.partial(write_region, source, regions, task), task_starts(target.shape, task))
+                task = grown_task(
+                    target.shape, target.block, plan.spatial, plan.dtype.itemsize, self.threads
+                )
+                workers.run(
+                    functools.partial(write_region, source, regions, task),
+                    task_starts(target.shape, task),
+                )
             else:
                 build = functools.partial(_given_level, source, target.block, plan.dtype)
                 self.store_level(build, target, target.nblocks)
@@ -163,13 +184,19 @@ class _LevelWrites:
         regions = PyramidRegions(targets[: depth + 1], plan.steps[:depth], plan.method)
         # Only in this process: tasks run by dask.distributed or processes fill their own copies.
         if self.local and accumulated_level(plan, depth, region) is not None:
-            regions.coarse = CoarseLevels(targets[depth + 1 :], plan.steps[depth + 1 :], plan.method, workers.submit)
+            regions.coarse = CoarseLevels(
+                targets[depth + 1 :], plan.steps[depth + 1 :], plan.method, workers.submit
+            )
             regions.coarse_step = plan.steps[depth]
         if self.local and not isinstance(source, da.Array):
             footprint = None
-            if regions.coarse is not None:  # tasks of one coarse block one after another: it is written early
+            if (
+                regions.coarse is not None
+            ):  # tasks of one coarse block one after another: it is written early
                 factors = pyramid.absolute_factors(plan.steps[: depth + 1], plan.ndim)[-1]
-                footprint = tuple(b * f for b, f in zip(targets[depth + 1].block, factors, strict=True))
+                footprint = tuple(
+                    b * f for b, f in zip(targets[depth + 1].block, factors, strict=True)
+                )
             starts = task_starts(plan.levels[0].shape, region, footprint)
             workers.run(functools.partial(write_region, source, regions, region), starts)
         else:
@@ -200,7 +227,9 @@ def task_starts(
     return starts
 
 
-def write_region(source: ArrayLike, regions: PyramidRegions, task: Sequence[int], start: tuple[int, ...]) -> None:
+def write_region(
+    source: ArrayLike, regions: PyramidRegions, task: Sequence[int], start: tuple[int, ...]
+) -> None:
     """One task of an in-memory source: its region read (a view of a numpy array) and written."""
     key = tuple(slice(s, min(s + t, n)) for s, t, n in zip(start, task, regions.shape, strict=True))
     regions[key] = np.asarray(source[key]).astype(regions.dtype, copy=False)
@@ -223,7 +252,9 @@ def region_shape(plan: ExportPlan, depth: int) -> tuple[int, ...]:
     """Level-0 region whose ``depth`` downsampling steps give whole blocks of each level."""
     factors = pyramid.absolute_factors(plan.steps[:depth], plan.ndim)[-1]
     block = plan.levels[0].block
-    return tuple(min(b * f, n) for b, f, n in zip(block, factors, plan.levels[0].shape, strict=True))
+    return tuple(
+        min(b * f, n) for b, f, n in zip(block, factors, plan.levels[0].shape, strict=True)
+    )
 
 
 def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> tuple[int, ...]:
@@ -232,7 +263,11 @@ def task_shape(plan: ExportPlan, region: tuple[int, ...], threads: int = 2) -> t
 
 
 def grown_task(
-    shape: Sequence[int], region: Sequence[int], spatial: Sequence[int], itemsize: int, threads: int = 2
+    shape: Sequence[int],
+    region: Sequence[int],
+    spatial: Sequence[int],
+    itemsize: int,
+    threads: int = 2,
 ) -> tuple[int, ...]:
     """``region`` doubled along the ``spatial`` axes (last first) while a task stays within
     :data:`REGION_BYTES` and ``shape`` keeps ``8 * threads`` tasks: the cost per task
@@ -247,7 +282,9 @@ def grown_task(
         grown = False
         for axis in reversed(spatial):
             bigger = [*task[:axis], min(shape[axis], task[axis] * 2), *task[axis + 1 :]]
-            if bigger[axis] == task[axis] or (bigger[axis] % region[axis] and bigger[axis] != shape[axis]):
+            if bigger[axis] == task[axis] or (
+                bigger[axis] % region[axis] and bigger[axis] != shape[axis]
+            ):
                 continue
             if math.prod(bigger) * itemsize > REGION_BYTES or count(bigger) < 8 * threads:
                 continue
@@ -278,7 +315,9 @@ def region_depth(plan: ExportPlan, threads: int = 2) -> int:
     depth = 0
     for d in range(1, len(plan.steps) + 1):
         region = region_shape(plan, d)
-        count = math.prod(math.ceil(n / r) for n, r in zip(plan.levels[0].shape, region, strict=True))
+        count = math.prod(
+            math.ceil(n / r) for n, r in zip(plan.levels[0].shape, region, strict=True)
+        )
         if math.prod(region) * plan.dtype.itemsize > REGION_BYTES or count < 8 * threads:
             break
         depth = d
@@ -288,7 +327,11 @@ def region_depth(plan: ExportPlan, threads: int = 2) -> int:
 def _threads(scheduler: Any) -> int:
     import dask
 
-    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1) if scheduler in (None, "threads") else 1
+    return (
+        int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+        if scheduler in (None, "threads")
+        else 1
+    )
 
 
 @dataclass
@@ -317,7 +360,11 @@ class PyramidRegions:
         return self.targets[0].ndim
 
     def __dask_tokenize__(self) -> tuple:
-        return (type(self).__name__, *(t.__dask_tokenize__() for t in self.targets), tuple(map(tuple, self.steps)))
+        return (
+            type(self).__name__,
+            *(t.__dask_tokenize__() for t in self.targets),
+            tuple(map(tuple, self.steps)),
+        )
 
     def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
         start = tuple(s.start or 0 for s in key)
@@ -334,11 +381,22 @@ class PyramidRegions:
                 coarser = pyramid.downsample_block(value, step, self.method)
             elif last:  # each block's piece straight to the coarse levels
                 assert self.coarse is not None
-                _write_blocks(target, start, value, step, self.method, functools.partial(_add_at, self.coarse, below))
+                _write_blocks(
+                    target,
+                    start,
+                    value,
+                    step,
+                    self.method,
+                    functools.partial(_add_at, self.coarse, below),
+                )
                 return
             else:  # each block's piece into the next level's region
-                coarser = np.empty([-(-n // f) for n, f in zip(value.shape, step, strict=True)], dtype=self.dtype)
-                _write_blocks(target, start, value, step, self.method, functools.partial(_put_at, coarser))
+                coarser = np.empty(
+                    [-(-n // f) for n, f in zip(value.shape, step, strict=True)], dtype=self.dtype
+                )
+                _write_blocks(
+                    target, start, value, step, self.method, functools.partial(_put_at, coarser)
+                )
             if last:
                 assert self.coarse is not None
                 self.coarse.add(below, coarser)
@@ -346,7 +404,9 @@ class PyramidRegions:
             value, start = coarser, below
 
 
-def _add_at(coarse: CoarseLevels, start: tuple[int, ...], offset: tuple[int, ...], piece: np.ndarray) -> None:
+def _add_at(
+    coarse: CoarseLevels, start: tuple[int, ...], offset: tuple[int, ...], piece: np.ndarray
+) -> None:
     coarse.add(tuple(s + o for s, o in zip(start, offset, strict=True)), piece)
 
 
@@ -376,15 +436,22 @@ def _write_blocks(
     for offset in itertools.product(*ranges):
         src = tuple(slice(o, o + b) for o, b in zip(offset, target.block, strict=True))
         part = value[src]
-        key = tuple(slice(s + o, s + o + n) for s, o, n in zip(start, offset, part.shape, strict=True))
+        key = tuple(
+            slice(s + o, s + o + n) for s, o, n in zip(start, offset, part.shape, strict=True)
+        )
         if feed is None:
             target[key] = part
             continue
         assert step is not None
         target.keep_stored = True
         target[key] = part
-        values = target.last_stored()[tuple(slice(0, n) for n in part.shape)]  # without boundary="pad"'s padding
-        feed(tuple(o // f for o, f in zip(offset, step, strict=True)), pyramid.downsample_block(values, step, method))
+        values = target.last_stored()[
+            tuple(slice(0, n) for n in part.shape)
+        ]  # without boundary="pad"'s padding
+        feed(
+            tuple(o // f for o, f in zip(offset, step, strict=True)),
+            pyramid.downsample_block(values, step, method),
+        )
 
 
 def is_local_scheduler(scheduler: Any) -> bool:
@@ -393,14 +460,22 @@ def is_local_scheduler(scheduler: Any) -> bool:
     import dask.threaded
     from dask.base import get_scheduler
 
-    if scheduler is None and dask.config.get("scheduler", None) is None and "distributed" not in sys.modules:
+    if (
+        scheduler is None
+        and dask.config.get("scheduler", None) is None
+        and "distributed" not in sys.modules
+    ):
         return True  # dask's default; get_scheduler would import distributed (~1 s)
     chosen = get_scheduler(scheduler=scheduler)
     return chosen is None or chosen in (dask.threaded.get, dask.local.get_sync)
 
 
 def store_local(
-    level: da.Array, target: Any, scheduler: Any, cancel: Callable[[], bool] | None, batch: int | None = None
+    level: da.Array,
+    target: Any,
+    scheduler: Any,
+    cancel: Callable[[], bool] | None,
+    batch: int | None = None,
 ) -> None:
     """``da.store`` on a local scheduler that starts no task once ``cancel`` is set: dask
     keeps firing queued tasks until a failed one comes back, so the check runs in the
@@ -437,7 +512,9 @@ def _slabs(chunks: tuple[tuple[int, ...], ...], batch: int) -> list[tuple[slice,
     for a, n in enumerate(counts):
         step = 1 if a < axis else group if a == axis else n
         cuts = [*range(0, n, step), n]
-        per_axis.append([slice(bounds[a][lo], bounds[a][hi]) for lo, hi in itertools.pairwise(cuts)])
+        per_axis.append(
+            [slice(bounds[a][lo], bounds[a][hi]) for lo, hi in itertools.pairwise(cuts)]
+        )
     return list(itertools.product(*per_axis))
 
 
@@ -450,7 +527,9 @@ class _Offset:
 
     def __setitem__(self, key: tuple[slice, ...], value: np.ndarray) -> None:
         shifted = []
-        for k, p in zip(key, self.piece + (slice(None),) * (len(key) - len(self.piece)), strict=True):
+        for k, p in zip(
+            key, self.piece + (slice(None),) * (len(key) - len(self.piece)), strict=True
+        ):
             o = p.start or 0
             shifted.append(slice((k.start or 0) + o, (k.stop if k.stop is not None else 0) + o))
         self.target[tuple(shifted)] = value
@@ -504,7 +583,9 @@ def as_dask(data: ArrayLike, chunks: tuple[int, ...]) -> da.Array:
     return da.from_array(_NoCopy(data) if isinstance(data, np.ndarray) else data, chunks=chunks)
 
 
-def next_level(prev: N5Blocks, target: N5Blocks, step: Sequence[int], method: pyramid.Method) -> da.Array:
+def next_level(
+    prev: N5Blocks, target: N5Blocks, step: Sequence[int], method: pyramid.Method
+) -> da.Array:
     """Level k+1 from the blocks of level k just written: one read of 2x the block per
     output block, so memory stays at a few blocks per thread whatever the data size."""
     read = tuple(min(b * f, n) for b, f, n in zip(target.block, step, prev.shape, strict=True))

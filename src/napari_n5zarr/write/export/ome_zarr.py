@@ -26,7 +26,14 @@ if TYPE_CHECKING:
 
     from napari_n5zarr.write.export.plan import ExportPlan
 
-__all__ = ["COMPRESSIONS", "FORMATS", "OmeZarrOptions", "export_ome_zarr", "parse_shards", "zarr_compressors"]
+__all__ = [
+    "COMPRESSIONS",
+    "FORMATS",
+    "OmeZarrOptions",
+    "export_ome_zarr",
+    "parse_shards",
+    "zarr_compressors",
+]
 
 FORMATS = ("dual", "ome-zarr")
 """``export(format=...)`` / ``n5zarr convert --to``: the dual N5 + Zarr v3 dataset (default) or a standard OME-Zarr."""
@@ -48,17 +55,23 @@ def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     if compression is None or compression == "default":
         compression = "zstd" if compression == "default" else "raw"
     if not isinstance(compression, str):
-        raise InvalidArgumentError(f"compression {compression!r}: for OME-Zarr one of {', '.join(COMPRESSIONS)} (name:level sets a level)")
+        raise InvalidArgumentError(
+            f"compression {compression!r}: for OME-Zarr one of {', '.join(COMPRESSIONS)} (name:level sets a level)"
+        )
     name, colon, level_text = compression.strip().lower().partition(":")
     if name not in COMPRESSIONS or (colon and name == "raw"):
-        raise InvalidArgumentError(f"compression {compression!r}: for OME-Zarr one of {', '.join(COMPRESSIONS)} (name:level sets a level)")
+        raise InvalidArgumentError(
+            f"compression {compression!r}: for OME-Zarr one of {', '.join(COMPRESSIONS)} (name:level sets a level)"
+        )
     level = None
     if colon:
         ok = level_text.strip().lstrip("-").isdigit()
         level = int(level_text) if ok else None
         bounds = {"zstd": (-131072, 22), "gzip": (0, 9), "blosc": (0, 9)}[name]
         if level is None or not bounds[0] <= level <= bounds[1]:
-            raise InvalidArgumentError(f"compression {compression!r}: the {name} level is a whole number {bounds[0]}..{bounds[1]}")
+            raise InvalidArgumentError(
+                f"compression {compression!r}: the {name} level is a whole number {bounds[0]}..{bounds[1]}"
+            )
     if name == "raw":
         return ()
     if name == "zstd":
@@ -68,7 +81,9 @@ def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     return (BloscCodec(cname="zstd", clevel=5 if level is None else level),)
 
 
-def parse_shards(shards: int | str | Sequence[int] | None, ndim: int | None, spatial: Sequence[int]) -> tuple[int, ...] | None:
+def parse_shards(
+    shards: int | str | Sequence[int] | None, ndim: int | None, spatial: Sequence[int]
+) -> tuple[int, ...] | None:
     """Blocks per shard per axis (napari order): one int for every spatial axis (1 on the
     others) or one per axis (``"4,8,8"``); None: no sharding. ``ndim`` None checks the syntax only."""
     if shards is None:
@@ -78,10 +93,14 @@ def parse_shards(shards: int | str | Sequence[int] | None, ndim: int | None, spa
         try:
             parts = [int(p) for p in shards.split(",")]
         except ValueError:
-            raise InvalidArgumentError(f"{what}: blocks per shard, one whole number or one per axis (z,y,x)") from None
+            raise InvalidArgumentError(
+                f"{what}: blocks per shard, one whole number or one per axis (z,y,x)"
+            ) from None
         shards = parts[0] if len(parts) == 1 else parts
     if isinstance(shards, bool):
-        raise InvalidArgumentError(f"{what}: blocks per shard, one whole number or one per axis (z,y,x)")
+        raise InvalidArgumentError(
+            f"{what}: blocks per shard, one whole number or one per axis (z,y,x)"
+        )
     if isinstance(shards, int):
         per_axis = [shards if i in spatial else 1 for i in range(ndim or 0)] or [shards]
     else:
@@ -116,11 +135,15 @@ def ome_attributes(plan: ExportPlan, *, scale: list[float], translate: list[floa
     )  # fmt: skip
     ome, why = ome_metadata(ms, labels=labels)
     if ome is None:
-        raise InvalidArgumentError(f"OME-NGFF 0.5 cannot describe axes {', '.join(plan.axes)}: {why}")
+        raise InvalidArgumentError(
+            f"OME-NGFF 0.5 cannot describe axes {', '.join(plan.axes)}: {why}"
+        )
     return {**(attributes or {}), OME_KEY: ome}
 
 
-def _create_level(store: Store, path: str, level: Any, plan: ExportPlan, options: OmeZarrOptions) -> Any:
+def _create_level(
+    store: Store, path: str, level: Any, plan: ExportPlan, options: OmeZarrOptions
+) -> Any:
     """The empty level array (its ``zarr.json``)."""
     import zarr
 
@@ -179,7 +202,11 @@ def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, pre
 
 
 def _tasks(level: Any, options: OmeZarrOptions) -> int:
-    unit = level.block if options.shards is None else [b * n for b, n in zip(level.block, options.shards, strict=True)]
+    unit = (
+        level.block
+        if options.shards is None
+        else [b * n for b, n in zip(level.block, options.shards, strict=True)]
+    )
     return math.prod(math.ceil(s / u) for s, u in zip(level.shape, unit, strict=True))
 
 
@@ -237,13 +264,19 @@ def _reordered(order: list[int], sources: list[Any], plan_options: dict[str, Any
     chunks = plan_options.get("chunks")
     if chunks is not None and not isinstance(chunks, int):
         out["chunks"] = [list(chunks)[i] for i in order]
-    if chunks is None or isinstance(chunks, int):  # the default / one edge: per axis in the new order
+    if chunks is None or isinstance(
+        chunks, int
+    ):  # the default / one edge: per axis in the new order
         from napari_n5zarr.write.export.plan import _chunks
         from napari_n5zarr.write.pyramid import spatial_axes
 
         spatial = spatial_axes(ndim, axes)
         out["chunks"] = [_chunks(chunks, sources[0].shape, spatial)[i] for i in order]
-    if shards is not None and not isinstance(shards, int) and not (isinstance(shards, str) and "," not in shards):
+    if (
+        shards is not None
+        and not isinstance(shards, int)
+        and not (isinstance(shards, str) and "," not in shards)
+    ):
         values = [int(v) for v in (shards.split(",") if isinstance(shards, str) else shards)]
         shards = [values[i] for i in order] if len(values) == ndim else values
     return [_transpose(a, order) for a in sources], out, shards
@@ -253,7 +286,11 @@ def _transpose(array: Any, order: list[int]) -> Any:
     import dask.array as da
     import numpy as np
 
-    return array.transpose(order) if isinstance(array, da.Array) else np.transpose(np.asarray(array), order)
+    return (
+        array.transpose(order)
+        if isinstance(array, da.Array)
+        else np.transpose(np.asarray(array), order)
+    )
 
 
 def export_ome_zarr(
@@ -294,6 +331,15 @@ def export_ome_zarr(
     )  # fmt: skip
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
         store, prefix = destination.open()
-        write_ome_levels(plan, sources, store, prefix, options, scheduler=scheduler, progress=progress, cancel=cancel)
+        write_ome_levels(
+            plan,
+            sources,
+            store,
+            prefix,
+            options,
+            scheduler=scheduler,
+            progress=progress,
+            cancel=cancel,
+        )
         destination.publish(plan, metadata=group_writer(attrs), parents=parents_writer)
     return os.fspath(dest)

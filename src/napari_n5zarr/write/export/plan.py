@@ -25,7 +25,15 @@ from napari_n5zarr.spatial.units import LENGTH_EXPONENT, unit_symbol
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.export.blocks import Boundary
 
-__all__ = ["MIN_BLOCK", "ExportPlan", "LevelPlan", "block_edge_problem", "default_chunks", "make_plan", "parse_compression"]
+__all__ = [
+    "MIN_BLOCK",
+    "ExportPlan",
+    "LevelPlan",
+    "block_edge_problem",
+    "default_chunks",
+    "make_plan",
+    "parse_compression",
+]
 
 MIN_BLOCK = 8
 """Smallest block edge a person may choose (the export widget, ``n5zarr convert --chunks``):
@@ -48,7 +56,14 @@ def block_edge_problem(block_size: int | Sequence[int] | None) -> str | None:
         return f"block size {small[0]} is too small (at least {MIN_BLOCK}, or auto)"
     return None
 
-LEVEL_PARAMETER = {"gzip": "level", "zstd": "level", "bzip2": "blockSize", "xz": "preset", "blosc": "clevel"}
+
+LEVEL_PARAMETER = {
+    "gzip": "level",
+    "zstd": "level",
+    "bzip2": "blockSize",
+    "xz": "preset",
+    "blosc": "clevel",
+}
 """Which N5 compression parameter ``"name:N"`` sets."""
 
 ArrayLike = Any
@@ -163,8 +178,12 @@ def make_plan(
     spatial = pyramid.spatial_axes(ndim, axes)
     block = _chunks(chunks, first.shape, spatial)
     method: pyramid.Method = downsample or ("mode" if labels else "mean")
-    steps, shapes, factors = _levels(list(sources) if given_levels else None, first.shape, block, spatial, scale_l, levels)
-    group_attrs, level_attrs = _metadata(ndim, scale_l, translate_l, units_l, axes, factors, labels, attributes)
+    steps, shapes, factors = _levels(
+        list(sources) if given_levels else None, first.shape, block, spatial, scale_l, levels
+    )
+    group_attrs, level_attrs = _metadata(
+        ndim, scale_l, translate_l, units_l, axes, factors, labels, attributes
+    )
     level_plans = _level_plans(shapes, factors, level_attrs, block, dtype, comp)
     return ExportPlan(
         levels=tuple(level_plans),
@@ -200,15 +219,24 @@ def _level_plans(
     return level_plans
 
 
-def _group_document(group_attrs: dict[str, Any], levels: Sequence[LevelPlan], labels: bool, path: str) -> dict[str, Any]:
+def _group_document(
+    group_attrs: dict[str, Any], levels: Sequence[LevelPlan], labels: bool, path: str
+) -> dict[str, Any]:
     """The pyramid group's ``zarr.json``: the N5 attributes, plus OME-NGFF 0.5 (``ome``, Zarr
     side only) computed from them as this package's reader calibrates them."""
     from napari_n5zarr.spatial.model import ArrayInfo
     from napari_n5zarr.write.ome import OME_KEY, pyramid_ome
 
-    infos = {lv.name: ArrayInfo(dict(lv.metadata.attributes), lv.metadata.dimensions, lv.metadata.data_type) for lv in levels}
+    infos = {
+        lv.name: ArrayInfo(
+            dict(lv.metadata.attributes), lv.metadata.dimensions, lv.metadata.data_type
+        )
+        for lv in levels
+    }
     attrs = dict(group_attrs)
-    ome = pyramid_ome({k: v for k, v in attrs.items() if k != OME_KEY}, infos, labels=labels, where=path or "/")
+    ome = pyramid_ome(
+        {k: v for k, v in attrs.items() if k != OME_KEY}, infos, labels=labels, where=path or "/"
+    )
     if ome is not None:
         attrs[OME_KEY] = ome  # ours replaces one given in ``attributes`` (which is kept otherwise)
     return {"zarr_format": 3, "node_type": "group", "attributes": attrs}
@@ -233,7 +261,9 @@ def parse_compression(compression: str | dict[str, Any] | None) -> dict[str, Any
         raise TypeError(f"compression must be a string or a dict, got {type(compression).__name__}")
     params = normalize_n5({"compression": params})
     if params.get("type") not in N5_TYPES:
-        raise N5FormatError(f"unknown N5 compression {params.get('type')!r} (choose from {', '.join(N5_TYPES)})")
+        raise N5FormatError(
+            f"unknown N5 compression {params.get('type')!r} (choose from {', '.join(N5_TYPES)})"
+        )
     # Normalised through the one table: defaults made explicit, invalid values refused.
     return zarr_to_n5(n5_to_zarr(params))
 
@@ -256,7 +286,9 @@ def default_chunks(shape: Sequence[int], spatial: Sequence[int]) -> tuple[int, .
     return tuple(min(edge, n) if i in spatial else 1 for i, n in enumerate(shape))
 
 
-def _chunks(chunks: int | Sequence[int] | None, shape: Sequence[int], spatial: Sequence[int]) -> tuple[int, ...]:
+def _chunks(
+    chunks: int | Sequence[int] | None, shape: Sequence[int], spatial: Sequence[int]
+) -> tuple[int, ...]:
     if chunks is None:
         block = default_chunks(shape, spatial)
     elif isinstance(chunks, int | np.integer):
@@ -264,7 +296,9 @@ def _chunks(chunks: int | Sequence[int] | None, shape: Sequence[int], spatial: S
     else:
         if len(chunks) != len(shape):
             raise ValueError(f"chunks {tuple(chunks)} do not match {len(shape)} dimensions")
-        block = tuple(int(c) if c not in (None, -1) else n for c, n in zip(chunks, shape, strict=True))
+        block = tuple(
+            int(c) if c not in (None, -1) else n for c, n in zip(chunks, shape, strict=True)
+        )
     if any(b < 1 for b in block):
         raise ValueError(f"block sizes must be >= 1, got {block}")
     return tuple(max(1, min(b, n)) for b, n in zip(block, shape, strict=True))
@@ -290,10 +324,18 @@ def _is_default_label(label: Any) -> bool:
 def _axis_names(axis_labels: Sequence[str] | None, ndim: int) -> list[str]:
     """Unique axis names in napari order. Placeholders are named from the last axis
     backwards: x, y, z, t, c, d5, ... (skipping names already given)."""
-    given = _per_axis(list(axis_labels), ndim, None, "axis_labels") if axis_labels is not None else [None] * ndim
+    given = (
+        _per_axis(list(axis_labels), ndim, None, "axis_labels")
+        if axis_labels is not None
+        else [None] * ndim
+    )
     names = [None if a is None or _is_default_label(a) else str(a) for a in given]
     used = set(filter(None, names))
-    spare = (d for d in ["x", "y", "z", "t", "c", *(f"d{i}" for i in range(5, 2 * ndim + 5))] if d not in used)
+    spare = (
+        d
+        for d in ["x", "y", "z", "t", "c", *(f"d{i}" for i in range(5, 2 * ndim + 5))]
+        if d not in used
+    )
     for i in reversed(range(ndim)):
         if names[i] is None:
             names[i] = next(spare)
@@ -339,7 +381,9 @@ def _metadata(
     unit = next((u for u in units_n5 if u), "pixel")
     pixel_resolution = {"unit": unit, "dimensions": scale_n5}
     group: dict[str, Any] = dict(attributes or {})
-    group.update(pixelResolution=pixel_resolution, axes=axes_n5, units=units_n5, resolution=scale_n5)
+    group.update(
+        pixelResolution=pixel_resolution, axes=axes_n5, units=units_n5, resolution=scale_n5
+    )
     if any(t != 0 for t in translate_n5):
         group["offset"] = translate_n5
     if labels:
@@ -372,7 +416,14 @@ def _levels(
         shapes = [tuple(int(s) for s in a.shape) for a in given]
         if any(len(s) != len(shape) for s in shapes):
             raise ValueError("all levels must have the same number of dimensions")
-        return [], shapes, [tuple(pyramid.level_factor(a, b) for a, b in zip(shapes[0], s, strict=True)) for s in shapes]
+        return (
+            [],
+            shapes,
+            [
+                tuple(pyramid.level_factor(a, b) for a, b in zip(shapes[0], s, strict=True))
+                for s in shapes
+            ],
+        )
     steps = pyramid.plan(shape, block, spatial, scale, levels)
     shapes = [tuple(int(s) for s in shape)]
     for step in steps:

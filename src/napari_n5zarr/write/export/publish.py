@@ -35,8 +35,13 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-__all__ = ["INCOMPLETE_MARKER", "Destination", "publish_metadata", "publish_node", "publish_parents"]
-
+__all__ = [
+    "INCOMPLETE_MARKER",
+    "Destination",
+    "publish_metadata",
+    "publish_node",
+    "publish_parents",
+]
 
 
 def _node_buffer(doc: dict[str, Any]) -> Any:
@@ -51,7 +56,9 @@ async def _set_node(store: Store, prefix: str, doc: dict[str, Any], zarr_json: b
     from napari_n5zarr.write.ome import without_zarr_only
 
     key = f"{prefix}{ZARR_JSON}"
-    await N5DefaultStore(store, write_zarr_json=False).set(key, _node_buffer(without_zarr_only(doc)))
+    await N5DefaultStore(store, write_zarr_json=False).set(
+        key, _node_buffer(without_zarr_only(doc))
+    )
     if zarr_json:
         await store.set(key, _node_buffer(doc))
 
@@ -71,7 +78,12 @@ def publish_metadata(store: Store, prefix: str, plan: ExportPlan) -> None:
     from napari_n5zarr.zarr_internals import sync
 
     async def datasets() -> None:
-        await asyncio.gather(*(_set_node(store, f"{prefix}{lv.name}/", lv.document, plan.zarr_json) for lv in plan.levels))
+        await asyncio.gather(
+            *(
+                _set_node(store, f"{prefix}{lv.name}/", lv.document, plan.zarr_json)
+                for lv in plan.levels
+            )
+        )
 
     sync(datasets())
     publish_node(store, prefix, plan.group_document, plan.zarr_json)
@@ -83,7 +95,9 @@ def publish_parents(store: Store, prefix: str, zarr_json: bool) -> None:
     for i in range(len(parts), -1, -1):
         parent = "".join(f"{p}/" for p in parts[:i])
         if all(store_get(store, f"{parent}{name}") is None for name in (N5_JSON, ZARR_JSON)):
-            publish_node(store, parent, {"zarr_format": 3, "node_type": "group", "attributes": {}}, zarr_json)
+            publish_node(
+                store, parent, {"zarr_format": 3, "node_type": "group", "attributes": {}}, zarr_json
+            )
 
 
 def node_state(store: Store, prefix: str) -> tuple[bool, bool]:
@@ -91,11 +105,16 @@ def node_state(store: Store, prefix: str) -> tuple[bool, bool]:
     from napari_n5zarr.zarr_internals import sync
 
     empty = sync(store.is_empty(prefix))
-    known = any(store_get(store, f"{prefix}{name}") is not None for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER))
+    known = any(
+        store_get(store, f"{prefix}{name}") is not None
+        for name in (N5_JSON, ZARR_JSON, INCOMPLETE_MARKER)
+    )
     return not empty, known
 
 
-def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path | None) -> Path | None:
+def prepare(
+    store: Store, prefix: str, overwrite: bool, where: str, target: Path | None
+) -> Path | None:
     """Refuse an existing node unless ``overwrite``; then only replace a node an export of
     this project wrote, in a local folder: return a staging folder beside it (None: the
     destination is empty, write in place)."""
@@ -105,10 +124,14 @@ def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path
     if not overwrite:
         raise NodeExistsError(f"{where} already exists (pass overwrite=True to replace it)")
     if not known:
-        raise NodeExistsError(f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted")
+        raise NodeExistsError(
+            f"refusing to overwrite {where}: it holds files but is no N5/Zarr node; nothing was deleted"
+        )
     if target is None:
         if not store.supports_deletes:
-            raise NodeExistsError(f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete")
+            raise NodeExistsError(
+                f"cannot overwrite {where}: its store ({type(store).__name__}) cannot delete"
+            )
         raise NodeExistsError(
             f"cannot overwrite {where}: only local folders are replaced safely (written beside, then renamed "
             f"into place) and {type(store).__name__} cannot rename; delete it yourself or export elsewhere"
@@ -122,7 +145,9 @@ def prepare(store: Store, prefix: str, overwrite: bool, where: str, target: Path
     return safe_destination.staging_folder(target)
 
 
-def clean_up(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+def clean_up(
+    store: Store, prefix: str, staging: Path | None, where: str, created: Path | None
+) -> str:
     """Remove a failed export's partial output (and the folder it created); say what."""
     from napari_n5zarr.zarr_internals import sync
 
@@ -141,7 +166,9 @@ def clean_up(store: Store, prefix: str, staging: Path | None, where: str, create
     return f"could not remove the partial export at {where} (its store cannot delete)"
 
 
-def _clean_up_keeping_cause(store: Store, prefix: str, staging: Path | None, where: str, created: Path | None) -> str:
+def _clean_up_keeping_cause(
+    store: Store, prefix: str, staging: Path | None, where: str, created: Path | None
+) -> str:
     """:func:`clean_up`, tried twice; a clean-up that still fails is logged, never raised:
     the export's own error is what the caller must see."""
     for attempt in range(2):
@@ -151,7 +178,9 @@ def _clean_up_keeping_cause(store: Store, prefix: str, staging: Path | None, whe
             if attempt:
                 _logger.warning("could not remove the partial export at %s: %s", where, e)
                 return f"could not remove the partial export at {where} ({e})"
-            time.sleep(0.2)  # a write finishing meanwhile (a file created while the folder was removed)
+            time.sleep(
+                0.2
+            )  # a write finishing meanwhile (a file created while the folder was removed)
     raise AssertionError("unreachable")
 
 
@@ -165,9 +194,18 @@ class Destination:
     """
 
     def __init__(
-        self, dest: str | os.PathLike[str], prefix: str, overwrite: bool, storage_options: dict[str, Any] | None
+        self,
+        dest: str | os.PathLike[str],
+        prefix: str,
+        overwrite: bool,
+        storage_options: dict[str, Any] | None,
     ) -> None:
-        self.dest, self.prefix, self.overwrite, self.storage_options = dest, prefix, overwrite, storage_options
+        self.dest, self.prefix, self.overwrite, self.storage_options = (
+            dest,
+            prefix,
+            overwrite,
+            storage_options,
+        )
         self.where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
         self.folder = safe_destination.local_folder(dest)
         self._zip = safe_destination.local_zip(dest)
@@ -195,7 +233,9 @@ class Destination:
             if self.target is not None:
                 safe_destination.check_ancestors(self.target, self.where)
                 safe_destination.recover(self.target)
-                self._created = None if self.target.exists() else self.target  # removed again if the export fails
+                self._created = (
+                    None if self.target.exists() else self.target
+                )  # removed again if the export fails
             self.store = base_store(self.dest, "a", self.storage_options)
         except BaseException:  # release the lock on any failure, even KeyboardInterrupt; re-raised
             if self._lock is not None:
@@ -215,9 +255,13 @@ class Destination:
         else:
             out, out_prefix = self.store, self.prefix
         self._out = out
-        if out.supports_deletes and self._staging is None:  # a staging folder is marked from its start
+        if (
+            out.supports_deletes and self._staging is None
+        ):  # a staging folder is marked from its start
             self._marker = f"{out_prefix}{INCOMPLETE_MARKER}"
-            store_set(out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode())
+            store_set(
+                out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode()
+            )
         return out, out_prefix
 
     def publish(
@@ -242,7 +286,9 @@ class Destination:
             metadata(out, at)
         if self._staging is not None and self.target is not None:
             out.close()  # the staging marker goes with it into place, removed there once the old copy is marked
-            safe_destination.swap_in(self._staging, self.target)  # the old node stays whole until here
+            safe_destination.swap_in(
+                self._staging, self.target
+            )  # the old node stays whole until here
             self._staging, self._swapped = None, True
         if self.prefix and parents is not None:
             parents(self.store, self.prefix)
@@ -252,7 +298,10 @@ class Destination:
             sync(self.store.delete(self._marker))
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         try:
             if exc is None or self._swapped or self.store is None:
@@ -260,11 +309,19 @@ class Destination:
             if self._out is None:
                 return  # refused before anything was written
             self.gate.close()  # no block write after this (threads still running finish first)
-            cleaned = _clean_up_keeping_cause(self.store, self.prefix, self._staging, self.where, self._created)
+            cleaned = _clean_up_keeping_cause(
+                self.store, self.prefix, self._staging, self.where, self._created
+            )
             if safe_destination.is_disk_full(exc):
-                kept = "; the existing destination was not touched" if self._staging is not None else ""
+                kept = (
+                    "; the existing destination was not touched"
+                    if self._staging is not None
+                    else ""
+                )
                 assert isinstance(exc, OSError)
-                raise OSError(exc.errno, f"disk full while exporting to {self.where}: {cleaned}{kept} ({exc})") from exc
+                raise OSError(
+                    exc.errno, f"disk full while exporting to {self.where}: {cleaned}{kept} ({exc})"
+                ) from exc
         finally:
             if self.store is not None:
                 self.store.close()

@@ -74,7 +74,12 @@ class Workers:
                 self._error = error
             self._cond.notify_all()
 
-    def run(self, fn: Callable[[Any], Any] | None = None, items: Iterable[Any] = (), window: int | None = None) -> None:
+    def run(
+        self,
+        fn: Callable[[Any], Any] | None = None,
+        items: Iterable[Any] = (),
+        window: int | None = None,
+    ) -> None:
         """``fn(item)`` for every item, at most ``window`` jobs queued or running at a time
         (default: twice the threads), then wait until no job is left. Raises the first
         error of any job, or ExportCancelled; the threads are closed then."""
