@@ -82,3 +82,11 @@ def test_info_fields_are_apart_from_their_values(calibrated_pyramid, capsys):
     assert "compressiongzip" not in out
     for label in ("shape", "dtype", "blocks", "voxel", "size", "on disk"):
         assert re.search(rf"^  {label} +\S", out, re.M), label
+
+
+def test_info_names_a_pyramid_that_is_the_node_itself(calibrated_pyramid, capsys):
+    """``info C.n5`` names the pyramid by the folder (was ``/:``, a name no one typed)."""
+    assert main(["info", str(calibrated_pyramid[0])]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^pyr\.n5: image uint8, \d+ level\(s\)", out, re.M), out
+    assert not re.search(r"^/: ", out, re.M)

@@ -223,8 +223,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     }
     if user:
         _print("  attributes " + json.dumps(user, default=str)[:2000])
+    here = args.path.rstrip("/").rsplit("/", 1)[-1] or "/"  # a pyramid that is the node itself
     for ms in info.multiscales:
-        _print_multiscale(ms)
+        _print_multiscale(ms, here)
     for problem in info.problems:
         _print(f"! {problem}")
     if not info.multiscales:
@@ -239,13 +240,14 @@ PROGRESS_ENV = "N5ZARR_PROGRESS"
 """``1`` shows the progress bar even when stderr is not a terminal, ``0`` hides it."""
 
 
-def _print_multiscale(ms: Multiscale) -> None:
-    """One pyramid of ``n5zarr info``: kind, levels, convention, calibration, level shapes."""
+def _print_multiscale(ms: Multiscale, here: str = "/") -> None:
+    """One pyramid of ``n5zarr info``: kind, levels, convention, calibration, level shapes
+    (``here``: the name shown for a pyramid that is the node itself)."""
     from napari_n5zarr.read.node import convention_label
 
     kind = "labels" if ms.is_labels else "image"
     _print(
-        f"{ms.name or '/'}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}"
+        f"{ms.name or here}: {kind} {ms.dtype}, {len(ms.paths)} level(s), convention {convention_label(ms.convention)}"
     )
     if ms.unreadable:
         _print(f"  cannot open: {ms.unreadable}")
