@@ -106,3 +106,35 @@ def test_copy_view_from_the_layer_context_menu(
         copy.data_to_world((0, 0, 0)), layer.data_to_world((z0, y0, x0))
     )  # over the source
     assert editable_reason(tmp_path / "view.n5") is None
+
+
+def test_copy_view_from_the_browser(make_napari_viewer, qtbot, served_labels, tmp_path: Path) -> None:
+    from qtpy.QtCore import Qt
+
+    from napari_n5zarr._napari.browser import BrowserWidget
+
+    url, labels = served_labels
+    viewer = make_napari_viewer(show=True)
+    viewer.window._qt_window.resize(900, 700)
+    browser = BrowserWidget(viewer)
+    viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
+    browser.location.setText(url)
+    qtbot.keyClick(browser.location, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    browser.tree.setCurrentItem(browser._items.get("seg"))
+    assert browser.copy_view(str(tmp_path / "early.n5")) is None  # not open yet: nothing to copy
+    browser.open_selected()
+    qtbot.waitUntil(lambda: len(viewer.layers) == 1, timeout=30_000)
+    viewer.dims.set_point(0, 2.0 * 30)
+    viewer.camera.center = (60.0, 50.0, 60.0)
+    viewer.camera.zoom = 12
+    qtbot.wait(300)
+    worker = browser.copy_view(str(tmp_path / "view.n5"))
+    worker.join(60)
+    qtbot.waitUntil(lambda: len(viewer.layers) == 2, timeout=60_000)
+    record = napari_n5zarr.open(tmp_path / "view.n5").attrs["n5zarr:checked-out"]
+    (z0, z1), (y0, y1), (x0, x1) = record["region"]
+    assert (z0, z1) == (0, 40)  # plane 30 +- 32, clipped
+    assert 0 < y0 < 50 < y1 < 96
+    np.testing.assert_array_equal(np.asarray(viewer.layers[1].data), labels[z0:z1, y0:y1, x0:x1])
+    assert not (tmp_path / "early.n5").exists()

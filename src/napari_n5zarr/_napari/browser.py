@@ -339,6 +339,7 @@ class BrowserWidget(QWidget):
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
         self.tree.addAction("Expand all (lists every group)", self.expand_all)
         self.tree.addAction("Collapse all", self.tree.collapseAll)
+        self.tree.addAction("Copy view to a local N5…", self.copy_view)
 
     def _tree_over_details(self) -> QSplitter:
         """The tree above the details panel (the reader's view of the selected node)."""
@@ -675,6 +676,32 @@ class BrowserWidget(QWidget):
         node = item.data(0, NODE_ROLE)
         if isinstance(node, Node) and node.openable:
             self.open_nodes([node])
+
+    def copy_view(self, destination: str | None = None) -> Any:
+        """The region napari shows of the selected node's layer, checked out as a local N5
+        (:mod:`~napari_n5zarr._napari.check_out`); the node must be open as a layer."""
+        from napari.utils import notifications
+
+        from napari_n5zarr._napari import check_out
+        from napari_n5zarr._napari.view_region import pyramid_location
+
+        nodes = self.selected_nodes()
+        if self.tree_model is None or len(nodes) != 1:
+            notifications.show_warning(f"{check_out.TITLE}: select one node")
+            return None
+        where = f"{self.tree_model.location.rstrip('/')}/{nodes[0].path.strip('/')}".rstrip("/")
+        layers = [
+            layer
+            for layer in self.viewer.layers
+            if (pyramid_location(layer.metadata.get("napari_n5zarr") or {}) or "").rstrip("/")
+            == where
+        ]
+        if not layers:
+            notifications.show_warning(
+                f"{check_out.TITLE}: open {nodes[0].name} first (the view is what napari shows of it)"
+            )
+            return None
+        return check_out.copy_view(self.viewer, layers[0], destination)
 
     def open_selected(self) -> None:
         """Open every selected dataset/pyramid as layers (several → several layers)."""
