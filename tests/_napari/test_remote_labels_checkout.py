@@ -108,7 +108,9 @@ def test_copy_view_from_the_layer_context_menu(
     assert editable_reason(tmp_path / "view.n5") is None
 
 
-def test_copy_view_from_the_browser(make_napari_viewer, qtbot, served_labels, tmp_path: Path) -> None:
+def test_copy_view_from_the_browser(
+    make_napari_viewer, qtbot, served_labels, tmp_path: Path
+) -> None:
     from qtpy.QtCore import Qt
 
     from napari_n5zarr._napari.browser import BrowserWidget
@@ -120,7 +122,10 @@ def test_copy_view_from_the_browser(make_napari_viewer, qtbot, served_labels, tm
     viewer.window.add_dock_widget(browser, name="N5 browser", area="right")
     browser.location.setText(url)
     qtbot.keyClick(browser.location, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: browser.tree_model is not None and not browser.busy and not browser._loading, timeout=60_000)
+    qtbot.waitUntil(
+        lambda: browser.tree_model is not None and not browser.busy and not browser._loading,
+        timeout=60_000,
+    )
     browser.tree.setCurrentItem(browser._items.get("seg"))
     assert browser.copy_view(str(tmp_path / "early.n5")) is None  # not open yet: nothing to copy
     browser.open_selected()
