@@ -57,6 +57,8 @@ class FaultyServer(http.server.ThreadingHTTPServer):
         self.root, self.upstream, self.s3 = root, upstream, s3
         self.faults: dict[str, str] = {}
         self.hits: Counter[str] = Counter()
+        self.requests: list[str] = []
+        """Every request as ``"METHOD /path?query"``, in order."""
         self.release = threading.Event()  # ends "slow" responses at teardown
 
     @property
@@ -134,6 +136,7 @@ class FaultyHandler(http.server.SimpleHTTPRequestHandler):
     def _respond(self) -> None:
         fault = self._fault()
         path = urlsplit(self.path).path
+        self.server.requests.append(f"{self.command} {self.path}")
         if self.command == "GET":
             self.server.hits[path] += 1
         if fault and fault.startswith("flaky"):  # 503 for the first N GETs, then the real answer
