@@ -119,3 +119,33 @@ def test_existing_labels_are_not_replaced_silently(image: Path, tmp_path: Path) 
     with pytest.raises(FileExistsError):
         napari_n5zarr.create_labels(tmp_path / "seg.n5", like=image)
     napari_n5zarr.create_labels(tmp_path / "seg.n5", like=image, overwrite=True)
+
+
+def test_ome_zarr_labels_are_metadata_read_by_zarr_alone(image: Path, tmp_path: Path) -> None:
+    """format="ome-zarr": a standard OME-Zarr labels pyramid, no chunk written; zarr-python
+    without this package reads zeros of the image's shape, and the OME labels metadata."""
+    import subprocess
+    import sys
+
+    out = Path(
+        napari_n5zarr.create_labels(tmp_path / "seg.ome.zarr", like=image, format="ome-zarr")
+    )
+    assert all(f.endswith("zarr.json") for f in _files(out))
+    probe = (
+        "import json, sys, zarr\n"
+        f"g = zarr.open_group({str(out)!r}, mode='r')\n"
+        "a = g['s0']\n"
+        "assert 'napari_n5zarr' not in sys.modules\n"
+        "print(json.dumps({'shape': a.shape, 'max': int(a[...].max()), 'dtype': str(a.dtype),"
+        " 'labels': 'image-label' in g.attrs['ome']}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "shape": [20, 48, 64],
+        "max": 0,
+        "dtype": "uint32",
+        "labels": True,
+    }

@@ -18,8 +18,9 @@ import numpy as np
 from napari_n5zarr.errors import InvalidArgumentError
 
 LabelsFormat = Literal["dual", "ome-zarr"]
-FORMATS = ("dual",)
-"""The formats :func:`create_labels` writes (``"dual"``: N5 + Zarr v3 at once)."""
+FORMATS = ("dual", "ome-zarr")
+"""The formats :func:`create_labels` writes (``"dual"``: N5 + Zarr v3 at once; ``"ome-zarr"``:
+a standard OME-Zarr, as ``export(format="ome-zarr")``)."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ def create_labels(
         An unsigned or signed integer type (default ``uint32``).
     levels : int or "auto", optional
         Pyramid levels (``"auto"``: 2x steps until one block).
-    format : {"dual"}
-        ``"dual"``: N5 + Zarr v3 at once, as export writes.
+    format : {"dual", "ome-zarr"}
+        ``"dual"``: N5 + Zarr v3 at once, as export writes (editable in place in napari);
+        ``"ome-zarr"``: a standard OME-Zarr (Zarr v3, OME-NGFF 0.5 labels).
     overwrite : bool, optional
         Replace existing labels that an export of this package wrote.
 
@@ -88,7 +90,7 @@ def create_labels(
     return export_metadata(
         stand_in, path, labels=True, scale=grid.scale, translate=grid.translate, units=grid.units,
         axis_labels=grid.axis_labels, chunks=grid.chunks, levels=levels, overwrite=overwrite,
-        storage_options=storage_options,
+        storage_options=storage_options, format=format,
     )  # fmt: skip
 
 

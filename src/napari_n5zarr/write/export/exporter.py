@@ -205,6 +205,7 @@ def export_metadata(
     *,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    format: str = "dual",
     **plan_options: Any,
 ) -> str:
     """As :func:`export` for ``data``'s shape and dtype, but without a single block: every
@@ -212,7 +213,11 @@ def export_metadata(
     ``plan_options`` are :func:`export`'s metadata keywords (scale, translate, units,
     axis_labels, chunks, levels, labels, path, attributes, zarr_json, ...)."""
     from napari_n5zarr.access import ensure_codecs_registered
+    from napari_n5zarr.write.export.ome_zarr import check_format, export_ome_zarr
 
+    if check_format(format) == "ome-zarr":
+        return export_ome_zarr(data, dest, overwrite=overwrite, storage_options=storage_options, blocks=False,
+                               **plan_options)  # fmt: skip
     ensure_codecs_registered()
     plan = make_plan([data], given_levels=False, **plan_options)
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:

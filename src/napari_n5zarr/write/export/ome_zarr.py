@@ -182,9 +182,10 @@ def _level_sources(plan: ExportPlan, sources: Sequence[Any], k: int, written: li
 
 def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, prefix: str, options: OmeZarrOptions,
                      *, scheduler: Any = None, progress: Callable[[int, int], Any] | None = None,
-                     cancel: Callable[[], bool] | None = None) -> None:  # fmt: skip
+                     cancel: Callable[[], bool] | None = None, blocks: bool = True) -> None:  # fmt: skip
     """Every level's array and blocks (each level's ``zarr.json`` first; the group's is written
-    last, by :func:`group_writer`); ``cancel`` is checked before each level."""
+    last, by :func:`group_writer`); ``cancel`` is checked before each level. Without
+    ``blocks``, the arrays only: every chunk absent, read as the fill value 0."""
     from napari_n5zarr.errors import ExportCancelled
 
     written: list[Any] = []
@@ -194,7 +195,8 @@ def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, pre
         if cancel is not None and cancel():
             raise ExportCancelled("export cancelled")
         array = _create_level(store, f"{prefix}{level.name}", level, plan, options)
-        _write_level(_level_sources(plan, sources, k, written), array, scheduler)
+        if blocks:
+            _write_level(_level_sources(plan, sources, k, written), array, scheduler)
         written.append(array)
         done += _tasks(level, options)
         if progress is not None:
@@ -305,9 +307,11 @@ def export_ome_zarr(
     scheduler: Any = None,
     cancel: Callable[[], bool] | None = None,
     zarr_json: bool = True,
+    blocks: bool = True,
     **plan_options: Any,
 ) -> str:
-    """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there)."""
+    """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there); without ``blocks``
+    the metadata only (:func:`~napari_n5zarr.write.export.exporter.export_metadata`)."""
     if not zarr_json:
         raise InvalidArgumentError("zarr_json=False: an OME-Zarr is Zarr only (use format='dual')")
     from napari_n5zarr.write.export.plan import _per_axis, make_plan
@@ -331,15 +335,7 @@ def export_ome_zarr(
     )  # fmt: skip
     with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
         store, prefix = destination.open()
-        write_ome_levels(
-            plan,
-            sources,
-            store,
-            prefix,
-            options,
-            scheduler=scheduler,
-            progress=progress,
-            cancel=cancel,
-        )
+        write_ome_levels(plan, sources, store, prefix, options, scheduler=scheduler, progress=progress,
+                         cancel=cancel, blocks=blocks)  # fmt: skip
         destination.publish(plan, metadata=group_writer(attrs), parents=parents_writer)
     return os.fspath(dest)
