@@ -7,13 +7,11 @@ from __future__ import annotations
 import importlib
 import zipfile
 
-import numpy as np
 import pytest
 import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.storage import ZipStore
 
-import napari_n5zarr
 from napari_n5zarr import zarr_internals
 from napari_n5zarr.byte_ranges import byte_span
 from napari_n5zarr.n5.codec import CODEC_NAME, N5DefaultCodec, ensure_codecs_registered
@@ -71,18 +69,6 @@ def test_codec_registry_lists_our_codec():
     assert N5DefaultCodec in registry.values()
 
 
-def test_async_group_reads_children_concurrently(tmp_path):
-    root = napari_n5zarr.open(tmp_path / "c.n5", mode="w")
-    napari_n5zarr.create_dataset(root, "d", shape=(4, 3), dtype="uint8", chunks=(2, 2))
-    group = zarr_internals.async_group(root)
-    assert isinstance(group, zarr.AsyncGroup)
-    child = zarr_internals.sync(group.getitem("d"))
-    assert isinstance(child, zarr.AsyncArray)
-    assert child.shape == (4, 3)
-    assert np.asarray(zarr.Array(child)[...]).sum() == 0
-
-
-@pytest.mark.parametrize(("cls", "name"), zarr_internals.OVERRIDDEN)
 def test_overridden_private_hooks_exist(cls, name):
     module, _, attr = cls.rpartition(".")
     assert callable(getattr(getattr(importlib.import_module(module), attr), name))
