@@ -430,3 +430,65 @@ def test_closing_during_an_export_asks_first(widget, qtbot, tmp_path, monkeypatc
     assert not w._cancel.is_set()
     w.cancel()
     qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+
+
+def _read_without_this_package(path: Path) -> dict:
+    """zarr-python alone (a subprocess that never imports napari_n5zarr): level 0 and the OME block."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, zarr\n"
+        f"g = zarr.open_group({str(path)!r}, mode='r')\n"
+        "a = g['s0']\n"
+        "assert 'napari_n5zarr' not in sys.modules\n"
+        "print(json.dumps({'shape': a.shape, 'sum': int(a[...].astype('int64').sum()),"
+        " 'codecs': [c['name'] for c in a.metadata.to_dict()['codecs']], 'ome': g.attrs['ome']}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.napari
+def test_widget_format_choice_ome_zarr(widget, qtbot, tmp_path):
+    viewer, w = widget
+    data = volume()
+    viewer.add_image(data, name="raw", scale=(2.0, 1.0, 1.0))
+    assert w.format.value == "dual"
+    assert Path(w.destination.value).name == "raw.n5"
+    w.format.value = "ome-zarr"
+    assert Path(w.destination.value).name == "raw.ome.zarr"  # the suffix follows the format
+    assert w.compression.value == "zstd"
+    assert "bzip2" not in w.compression.choices  # only codecs every Zarr reader has
+    w.destination.value = tmp_path / "raw.ome.zarr"
+    w.start()
+    qtbot.waitUntil(lambda: w.worker is None, timeout=20000)
+    assert w.status.value == f"saved {tmp_path / 'raw.ome.zarr'}"
+    seen = _read_without_this_package(tmp_path / "raw.ome.zarr")
+    assert seen["shape"] == list(data.shape)
+    assert seen["sum"] == int(data.astype("int64").sum())
+    assert "zstd" in seen["codecs"]
+    assert seen["ome"]["version"] == "0.5"
+    w.destination.value = tmp_path / "other.ome.zarr"  # typed: the name is kept, the suffix follows
+    w.compression.value = "blosc"  # the user's choice is kept where the format has it
+    w.format.value = "dual"
+    assert w.compression.value == "blosc"
+    assert Path(w.destination.value) == tmp_path / "other.n5"
+
+
+@pytest.mark.napari
+def test_save_layers_as_ome_zarr(make_napari_viewer, tmp_path):
+    viewer = make_napari_viewer()
+    data = volume()
+    viewer.add_labels((data % 7).astype("uint8"), name="seg")
+    [written] = viewer.layers.save(str(tmp_path / "seg.ome.zarr"), plugin="napari-n5zarr")
+    assert Path(written) == tmp_path / "seg.ome.zarr"
+    assert not (
+        tmp_path / "seg.ome.zarr" / "attributes.json"
+    ).exists()  # a standard OME-Zarr, no N5
+    seen = _read_without_this_package(tmp_path / "seg.ome.zarr")
+    assert seen["shape"] == list(data.shape)
+    assert "image-label" in seen["ome"]

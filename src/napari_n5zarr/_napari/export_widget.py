@@ -52,7 +52,17 @@ ORDINARY = (FileExistsError, FileNotFoundError, PermissionError, ValueError, Typ
 """Errors that are a person's mistake or situation: explained, never shown as a traceback."""
 
 
-NO_DESTINATION = "Choose a destination: a folder name ending in .n5 (type it, or pick it with …)"
+NO_DESTINATION = (
+    "Choose a destination: a folder name ending in .n5 or .ome.zarr (type it, or pick it with …)"
+)
+FORMATS = [("N5 + Zarr v3 (.n5)", "dual"), ("OME-Zarr (.ome.zarr)", "ome-zarr")]
+"""The widget's format choice: the dual dataset (default) or a standard OME-Zarr."""
+SUFFIXES = {"dual": ".n5", "ome-zarr": ".ome.zarr"}
+COMPRESSIONS = {
+    "dual": (list(N5_TYPES), "gzip"),
+    "ome-zarr": (["zstd", "gzip", "blosc", "raw"], "zstd"),
+}
+"""Per format: (the compressions offered, the default)."""
 
 
 def _full_width_message(form: Any, label: Any) -> None:
@@ -168,18 +178,25 @@ def gui_wording(exc: BaseException) -> str:
 CONTAINER_SUFFIXES = (".n5", ".zarr", ".zip", ".xml")
 
 
-def suggested_name(layer_name: str, taken: Callable[[str], bool] = lambda _name: False) -> str:
-    """``<name>.n5`` for a layer: its last path part, the container suffixes it came with
-    dropped (``vol.n5`` gives ``vol.n5``, never ``vol.n5.n5``); ``-copy``, ``-copy2``... while
-    ``taken(name)`` (an existing folder, e.g. the one the layer was read from)."""
+def suggested_name(
+    layer_name: str, taken: Callable[[str], bool] = lambda _name: False, suffix: str = ".n5"
+) -> str:
+    """``<name>.n5`` (or ``suffix``) for a layer: its last path part, the container suffixes
+    it came with dropped (``vol.n5`` gives ``vol.n5``, never ``vol.n5.n5``); ``-copy``,
+    ``-copy2``... while ``taken(name)`` (an existing folder, e.g. the one the layer was read from)."""
     base = layer_name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].strip() or "layer"
-    while base.lower().endswith(CONTAINER_SUFFIXES):
+    while base.lower().endswith((*CONTAINER_SUFFIXES, ".ome")):
         base = base[: base.rfind(".")] or "layer"
     for n in range(1, 1000):
-        name = f"{base}{'' if n == 1 else '-copy' if n == 2 else f'-copy{n - 1}'}.n5"
+        name = f"{base}{'' if n == 1 else '-copy' if n == 2 else f'-copy{n - 1}'}{suffix}"
         if not taken(name):
             return name
-    return f"{base}.n5"
+    return f"{base}{suffix}"
+
+
+def _suffix_of(path: Path) -> str | None:
+    """The format suffix ``path`` ends with (``.n5`` / ``.ome.zarr``), if any."""
+    return next((x for x in SUFFIXES.values() if path.name.lower().endswith(x)), None)
 
 
 def _run_export(
@@ -212,6 +229,9 @@ class ExportWidget(Container):
         self.destination = FileEdit(
             label="destination", mode=FileDialogMode.OPTIONAL_FILE, filter="*.n5"
         )
+        self.format = ComboBox(label="format", choices=FORMATS, value="dual", tooltip=(
+            "N5 + Zarr v3: one folder that N5 tools (Fiji, BigDataViewer) and Zarr readers with "
+            "this package open; OME-Zarr: standard Zarr v3 codecs and OME-NGFF 0.5 metadata, for any OME-Zarr reader"))  # fmt: skip
         self.compression = ComboBox(label="compression", choices=list(N5_TYPES), value="gzip")
         self.block_size = _count_box(
             "block size",
@@ -228,7 +248,7 @@ class ExportWidget(Container):
         self.status = Label(value="")
         super().__init__(
             widgets=[
-                self.layer, self.destination, self.compression, self.block_size, self.levels,
+                self.layer, self.destination, self.format, self.compression, self.block_size, self.levels,
                 self.overwrite, self.export_button, self.cancel_button, self.progress,
             ]
         )  # fmt: skip
@@ -242,6 +262,7 @@ class ExportWidget(Container):
         self.destination.choose_btn.tooltip = "Choose the destination (a folder name ending in .n5)"
         self.destination.changed.connect(self._show_destination)
         self.layer.changed.connect(self._suggest_destination)
+        self.format.changed.connect(self._format_changed)
         self.layer.changed.connect(self._levels_for_layer)
         self._close_guard = _CloseGuard(self)
         for event in (napari_viewer.layers.events.inserted, napari_viewer.layers.events.removed):
@@ -266,6 +287,23 @@ class ExportWidget(Container):
             (layer.name, layer) for layer in self.viewer.layers if isinstance(layer, Image | Labels)
         ]
 
+    def _format_changed(self, _value: Any = None) -> None:
+        """The compressions the format offers, and the destination's suffix following it."""
+        fmt = self.format.value
+        choices, default = COMPRESSIONS[fmt]
+        current = self.compression.value
+        chosen = current not in (d for _, d in COMPRESSIONS.values())  # the user's, not a default
+        self.compression.choices = choices
+        self.compression.value = current if chosen and current in choices else default
+        self.destination.filter = f"*{SUFFIXES[fmt]}"
+        path = Path(str(self.destination.value or "."))
+        old = _suffix_of(path)
+        if old is not None and old != SUFFIXES[fmt]:
+            renamed = path.with_name(path.name[: -len(old)] + SUFFIXES[fmt])
+            if self._suggested == path:
+                self._suggested = renamed
+            self.destination.value = renamed
+
     def _refresh(self, _event: Any = None) -> None:
         self.layer.reset_choices()
 
@@ -273,11 +311,13 @@ class ExportWidget(Container):
         """``<folder>/<layer name>.n5`` (see :func:`suggested_name`) unless the user typed a destination."""
         layer = self.layer.value
         current = Path(str(self.destination.value or "."))
-        if layer is None or (current.suffix.lower() == ".n5" and current != self._suggested):
+        if layer is None or (_suffix_of(current) and current != self._suggested):
             return
-        folder = current.parent if current.suffix.lower() == ".n5" else Path.cwd()
+        folder = current.parent if _suffix_of(current) else Path.cwd()
         self._suggested = folder / suggested_name(
-            plain_name(layer.name), taken=lambda name: (folder / name).exists()
+            plain_name(layer.name),
+            taken=lambda name: (folder / name).exists(),
+            suffix=SUFFIXES[self.format.value],
         )
         self.destination.value = self._suggested
 
@@ -292,6 +332,7 @@ class ExportWidget(Container):
     def options(self) -> dict[str, Any]:  # type: ignore[override]  # shadows magicgui's options property
         """The export keywords the form describes."""
         return {
+            "format": self.format.value,
             "compression": self.compression.value,
             "chunks": int(self.block_size.value) or None,
             "levels": int(self.levels.value) or "auto",

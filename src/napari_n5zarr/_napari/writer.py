@@ -1,4 +1,6 @@
-"""npe2 writers (File > Save Layers..., ``.n5``): image / labels layers -> :func:`export`.
+"""npe2 writers (File > Save Layers..., ``.n5`` or ``.ome.zarr``): image / labels layers ->
+:func:`export`; the suffix picks the format (``.ome.zarr``: a standard OME-Zarr, else the dual
+N5 + Zarr v3 pyramid).
 
 A multiscale layer's levels are written as they are; other layers get a pyramid.
 napari's data is (..., z, y, x); scale, translate, units and axis labels come from the
@@ -8,6 +10,7 @@ downsampled, and read back as an RGB layer.
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Callable
@@ -91,14 +94,26 @@ def _saving(path: str, write: Callable[[], Any]) -> Any:
         raise FileExistsError(SAVE_EXISTS.format(path=path)) from exc
 
 
+OME_ZARR_SUFFIX = ".ome.zarr"
+
+
+def format_for(path: str) -> str:
+    """The export format a destination's name asks for: ``.ome.zarr`` -> ``"ome-zarr"``."""
+    return "ome-zarr" if str(path).rstrip("/").lower().endswith(OME_ZARR_SUFFIX) else "dual"
+
+
 def write_image(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for image layers."""
-    return [_saving(path, lambda: export_layer(path, data, meta, labels=False))]
+    return [
+        _saving(path, lambda: export_layer(path, data, meta, labels=False, format=format_for(path)))
+    ]
 
 
 def write_labels(path: str, data: Any, meta: dict[str, Any]) -> list[str]:
     """npe2 single-layer writer for labels layers."""
-    return [_saving(path, lambda: export_layer(path, data, meta, labels=True))]
+    return [
+        _saving(path, lambda: export_layer(path, data, meta, labels=True, format=format_for(path)))
+    ]
 
 
 def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
@@ -107,9 +122,10 @@ def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
         [plain_name(meta.get("name") or "") or layer_type for _, meta, layer_type in layer_data]
     )
     written = []
+    fmt = format_for(path)
     for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
-        labels = layer_type == "labels"
-        _saving(path, lambda: export_layer(path, data, meta, labels=labels, path=name))  # noqa: B023 (called at once)
+        kwargs: dict[str, Any] = {"labels": layer_type == "labels", "path": name, "format": fmt}
+        _saving(path, functools.partial(export_layer, path, data, meta, **kwargs))
         written.append(f"{path.rstrip('/')}/{name}")
     return written
 
