@@ -74,7 +74,7 @@ def test_the_plugins_own_export_is_labelled_n5_viewer(tmp_path: Path) -> None:
         main(["tree", {str(path)!r}]); main(["info", {str(path)!r}])
     """)
     assert done.stdout.splitlines()[0].startswith(f"{path}/  [N5 Viewer, 2 levels]"), done.stdout
-    assert "/: image uint16, 2 level(s), convention N5 Viewer" in done.stdout.splitlines(), (
+    assert "vol.n5: image uint16, 2 level(s), convention N5 Viewer" in done.stdout.splitlines(), (
         done.stdout
     )
     assert "neuroglancer" not in done.stdout

@@ -153,6 +153,15 @@ def storage_options_with_defaults(
         # s3fs sends a HEAD before every whole-object read when max_concurrency > 1 (to split
         # big objects into parallel ranges): one wasted round trip per N5 block.
         opts.setdefault("max_concurrency", 1)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "").strip()
+        if (
+            endpoint
+            and "endpoint_url" not in opts
+            and "endpoint_url" not in (opts.get("client_kwargs") or {})
+        ):
+            # botocore reads it too, but fsspec caches filesystems by their options: named
+            # here, a changed endpoint is a new filesystem, not the old one's connections
+            opts["endpoint_url"] = endpoint
     return with_anonymous_fallback(url, opts)
 
 
