@@ -12,7 +12,12 @@ from typing import Any
 import napari
 import napari.layers
 
-from napari_n5zarr._napari.notices import in_gui_thread, notify_napari, plain_name
+from napari_n5zarr._napari.notices import (
+    in_gui_thread,
+    notify_napari,
+    plain_name,
+    unused_destination,
+)
 from napari_n5zarr._napari.view_region import pyramid_location, view_region
 
 TITLE = "Copy view to a local N5"
@@ -21,17 +26,9 @@ CONTEXT_ACTION = "napari-n5zarr.copy_view"
 
 def default_destination(layer: Any) -> Path:
     """``<layer>-region.n5`` in the working folder, numbered when taken."""
-    stem = (
-        "".join(
-            c if c.isalnum() or c in "-_." else "_"
-            for c in plain_name(layer.name).rsplit("/", 1)[-1]
-        )
-        or "view"
+    return unused_destination(
+        Path.cwd(), plain_name(layer.name).rsplit("/", 1)[-1], "region", "view"
     )
-    candidate, n = Path.cwd() / f"{stem}-region.n5", 2
-    while candidate.exists():
-        candidate, n = Path.cwd() / f"{stem}-region-{n}.n5", n + 1
-    return candidate
 
 
 def ask_destination(layer: Any) -> Path | None:

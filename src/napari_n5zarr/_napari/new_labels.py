@@ -13,7 +13,7 @@ from typing import Any
 import napari
 import napari.layers
 
-from napari_n5zarr._napari.notices import notify_napari, plain_name
+from napari_n5zarr._napari.notices import notify_napari, plain_name, unused_destination
 
 TITLE = "New labels for this image"
 
@@ -27,15 +27,7 @@ def default_destination(layer: Any) -> Path:
         if source and "://" not in source and Path(source).exists()
         else Path.cwd()
     )
-    stem = (
-        "".join(c if c.isalnum() or c in "-_." else "_" for c in plain_name(layer.name)) or "image"
-    )
-    candidate = folder / f"{stem}-labels.n5"
-    n = 2
-    while candidate.exists():
-        candidate = folder / f"{stem}-labels-{n}.n5"
-        n += 1
-    return candidate
+    return unused_destination(folder, plain_name(layer.name), "labels", "image")
 
 
 def ask_destination(layer: Any) -> Path | None:

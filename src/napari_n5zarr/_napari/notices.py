@@ -5,6 +5,7 @@ labels notice, the unsaved-edits marker on layer names."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from napari_n5zarr import spatial
 
@@ -15,6 +16,16 @@ UNSAVED_MARKER = " *"
 def plain_name(name: str) -> str:
     """A layer's name without the :data:`UNSAVED_MARKER` (what is saved or exported under it)."""
     return name[: -len(UNSAVED_MARKER)] if name.endswith(UNSAVED_MARKER) else name
+
+
+def unused_destination(folder: Path, name: str, tag: str, fallback: str) -> Path:
+    """``<folder>/<name>-<tag>.n5`` for a new container named after a layer (the name made
+    folder-safe, ``fallback`` when nothing is left), ``-<tag>-2.n5``... while taken."""
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or fallback
+    candidate, n = folder / f"{stem}-{tag}.n5", 2
+    while candidate.exists():
+        candidate, n = folder / f"{stem}-{tag}-{n}.n5", n + 1
+    return candidate
 
 
 READ_ONLY_CAUSES = (
