@@ -492,3 +492,45 @@ def test_save_layers_as_ome_zarr(make_napari_viewer, tmp_path):
     seen = _read_without_this_package(tmp_path / "seg.ome.zarr")
     assert seen["shape"] == list(data.shape)
     assert "image-label" in seen["ome"]
+
+
+NAPARI_OME_ZARR_LAYERS = """
+import json, sys
+import numpy as np
+from napari_ome_zarr._reader import napari_get_reader
+layers = napari_get_reader(sys.argv[1])(sys.argv[1])
+assert "napari_n5zarr" not in sys.modules
+print(json.dumps([{"kind": kind, "sum": int(np.asarray(data[0]).astype("int64").sum()),
+                   "shape": list(data[0].shape)} for data, _, kind in layers]))
+"""
+
+
+@pytest.mark.napari
+def test_save_layers_puts_labels_under_their_image_as_ome_ngff_does(make_napari_viewer, tmp_path):
+    """One image and its labels saved to *.ome.zarr: the image at the root, the labels at
+    labels/NAME and listed there, so napari-ome-zarr (without this package) opens both."""
+    import subprocess
+    import sys
+
+    import yaozarrs
+
+    viewer = make_napari_viewer()
+    data = volume()
+    seg = (data % 7).astype("uint8")
+    viewer.add_image(data, name="raw")
+    viewer.add_labels(seg, name="seg")
+    dest = tmp_path / "both.ome.zarr"
+    written = viewer.layers.save(str(dest), plugin="napari-n5zarr")
+    assert [Path(w) for w in written] == [dest, dest / "labels" / "seg"]
+    labels_group = json.loads((dest / "labels" / "zarr.json").read_text())
+    assert labels_group["attributes"]["ome"]["labels"] == ["seg"]
+    yaozarrs.validate_zarr_store(str(dest))
+    out = subprocess.run([sys.executable, "-c", NAPARI_OME_ZARR_LAYERS, str(dest)],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [f["kind"] for f in found] == ["image", "labels"]
+    assert found[0]["sum"] == int(data.astype("int64").sum())
+    assert found[1]["sum"] == int(seg.astype("int64").sum())
+    kinds = sorted(kind for *_, kind in read_path(str(dest)))  # and this reader opens both
+    assert kinds == ["image", "labels"]

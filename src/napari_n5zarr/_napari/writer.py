@@ -123,11 +123,24 @@ def write_layers(path: str, layer_data: list[LayerData]) -> list[str]:
     )
     written = []
     fmt = format_for(path)
-    for (data, meta, layer_type), name in zip(layer_data, names, strict=True):
+    places = _ome_image_places(layer_data, names) if fmt == "ome-zarr" else names
+    for (data, meta, layer_type), name in zip(layer_data, places, strict=True):
         kwargs: dict[str, Any] = {"labels": layer_type == "labels", "path": name, "format": fmt}
         _saving(path, functools.partial(export_layer, path, data, meta, **kwargs))
-        written.append(f"{path.rstrip('/')}/{name}")
+        written.append(f"{path.rstrip('/')}/{name}" if name else path)
     return written
+
+
+def _ome_image_places(layer_data: list[LayerData], names: list[str]) -> list[str]:
+    """Where each layer goes in a standard OME-Zarr: one image and its labels as OME-NGFF
+    lays them out (the image at the root, each labels layer at ``labels/NAME``, listed there,
+    so OME readers show them together); otherwise a group per layer."""
+    kinds = [layer_type for _, _, layer_type in layer_data]
+    if kinds.count("image") != 1 or kinds.count("labels") != len(kinds) - 1 or len(kinds) < 2:
+        return names
+    return [
+        "" if kind == "image" else f"labels/{name}" for kind, name in zip(kinds, names, strict=True)
+    ]
 
 
 def _unique_names(names: list[str], clean: Callable[[str], str] | None = None) -> list[str]:

@@ -29,6 +29,7 @@ __all__ = [
     "OME_KEY",
     "dimension_names",
     "group_ome",
+    "labels_group",
     "ome_metadata",
     "pyramid_ome",
     "with_dimension_names",
@@ -128,6 +129,13 @@ def ome_metadata(
         first = e.errors()[0]
         return None, " ".join(str(first.get("msg", e)).split())
     return image.model_dump(mode="json", exclude_none=True, by_alias=True), ""
+
+
+def labels_group(names: list[str]) -> dict[str, Any]:
+    """The ``ome`` attribute of an image's ``labels`` group listing ``names``."""
+    from yaozarrs import v05
+
+    return v05.LabelsGroup(labels=names).model_dump(mode="json", exclude_none=True, by_alias=True)
 
 
 def pyramid_ome(

@@ -240,6 +240,57 @@ def parents_writer(store: Store, prefix: str) -> None:
         key = f"{parent}/" if parent else ""
         if all(store_get(store, f"{key}{name}") is None for name in (N5_JSON, ZARR_JSON)):
             zarr.create_group(store, path=parent or None, zarr_format=3)
+    link_label(store, prefix)
+
+
+def link_label(store: Store, prefix: str) -> None:
+    """Labels written at ``IMAGE/labels/NAME`` under an OME-Zarr image: list ``NAME`` in
+    ``IMAGE/labels/zarr.json`` (OME-NGFF's ``labels`` group), keeping what else it holds, so
+    OME readers show the labels with their image."""
+    import json
+
+    from napari_n5zarr.n5.constants import ZARR_JSON
+    from napari_n5zarr.write.export.blocks import store_get
+    from napari_n5zarr.write.ome import OME_KEY, labels_group
+    from napari_n5zarr.zarr_internals import sync
+
+    parts = prefix.strip("/").split("/")
+    if len(parts) < 2 or parts[-2] != "labels":
+        return
+    image = "".join(f"{p}/" for p in parts[:-2])
+    image_doc = _json_or_none(store_get(store, f"{image}{ZARR_JSON}"))
+    if not image_doc or "multiscales" not in image_doc.get("attributes", {}).get(OME_KEY, {}):
+        return
+    key = f"{image}labels/{ZARR_JSON}"
+    doc = _json_or_none(store_get(store, key))
+    if doc is None or doc.get("node_type") != "group":
+        return  # not a group we made or understand: left alone
+    attributes = doc.get("attributes")
+    ome = attributes.get(OME_KEY, {}) if isinstance(attributes, dict) else None
+    names = ome.get("labels", []) if isinstance(ome, dict) else None
+    if not isinstance(names, list):
+        return  # not an OME labels group this can read: left alone
+    if parts[-1] in names:
+        return
+    doc["attributes"] = {**attributes, OME_KEY: {**ome, **labels_group([*names, parts[-1]])}}
+    from zarr.core.buffer import default_buffer_prototype
+
+    body = default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
+    sync(
+        store.set(key, body)
+    )  # zarr's LocalStore: a temporary file renamed over (no link followed)
+
+
+def _json_or_none(raw: bytes | None) -> dict[str, Any] | None:
+    import json
+
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def ome_axis_order(axes: Sequence[str]) -> list[int]:
