@@ -258,17 +258,20 @@ def link_label(store: Store, prefix: str) -> None:
     if len(parts) < 2 or parts[-2] != "labels":
         return
     image = "".join(f"{p}/" for p in parts[:-2])
-    image_doc = _json_or_none(store_get(store, f"{image}{ZARR_JSON}"))
-    if not image_doc or "multiscales" not in image_doc.get("attributes", {}).get(OME_KEY, {}):
+    image_ome = _ome_of(_json_or_none(store_get(store, f"{image}{ZARR_JSON}")))
+    if "multiscales" not in image_ome:
         return
     key = f"{image}labels/{ZARR_JSON}"
     doc = _json_or_none(store_get(store, key))
-    if doc is None or doc.get("node_type") != "group":
+    if (
+        doc is None
+        or doc.get("node_type") != "group"
+        or not isinstance(doc.get("attributes", {}), dict)
+    ):
         return  # not a group we made or understand: left alone
-    attributes = doc.get("attributes")
-    ome = attributes.get(OME_KEY, {}) if isinstance(attributes, dict) else None
-    names = ome.get("labels", []) if isinstance(ome, dict) else None
-    if not isinstance(names, list):
+    attributes, ome = doc.get("attributes", {}), _ome_of(doc)
+    names = ome.get("labels", [])
+    if not isinstance(names, list) or not isinstance(attributes.get(OME_KEY, {}), dict):
         return  # not an OME labels group this can read: left alone
     if parts[-1] in names:
         return
@@ -279,6 +282,13 @@ def link_label(store: Store, prefix: str) -> None:
     sync(
         store.set(key, body)
     )  # zarr's LocalStore: a temporary file renamed over (no link followed)
+
+
+def _ome_of(doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``ome`` attribute of a ``zarr.json`` document ({} if none or not a mapping)."""
+    attributes = (doc or {}).get("attributes")
+    ome = attributes.get("ome") if isinstance(attributes, dict) else None
+    return ome if isinstance(ome, dict) else {}
 
 
 def _json_or_none(raw: bytes | None) -> dict[str, Any] | None:
