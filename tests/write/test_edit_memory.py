@@ -37,3 +37,22 @@ def test_saved_blocks_leave_memory_and_readers_see_them(tmp_path: Path) -> None:
     napari_n5zarr.save_edits(level)
     expected[0:2, 0:2] = 4
     np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "seg.n5/s0")[...].T[5], expected)
+
+
+def test_a_uniform_block_as_read_is_not_held_as_a_full_copy(tmp_path: Path) -> None:
+    """New labels read as all 0: what a touched block held before the edit costs one value,
+    not a block; the save still writes exactly the changed voxels."""
+    labels = np.zeros((64, 32, 32), "uint64")
+    labels[32:] = np.arange(32, dtype="uint64")  # the second block is not uniform
+    napari_n5zarr.export(labels, tmp_path / "seg.n5", chunks=32, labels=True)
+    level = open_editable(tmp_path / "seg.n5")
+    level[5, 3, 3] = 7  # in the all-0 block (0, 0, 0)
+    level[40, 3, 3] = 7  # in block (1, 0, 0), many values
+    before = level._read_as
+    assert sorted(before) == [(0, 0, 0), (1, 0, 0)]
+    assert before[(0, 0, 0)].strides == (0, 0, 0)  # one value, broadcast
+    assert before[(1, 0, 0)].strides != (0, 0, 0)
+    np.testing.assert_array_equal(before[(0, 0, 0)], labels[:32])
+    napari_n5zarr.save_edits(level)
+    labels[5, 3, 3] = labels[40, 3, 3] = 7
+    np.testing.assert_array_equal(napari_n5zarr.open(tmp_path / "seg.n5/s0")[...].T, labels)

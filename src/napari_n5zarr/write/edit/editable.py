@@ -195,7 +195,7 @@ class EditableLevel(_ArrayLike):
                 if np.array_equal(old[src], region[dst]):
                     continue
                 if index not in self._blocks:
-                    self._read_as[index] = old
+                    self._read_as[index] = _compact(old)
                     old = old.copy()
                 old[src] = region[dst]
                 self._blocks[index] = old
@@ -242,6 +242,15 @@ class EditableLevel(_ArrayLike):
         for index in saved:
             self._blocks.pop(index, None)
             self._read_as.pop(index, None)
+
+
+def _compact(block: np.ndarray) -> np.ndarray:
+    """``block`` as read, kept until its save: a block of one value (an absent block of new
+    labels reads as all 0) as a read-only broadcast of that value, not a full copy."""
+    first = block.flat[0] if block.size else None
+    if first is not None and not np.any(block != first):
+        return np.broadcast_to(block.flat[:1].copy().reshape(()), block.shape)
+    return block
 
 
 class ReadOnlyLevel(_ArrayLike):
