@@ -46,7 +46,6 @@ import numpy as np
 
 from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError, StaleLayerError, ValuesDoNotFitError  # noqa: F401 (NotEditableError: its old home)
-from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
 from napari_n5zarr.write.edit.journal import NewBlock, commit, lock, recover, sha
@@ -131,64 +130,28 @@ def as_values(array: Any, dtype: np.dtype, where: str) -> np.ndarray:
 # -- new blocks ----------------------------------------------------------------------------
 
 
-def edge_convention(level: Level, folder: DatasetFolder, looked_at: int = 64) -> str:
-    """``"pad"`` when the dataset's edge blocks are stored at the full block shape (the
-    corner block, else the first of up to ``looked_at`` edge blocks found), else
-    ``"truncate"`` (n5-java's way, and the answer when there is no edge block to look at)."""
-    grid = level.grid
-    edges = [a for a, (n, b) in enumerate(zip(level.shape, level.block, strict=True)) if n % b]
-    if not edges:
-        return "truncate"  # no edge blocks at all
-    corner = tuple(g - 1 for g in grid)
-    candidates = itertools.chain(
-        [corner],
-        *(
-            itertools.product(*(range(g) if i != a else [g - 1] for i, g in enumerate(grid)))
-            for a in edges
-        ),
-    )
-    for index in itertools.islice(candidates, looked_at):
-        raw = read_raw(folder, level, index)
-        if raw is None:
-            continue
-        try:
-            return (
-                "pad"
-                if tuple(parse_header(raw[: 4 + 4 * len(level.shape)]).shape)[::-1] == level.block
-                else "truncate"
-            )
-        except ValueError:
-            continue
-    return "truncate"
+def edge_convention(level: Level, folder: DatasetFolder) -> str:
+    """How new edge blocks of ``level`` are stored (``"pad"`` or ``"truncate"``), from the
+    blocks stored now (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.edge_convention`)."""
+    return level.blocks.edge_convention(lambda index: read_raw(folder, level, index))
 
 
 def new_block(
     level: Level, index: Index, values: np.ndarray, convention: str, raw: bytes | None
 ) -> NewBlock | None:
     """The block at ``index`` holding ``values`` (inside the array) over its stored bytes
-    ``raw``, or None if unchanged. An existing block keeps its header shape and whatever
-    its padding holds."""
+    ``raw``, or None if unchanged; encoded by the level's format
+    (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.encode`)."""
     check_fits(values, level.dtype, f"{level.path(index)}")
     stored = decode(level, index, raw)
-    inside = level.inside(index)
-    region = tuple(slice(0, n) for n in inside)
     if stored is None:
         if not values.any():
             return None  # missing reads as 0: nothing to write
-        shape = level.block if convention == "pad" else inside
-        full = np.zeros(shape, dtype=level.dtype)
-    else:
-        if np.array_equal(inside_values(level, index, stored), values):
-            return None
-        full = stored
-        if any(s < n for s, n in zip(stored.shape, inside, strict=True)):  # a short block: grow it
-            full = np.zeros(
-                [max(s, n) for s, n in zip(stored.shape, inside, strict=True)], dtype=level.dtype
-            )
-            full[tuple(slice(0, s) for s in stored.shape)] = stored
-    full[region] = values
+    elif np.array_equal(inside_values(level, index, stored), values):
+        return None
     values = np.ascontiguousarray(values, dtype=level.dtype)
-    return NewBlock(values, level.codec.encode_block(full.T), sha(raw))
+    encoded = level.blocks.encode(index, values, stored, raw, convention)
+    return NewBlock(values, encoded, sha(raw))
 
 
 def coarser_blocks(

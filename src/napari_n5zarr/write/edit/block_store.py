@@ -1,0 +1,253 @@
+"""The one seam between the proofreading save and a format: how a level's stored blocks are
+named, decoded and encoded. A "block" here is the unit a save replaces atomically: an N5
+block (:class:`N5Blocks`), a Zarr v3 chunk, or a whole shard of a sharded Zarr v3 array
+(:class:`ZarrBlocks`). Everything else (merging into the block on disk, the pyramid, the
+journal, the locks, :class:`~napari_n5zarr.write.dataset_files.DatasetFolder` for every
+byte read and written) is the same for all formats and lives in ``save.py`` / ``journal.py``.
+
+All shapes and indices are napari order (N5 order reversed; Zarr v3 arrays are already C
+order)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from napari_n5zarr import block_grid
+from napari_n5zarr.errors import N5BlockError
+from napari_n5zarr.n5.block_format import parse_header
+
+if TYPE_CHECKING:
+    import zarr
+
+    from napari_n5zarr.n5.codec import N5DefaultCodec
+    from napari_n5zarr.read.fetch import BlockSource
+
+Index = tuple[int, ...]
+RawOf = Callable[[Index], "bytes | None"]
+
+
+class BlockStore:
+    """What the save needs of one level's stored blocks (subclasses per format)."""
+
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+    """The unit a save replaces atomically (a shard when the array is sharded)."""
+    dtype: np.dtype
+    stored_cap: int
+    """The most bytes a stored block may take (a bigger file was not written as one)."""
+    source: BlockSource | None = None
+    """The read wing's cached block path (N5), whose decodings a save invalidates."""
+
+    def key(self, index: Index) -> str:
+        """The block's key relative to the level's folder."""
+        raise NotImplementedError
+
+    def decode(self, index: Index, raw: bytes) -> np.ndarray:
+        """The stored block (its stored shape; writable), napari order."""
+        raise NotImplementedError
+
+    def encode(
+        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
+        convention: str,
+    ) -> bytes:  # fmt: skip
+        """The stored bytes of the block holding ``values`` (inside the array) over what is
+        stored now (``stored`` decoded from ``raw``; None: missing)."""
+        raise NotImplementedError
+
+    def edge_convention(self, raw_of: RawOf) -> str:
+        """``"pad"`` or ``"truncate"``: how new edge blocks are stored."""
+        return "pad"
+
+    def read(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+        """Pixels ``[lo, hi)`` for display (not under a save's lock)."""
+        raise NotImplementedError
+
+    def index_of(self, name: str) -> Index | None:
+        """The grid index whose :meth:`key` is ``name`` exactly, else None (journal checks)."""
+        digits = re.findall(r"[0-9]+", name)
+        if len(digits) != len(self.shape) or not all(d.isascii() for d in digits):
+            return None
+        grid = block_grid.grid(self.shape, self.block)
+        for order in (digits, digits[::-1]):
+            index = tuple(int(d) for d in order)
+            if all(i < g for i, g in zip(index, grid, strict=True)) and self.key(index) == name:
+                return index
+        return None
+
+
+class N5Blocks(BlockStore):
+    """N5 blocks (header + compressed payload) of an ``n5_default`` array."""
+
+    def __init__(self, source: BlockSource, codec: N5DefaultCodec, stored_cap: int) -> None:
+        self.source = source
+        self.codec = codec
+        self.shape, self.block, self.dtype = source.shape, source.blocks, source.dtype
+        self.stored_cap = stored_cap
+
+    def key(self, index: Index) -> str:
+        return self.source.layout.encode_key(tuple(int(i) for i in reversed(index)))  # type: ignore[union-attr]
+
+    def decode(self, index: Index, raw: bytes) -> np.ndarray:
+        assert self.source is not None
+        return np.array(self.source.decode(raw, self.source.key(index)), dtype=self.dtype)
+
+    def encode(
+        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
+        convention: str,
+    ) -> bytes:  # fmt: skip
+        """An existing block keeps its header shape and whatever its padding holds; a short
+        one grows to the array's edge; a new one follows ``convention``."""
+        inside = tuple(s.stop - s.start for s in block_grid.bounds(index, self.block, self.shape))
+        if stored is None:
+            full = np.zeros(self.block if convention == "pad" else inside, dtype=self.dtype)
+        elif any(s < n for s, n in zip(stored.shape, inside, strict=True)):
+            full = np.zeros(
+                [max(s, n) for s, n in zip(stored.shape, inside, strict=True)], dtype=self.dtype
+            )
+            full[tuple(slice(0, s) for s in stored.shape)] = stored
+        else:
+            full = stored
+        full[tuple(slice(0, n) for n in inside)] = values
+        return bytes(self.codec.encode_block(full.T))
+
+    def edge_convention(self, raw_of: RawOf, looked_at: int = 64) -> str:
+        """``"pad"`` when the edge blocks are stored at the full block shape (the corner
+        block, else the first of up to ``looked_at`` edge blocks found), else ``"truncate"``
+        (n5-java's way, and the answer when there is no edge block to look at)."""
+        grid = block_grid.grid(self.shape, self.block)
+        edges = [a for a, (n, b) in enumerate(zip(self.shape, self.block, strict=True)) if n % b]
+        if not edges:
+            return "truncate"
+        corner = tuple(g - 1 for g in grid)
+        candidates = itertools.chain(
+            [corner],
+            *(
+                itertools.product(*(range(g) if i != a else [g - 1] for i, g in enumerate(grid)))
+                for a in edges
+            ),
+        )
+        for index in itertools.islice(candidates, looked_at):
+            raw = raw_of(index)
+            if raw is None:
+                continue
+            try:
+                header = parse_header(raw[: 4 + 4 * len(self.shape)])
+            except ValueError:
+                continue
+            return "pad" if tuple(header.shape)[::-1] == self.block else "truncate"
+        return "truncate"
+
+    def read(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+        assert self.source is not None
+        errors: list[str] = []
+        out = self.source.read(tuple(slice(a, b) for a, b in zip(lo, hi, strict=True)), errors.append)
+        if errors:
+            raise N5BlockError(errors[0])
+        return out
+
+
+class ZarrBlocks(BlockStore):
+    """The chunks (or, when sharded, the whole shards) of a Zarr v3 array, decoded and
+    encoded by zarr-python's own codec pipeline: the array's metadata is opened again over
+    an in-memory store that holds only the one stored object a call works on, and plain
+    zarr array reads and writes do the rest. A sharded write thereby goes through zarr's
+    ``sharding_indexed`` codec (its partial-shard path: the shard's other inner chunks keep
+    their bytes) and the save gets back the whole new shard, which it then replaces
+    atomically through the journal, like any block. Nothing here touches the disk."""
+
+    def __init__(self, array: zarr.Array) -> None:
+        import zarr
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.storage import MemoryStore
+
+        meta: Any = array.metadata
+        self.display = array
+        self.shape = tuple(int(s) for s in array.shape)
+        self.inner = tuple(int(c) for c in array.chunks)
+        self.block = tuple(int(c) for c in (array.shards or array.chunks))
+        self.dtype = np.dtype(array.dtype)
+        self._encode_key: Callable[[tuple[int, ...]], str] = meta.encode_chunk_key
+        n_inner = int(np.prod([b // c for b, c in zip(self.block, self.inner, strict=True)]))
+        self.stored_cap = 2 * int(np.prod(self.block)) * self.dtype.itemsize + 16 * n_inner + 2**20
+        self._meta = meta.to_buffer_dict(default_buffer_prototype())
+        self._mem: dict[str, Any] = dict(self._meta)
+        self._lock = threading.Lock()
+        # write_empty_chunks: an inner chunk (or chunk) the save writes is always stored, so
+        # the staged object is never "deleted" (a journal entry always has new bytes).
+        self._array = zarr.open_array(
+            MemoryStore(self._mem), mode="r+", config={"write_empty_chunks": True}
+        )
+
+    @classmethod
+    def for_array(cls, array: zarr.Array) -> ZarrBlocks | None:
+        """A Zarr v3 array on a regular grid (any codecs zarr-python encodes), else None."""
+        meta: Any = getattr(array, "metadata", None)
+        if getattr(meta, "zarr_format", None) != 3:
+            return None
+        if getattr(meta.chunk_grid, "chunk_shape", None) is None:
+            return None
+        if any(type(c).__name__ == "N5DefaultCodec" for c in meta.codecs):
+            return None
+        return cls(array)
+
+    def key(self, index: Index) -> str:
+        return self._encode_key(tuple(int(i) for i in index))
+
+    def _bounds(self, index: Index) -> tuple[slice, ...]:
+        return block_grid.bounds(index, self.block, self.shape)
+
+    def _holding(self, index: Index, raw: bytes | None) -> None:
+        """The in-memory store: the metadata and ``raw`` at the block's key."""
+        from zarr.core.buffer import default_buffer_prototype
+
+        self._mem.clear()
+        self._mem.update(self._meta)
+        if raw is not None:
+            self._mem[self.key(index)] = default_buffer_prototype().buffer.from_bytes(raw)
+
+    def decode(self, index: Index, raw: bytes) -> np.ndarray:
+        with self._lock:
+            self._holding(index, raw)
+            try:
+                return np.array(self._array[self._bounds(index)], dtype=self.dtype)
+            except Exception as e:  # any codec failure: name the block
+                raise N5BlockError(f"chunk {self.key(index)}: cannot be decoded ({e})") from e
+
+    def encode(
+        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
+        convention: str,
+    ) -> bytes:  # fmt: skip
+        """Only the inner chunks whose values change are written into the shard (the
+        region spanning them, aligned to inner chunks)."""
+        bounds = self._bounds(index)
+        before = stored if stored is not None else np.zeros(values.shape, self.dtype)
+        changed = np.nonzero(before != values)
+        if not changed[0].size:
+            changed = tuple(np.zeros(1, np.intp) for _ in self.shape)  # a new all-zero block
+        lo = [int(c.min()) // n * n for c, n in zip(changed, self.inner, strict=True)]
+        hi = [
+            min(-(-(int(c.max()) + 1) // n) * n, len_)
+            for c, n, len_ in zip(changed, self.inner, values.shape, strict=True)
+        ]
+        region = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+        where = tuple(
+            slice(s.start + a, s.start + b) for s, a, b in zip(bounds, lo, hi, strict=True)
+        )
+        with self._lock:
+            self._holding(index, raw)
+            self._array[where] = values[region]
+            out = self._mem.get(self.key(index))
+        if out is None:  # cannot happen with write_empty_chunks; never stage nothing
+            raise N5BlockError(f"chunk {self.key(index)}: zarr wrote no bytes")
+        return bytes(out.to_bytes())
+
+    def read(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+        return np.asarray(
+            self.display[tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))], dtype=self.dtype
+        )
