@@ -146,7 +146,9 @@ class N5Blocks(BlockStore):
     def read(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
         assert self.source is not None
         errors: list[str] = []
-        out = self.source.read(tuple(slice(a, b) for a, b in zip(lo, hi, strict=True)), errors.append)
+        out = self.source.read(
+            tuple(slice(a, b) for a, b in zip(lo, hi, strict=True)), errors.append
+        )
         if errors:
             raise N5BlockError(errors[0])
         return out
