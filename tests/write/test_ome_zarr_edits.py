@@ -172,6 +172,8 @@ def test_another_writers_change_to_the_same_shard_survives_a_layers_save(tmp_pat
     dest = make(tmp_path, data, shards=2, compression="zstd")
     level = open_editable(dest)
     level[2, 3, 4] = 41  # the layer paints in shard (0, 0, 0), inner chunk (0, 0, 0)
+    assert level.level.block == (CHUNK,) * 3  # the layer holds inner chunks, not whole shards
+    assert level.unsaved_blocks == 1
     theirs = zarr.open_array(dest / "s0", mode="r+")
     theirs[10, 12, 13] = 42  # another writer, same shard, another inner chunk, after the read
     theirs[2, 3, 5] = 43  # ... and another voxel of the same inner chunk

@@ -1,7 +1,8 @@
 """The one seam between the proofreading save and a format: how a level's stored blocks are
-named, decoded and encoded. A "block" here is the unit a save replaces atomically: an N5
-block (:class:`N5Blocks`), a Zarr v3 chunk, or a whole shard of a sharded Zarr v3 array
-(:class:`ZarrBlocks`). Everything else (merging into the block on disk, the pyramid, the
+named, decoded and encoded. A *block* is the unit edits are tracked in (an N5 block, a Zarr
+v3 chunk, an inner chunk of a shard); a *stored object* is the file a save replaces
+atomically (the block itself, or the whole shard holding it): :class:`N5Blocks`,
+:class:`ZarrBlocks`. Everything else (merging into the block on disk, the pyramid, the
 journal, the locks, :class:`~napari_n5zarr.write.dataset_files.DatasetFolder` for every
 byte read and written) is the same for all formats and lives in ``save.py`` / ``journal.py``.
 
@@ -11,9 +12,10 @@ order)."""
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,32 +34,42 @@ Index = tuple[int, ...]
 RawOf = Callable[[Index], "bytes | None"]
 
 
+Changes = Mapping[Index, tuple[np.ndarray, "np.ndarray | None"]]
+"""Blocks of one stored object -> (new values inside the array, stored values or None)."""
+
+
 class BlockStore:
     """What the save needs of one level's stored blocks (subclasses per format)."""
 
     shape: tuple[int, ...]
     block: tuple[int, ...]
-    """The unit a save replaces atomically (a shard when the array is sharded)."""
+    """The unit edits are tracked in (an inner chunk when the array is sharded)."""
+    stored: tuple[int, ...]
+    """Pixels per stored object, the unit a save replaces atomically (a shard, else ``block``)."""
     dtype: np.dtype
     stored_cap: int
-    """The most bytes a stored block may take (a bigger file was not written as one)."""
+    """The most bytes a stored object may take (a bigger file was not written as one)."""
+    shares_objects = False
+    """Several blocks share one stored object (sharding)."""
     source: BlockSource | None = None
     """The read wing's cached block path (N5), whose decodings a save invalidates."""
 
-    def key(self, index: Index) -> str:
-        """The block's key relative to the level's folder."""
+    def stored_key(self, unit: Index) -> str:
+        """The key of the stored object at ``unit`` (its grid), relative to the level's folder."""
         raise NotImplementedError
+
+    def key(self, index: Index) -> str:
+        """The key of the stored object holding block ``index``."""
+        return self.stored_key(
+            tuple(i * b // s for i, b, s in zip(index, self.block, self.stored, strict=True))
+        )
 
     def decode(self, index: Index, raw: bytes) -> np.ndarray:
-        """The stored block (its stored shape; writable), napari order."""
+        """Block ``index`` of the stored object ``raw`` (its stored shape; writable)."""
         raise NotImplementedError
 
-    def encode(
-        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
-        convention: str,
-    ) -> bytes:  # fmt: skip
-        """The stored bytes of the block holding ``values`` (inside the array) over what is
-        stored now (``stored`` decoded from ``raw``; None: missing)."""
+    def encode(self, changes: Changes, raw: bytes | None, convention: str) -> bytes:
+        """The stored object ``raw`` (None: missing) with the blocks ``changes`` replaced."""
         raise NotImplementedError
 
     def edge_convention(self, raw_of: RawOf) -> str:
@@ -69,15 +81,18 @@ class BlockStore:
         raise NotImplementedError
 
     def index_of(self, name: str) -> Index | None:
-        """The grid index whose :meth:`key` is ``name`` exactly, else None (journal checks)."""
+        """The stored object's grid index whose key is ``name`` exactly, else None (journal checks)."""
         digits = re.findall(r"[0-9]+", name)
         if len(digits) != len(self.shape) or not all(d.isascii() for d in digits):
             return None
-        grid = block_grid.grid(self.shape, self.block)
+        grid = block_grid.grid(self.shape, self.stored)
         for order in (digits, digits[::-1]):
-            index = tuple(int(d) for d in order)
-            if all(i < g for i, g in zip(index, grid, strict=True)) and self.key(index) == name:
-                return index
+            unit = tuple(int(d) for d in order)
+            if (
+                all(i < g for i, g in zip(unit, grid, strict=True))
+                and self.stored_key(unit) == name
+            ):
+                return unit
         return None
 
 
@@ -88,21 +103,20 @@ class N5Blocks(BlockStore):
         self.source = source
         self.codec = codec
         self.shape, self.block, self.dtype = source.shape, source.blocks, source.dtype
+        self.stored = self.block
         self.stored_cap = stored_cap
 
-    def key(self, index: Index) -> str:
-        return self.source.layout.encode_key(tuple(int(i) for i in reversed(index)))  # type: ignore[union-attr]
+    def stored_key(self, unit: Index) -> str:
+        return self.source.layout.encode_key(tuple(int(i) for i in reversed(unit)))  # type: ignore[union-attr]
 
     def decode(self, index: Index, raw: bytes) -> np.ndarray:
         assert self.source is not None
         return np.array(self.source.decode(raw, self.source.key(index)), dtype=self.dtype)
 
-    def encode(
-        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
-        convention: str,
-    ) -> bytes:  # fmt: skip
+    def encode(self, changes: Changes, raw: bytes | None, convention: str) -> bytes:
         """An existing block keeps its header shape and whatever its padding holds; a short
         one grows to the array's edge; a new one follows ``convention``."""
+        ((index, (values, stored)),) = changes.items()  # one block per stored object
         inside = tuple(s.stop - s.start for s in block_grid.bounds(index, self.block, self.shape))
         if stored is None:
             full = np.zeros(self.block if convention == "pad" else inside, dtype=self.dtype)
@@ -155,13 +169,14 @@ class N5Blocks(BlockStore):
 
 
 class ZarrBlocks(BlockStore):
-    """The chunks (or, when sharded, the whole shards) of a Zarr v3 array, decoded and
-    encoded by zarr-python's own codec pipeline: the array's metadata is opened again over
-    an in-memory store that holds only the one stored object a call works on, and plain
-    zarr array reads and writes do the rest. A sharded write thereby goes through zarr's
-    ``sharding_indexed`` codec (its partial-shard path: the shard's other inner chunks keep
-    their bytes) and the save gets back the whole new shard, which it then replaces
-    atomically through the journal, like any block. Nothing here touches the disk."""
+    """The chunks of a Zarr v3 array (blocks) and the chunks or whole shards that hold them
+    (stored objects), decoded and encoded by zarr-python's own codec pipeline: the array's
+    metadata is opened again over an in-memory store holding only the one stored object a
+    call works on, and plain zarr array reads and writes do the rest. A sharded write thereby
+    goes through zarr's ``sharding_indexed`` codec (its partial-shard path: only the changed
+    inner chunks are encoded, the others keep their bytes) and the save gets back the whole
+    new shard, which it replaces atomically through the journal like any block. No sharding
+    or codec code is written here by hand, and nothing here touches the disk."""
 
     def __init__(self, array: zarr.Array) -> None:
         import zarr
@@ -171,17 +186,19 @@ class ZarrBlocks(BlockStore):
         meta: Any = array.metadata
         self.display = array
         self.shape = tuple(int(s) for s in array.shape)
-        self.inner = tuple(int(c) for c in array.chunks)
-        self.block = tuple(int(c) for c in (array.shards or array.chunks))
+        self.block = tuple(int(c) for c in array.chunks)
+        self.stored = tuple(int(c) for c in (array.shards or array.chunks))
+        self.shares_objects = self.stored != self.block
         self.dtype = np.dtype(array.dtype)
         self._encode_key: Callable[[tuple[int, ...]], str] = meta.encode_chunk_key
-        n_inner = int(np.prod([b // c for b, c in zip(self.block, self.inner, strict=True)]))
-        self.stored_cap = 2 * int(np.prod(self.block)) * self.dtype.itemsize + 16 * n_inner + 2**20
+        inner = math.prod(s // b for s, b in zip(self.stored, self.block, strict=True))
+        self.stored_cap = 2 * math.prod(self.stored) * self.dtype.itemsize + 16 * inner + 2**20
+        self._buffer = default_buffer_prototype().buffer
         self._meta = meta.to_buffer_dict(default_buffer_prototype())
         self._mem: dict[str, Any] = dict(self._meta)
         self._lock = threading.Lock()
-        # write_empty_chunks: an inner chunk (or chunk) the save writes is always stored, so
-        # the staged object is never "deleted" (a journal entry always has new bytes).
+        # write_empty_chunks: a chunk the save writes is always stored, so a staged object is
+        # never "deleted" (every journal entry has new bytes to put in place).
         self._array = zarr.open_array(
             MemoryStore(self._mem), mode="r+", config={"write_empty_chunks": True}
         )
@@ -198,55 +215,41 @@ class ZarrBlocks(BlockStore):
             return None
         return cls(array)
 
-    def key(self, index: Index) -> str:
-        return self._encode_key(tuple(int(i) for i in index))
+    def stored_key(self, unit: Index) -> str:
+        return self._encode_key(tuple(int(i) for i in unit))
 
     def _bounds(self, index: Index) -> tuple[slice, ...]:
         return block_grid.bounds(index, self.block, self.shape)
 
-    def _holding(self, index: Index, raw: bytes | None) -> None:
-        """The in-memory store: the metadata and ``raw`` at the block's key."""
-        from zarr.core.buffer import default_buffer_prototype
-
+    def _holding(self, key: str, raw: bytes | None) -> None:
+        """The in-memory store: the metadata and ``raw`` at ``key``."""
         self._mem.clear()
         self._mem.update(self._meta)
         if raw is not None:
-            self._mem[self.key(index)] = default_buffer_prototype().buffer.from_bytes(raw)
+            self._mem[key] = self._buffer.from_bytes(raw)
 
     def decode(self, index: Index, raw: bytes) -> np.ndarray:
+        key = self.key(index)
         with self._lock:
-            self._holding(index, raw)
+            self._holding(key, raw)
             try:
                 return np.array(self._array[self._bounds(index)], dtype=self.dtype)
-            except Exception as e:  # any codec failure: name the block
-                raise N5BlockError(f"chunk {self.key(index)}: cannot be decoded ({e})") from e
+            except Exception as e:  # any codec failure: name the stored object
+                raise N5BlockError(f"{key}: cannot be decoded ({e})") from e
 
-    def encode(
-        self, index: Index, values: np.ndarray, stored: np.ndarray | None, raw: bytes | None,
-        convention: str,
-    ) -> bytes:  # fmt: skip
-        """Only the inner chunks whose values change are written into the shard (the
-        region spanning them, aligned to inner chunks)."""
-        bounds = self._bounds(index)
-        before = stored if stored is not None else np.zeros(values.shape, self.dtype)
-        changed = np.nonzero(before != values)
-        if not changed[0].size:
-            changed = tuple(np.zeros(1, np.intp) for _ in self.shape)  # a new all-zero block
-        lo = [int(c.min()) // n * n for c, n in zip(changed, self.inner, strict=True)]
-        hi = [
-            min(-(-(int(c.max()) + 1) // n) * n, len_)
-            for c, n, len_ in zip(changed, self.inner, values.shape, strict=True)
-        ]
-        region = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
-        where = tuple(
-            slice(s.start + a, s.start + b) for s, a, b in zip(bounds, lo, hi, strict=True)
-        )
+    def encode(self, changes: Changes, raw: bytes | None, convention: str) -> bytes:
+        """Each changed chunk written into the stored object (zarr pads edge chunks)."""
+        keys = {self.key(index) for index in changes}
+        if len(keys) != 1:
+            raise ValueError(f"blocks of several stored objects at once: {sorted(keys)}")
+        (key,) = keys
         with self._lock:
-            self._holding(index, raw)
-            self._array[where] = values[region]
-            out = self._mem.get(self.key(index))
+            self._holding(key, raw)
+            for index, (values, _) in sorted(changes.items()):
+                self._array[self._bounds(index)] = values
+            out = self._mem.get(key)
         if out is None:  # cannot happen with write_empty_chunks; never stage nothing
-            raise N5BlockError(f"chunk {self.key(index)}: zarr wrote no bytes")
+            raise N5BlockError(f"{key}: zarr wrote no bytes")
         return bytes(out.to_bytes())
 
     def read(self, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:

@@ -51,8 +51,8 @@ def sha(raw: bytes | None) -> str | None:
 
 @dataclass
 class NewBlock:
-    values: np.ndarray
-    """Inside the array, napari order."""
+    values: np.ndarray | None
+    """Inside the array, napari order (None: a stored object of several blocks)."""
     encoded: bytes
     before: str | None = None
     """Checksum of the block's stored bytes when the save read them (None: missing)."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,9 +256,28 @@ def shown_region(level: Level, lo: Sequence[int], hi: Sequence[int]) -> np.ndarr
     return level.blocks.read(lo, hi)
 
 
+SHARDS_HELD = 16
+"""Stored objects holding several blocks (shards) kept per save while it reads them."""
+_held: weakref.WeakKeyDictionary[DatasetFolder, OrderedDict[str, bytes | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def read_raw(folder: DatasetFolder, level: Level, index: Index) -> bytes | None:
-    """The stored bytes of the block at ``index`` (None: missing), through ``folder``."""
-    return folder.read(level.block_key(index), level.stored_cap, own=False)
+    """The stored bytes of the object holding the block at ``index`` (None: missing), through
+    ``folder``. A shard read for one of its inner chunks is kept for the next ones (the last
+    :data:`SHARDS_HELD`, for as long as ``folder`` is open: one save under its lock)."""
+    key = level.block_key(index)
+    if not level.blocks.shares_objects:
+        return folder.read(key, level.stored_cap, own=False)
+    held = _held.setdefault(folder, OrderedDict())
+    if key in held:
+        held.move_to_end(key)
+        return held[key]
+    raw = held[key] = folder.read(key, level.stored_cap, own=False)
+    if len(held) > SHARDS_HELD:
+        held.popitem(last=False)
+    return raw
 
 
 def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:

@@ -65,7 +65,7 @@ from napari_n5zarr.write.edit.label_pyramid import (
 
 @dataclass
 class SaveResult:
-    """What a save wrote: block files per level (finest first), bytes written, what an
+    """What a save wrote: block files (shards, when sharded) per level (finest first), bytes written, what an
     interrupted save's recovery did, and how many voxels changed on disk since the layer
     read them were overwritten with the layer's values."""
 
@@ -136,12 +136,19 @@ def edge_convention(level: Level, folder: DatasetFolder) -> str:
     return level.blocks.edge_convention(lambda index: read_raw(folder, level, index))
 
 
-def new_block(
-    level: Level, index: Index, values: np.ndarray, convention: str, raw: bytes | None
-) -> NewBlock | None:
-    """The block at ``index`` holding ``values`` (inside the array) over its stored bytes
-    ``raw``, or None if unchanged; encoded by the level's format
-    (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.encode`)."""
+@dataclass
+class Changed:
+    """A block whose values change: the new values (inside the array, napari order), the
+    block as stored (None: missing) and its stored object's bytes when the save read them."""
+
+    values: np.ndarray
+    stored: np.ndarray | None
+    raw: bytes | None
+
+
+def new_block(level: Level, index: Index, values: np.ndarray, raw: bytes | None) -> Changed | None:
+    """The block at ``index`` holding ``values`` (inside the array) over its stored object's
+    bytes ``raw``, or None if unchanged."""
     check_fits(values, level.dtype, f"{level.path(index)}")
     stored = decode(level, index, raw)
     if stored is None:
@@ -149,15 +156,31 @@ def new_block(
             return None  # missing reads as 0: nothing to write
     elif np.array_equal(inside_values(level, index, stored), values):
         return None
-    values = np.ascontiguousarray(values, dtype=level.dtype)
-    encoded = level.blocks.encode(index, values, stored, raw, convention)
-    return NewBlock(values, encoded, sha(raw))
+    return Changed(np.ascontiguousarray(values, dtype=level.dtype), stored, raw)
+
+
+def stored_objects(
+    level: Level, changed: Mapping[Index, Changed], convention: str
+) -> dict[str, NewBlock]:
+    """The new stored objects (key relative to the pyramid root -> bytes) holding the
+    ``changed`` blocks of ``level``, each encoded once by the level's format
+    (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.encode`): an N5 block or Zarr
+    chunk per block, a whole shard for all its changed inner chunks."""
+    groups: dict[str, dict[Index, Changed]] = {}
+    for index, block in changed.items():
+        groups.setdefault(level.block_key(index), {})[index] = block
+    out: dict[str, NewBlock] = {}
+    for key, blocks in groups.items():
+        raw = next(iter(blocks.values())).raw
+        changes = {i: (b.values, b.stored) for i, b in blocks.items()}
+        out[key] = NewBlock(None, level.blocks.encode(changes, raw, convention), sha(raw))
+    return out
 
 
 def coarser_blocks(
-    folder: DatasetFolder, fine: Level, coarse: Level, step: Sequence[int], changed: Mapping[Index, NewBlock],
+    folder: DatasetFolder, fine: Level, coarse: Level, step: Sequence[int], changed: Mapping[Index, Changed],
     method: pyramid.Method,
-) -> dict[Index, NewBlock]:  # fmt: skip
+) -> dict[Index, Changed]:  # fmt: skip
     """The blocks of ``coarse`` covering the ``changed`` blocks of ``fine``, recomputed."""
     touched: set[Index] = set()
     for index in changed:
@@ -165,14 +188,13 @@ def coarser_blocks(
         lo = [s.start // f for s, f in zip(bounds, step, strict=True)]
         hi = [-(-s.stop // f) for s, f in zip(bounds, step, strict=True)]
         touched.update(itertools.product(*block_ranges(lo, hi, coarse.block)))
-    convention = edge_convention(coarse, folder)
-    out: dict[Index, NewBlock] = {}
+    out: dict[Index, Changed] = {}
     for index in sorted(touched):
         bounds = coarse.bounds(index)
         lo = [s.start * f for s, f in zip(bounds, step, strict=True)]
         hi = [min(s.stop * f, n) for s, f, n in zip(bounds, step, fine.shape, strict=True)]
         values = pyramid.downsample_block(read_region(fine, changed, lo, hi, folder), step, method)
-        block = new_block(coarse, index, values, convention, read_raw(folder, coarse, index))
+        block = new_block(coarse, index, values, read_raw(folder, coarse, index))
         if block is not None:
             out[index] = block
     return out
@@ -182,7 +204,7 @@ def coarser_blocks(
 class Plan:
     """Every level's changed blocks (finest first) and the voxels overwritten on level 0."""
 
-    levels: list[dict[Index, NewBlock]]
+    levels: list[dict[Index, Changed]]
     overwritten: int = 0
     merged: dict[Index, np.ndarray] = field(default_factory=dict)
 
@@ -220,7 +242,6 @@ def plan_save(
     """Every level's changed blocks for level-0 ``edits`` (values inside the array, or a
     layer's :class:`Change`), each merged into its block as it is on disk now."""
     first_level = levels[0]
-    convention = edge_convention(first_level, folder)
     plan = Plan([{}])
     for index, edit in edits.items():
         raw = read_raw(folder, first_level, index)
@@ -228,7 +249,7 @@ def plan_save(
         merged, overwritten = _merge(first_level, index, disk, edit)
         plan.overwritten += overwritten
         plan.merged[index] = merged
-        block = new_block(first_level, index, merged, convention, raw)
+        block = new_block(first_level, index, merged, raw)
         if block is not None:
             plan.levels[0][index] = block
     for (fine, coarse), step in zip(itertools.pairwise(levels), steps(levels), strict=True):
@@ -267,14 +288,13 @@ def _save(
     with lock(root), DatasetFolder(root) as folder:
         recovered = recover(folder, levels)
         plan = plan_save(folder, levels, edits_of(folder), method)
-        blocks = {
-            level.block_key(i): b
-            for level, new in zip(levels, plan.levels, strict=True)
-            for i, b in new.items()
-        }
-        written = commit(folder, blocks)
+        per_level = [
+            stored_objects(level, changed, edge_convention(level, folder)) if changed else {}
+            for level, changed in zip(levels, plan.levels, strict=True)
+        ]
+        written = commit(folder, {k: b for new in per_level for k, b in new.items()})
     return SaveResult(
-        [len(p) for p in plan.levels], written, recovered, plan.overwritten, plan.merged
+        [len(new) for new in per_level], written, recovered, plan.overwritten, plan.merged
     )
 
 
