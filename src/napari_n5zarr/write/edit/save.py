@@ -139,11 +139,14 @@ def edge_convention(level: Level, folder: DatasetFolder) -> str:
 @dataclass
 class Changed:
     """A block whose values change: the new values (inside the array, napari order), the
-    block as stored (None: missing) and its stored object's bytes when the save read them."""
+    block as stored (None: missing), its stored object's bytes when the save read them, and
+    the box (``[lo, hi)`` in the block) holding every voxel that changes."""
 
     values: np.ndarray
     stored: np.ndarray | None
     raw: bytes | None
+    lo: tuple[int, ...] = ()
+    hi: tuple[int, ...] = ()
 
 
 def new_block(level: Level, index: Index, values: np.ndarray, raw: bytes | None) -> Changed | None:
@@ -151,12 +154,13 @@ def new_block(level: Level, index: Index, values: np.ndarray, raw: bytes | None)
     bytes ``raw``, or None if unchanged."""
     check_fits(values, level.dtype, f"{level.path(index)}")
     stored = decode(level, index, raw)
-    if stored is None:
-        if not values.any():
-            return None  # missing reads as 0: nothing to write
-    elif np.array_equal(inside_values(level, index, stored), values):
+    differs = values != inside_values(level, index, stored)  # missing reads as 0
+    if not differs.any():
         return None
-    return Changed(np.ascontiguousarray(values, dtype=level.dtype), stored, raw)
+    where = [np.flatnonzero(differs.any(axis=tuple(a for a in range(differs.ndim) if a != axis)))
+             for axis in range(differs.ndim)]  # fmt: skip
+    return Changed(np.ascontiguousarray(values, dtype=level.dtype), stored, raw,
+                   tuple(int(w[0]) for w in where), tuple(int(w[-1]) + 1 for w in where))  # fmt: skip
 
 
 def stored_objects(
@@ -181,20 +185,33 @@ def coarser_blocks(
     folder: DatasetFolder, fine: Level, coarse: Level, step: Sequence[int], changed: Mapping[Index, Changed],
     method: pyramid.Method,
 ) -> dict[Index, Changed]:  # fmt: skip
-    """The blocks of ``coarse`` covering the ``changed`` blocks of ``fine``, recomputed."""
-    touched: set[Index] = set()
-    for index in changed:
-        bounds = fine.bounds(index)
-        lo = [s.start // f for s, f in zip(bounds, step, strict=True)]
-        hi = [-(-s.stop // f) for s, f in zip(bounds, step, strict=True)]
-        touched.update(itertools.product(*block_ranges(lo, hi, coarse.block)))
+    """The blocks of ``coarse`` over the ``changed`` blocks of ``fine``: in each, the voxels
+    computed from a changed voxel of ``fine`` are computed again (export's downsampling over
+    the fine region as it is now), the others kept as stored."""
+    boxes: dict[Index, tuple[list[int], list[int]]] = {}
+    for index, block in changed.items():
+        start = [s.start for s in fine.bounds(index)]
+        lo = [(o + a) // f for o, a, f in zip(start, block.lo, step, strict=True)]
+        hi = [-(-(o + b) // f) for o, b, f in zip(start, block.hi, step, strict=True)]
+        for cell in itertools.product(*block_ranges(lo, hi, coarse.block)):
+            bounds = coarse.bounds(cell)
+            a = [max(x, s.start) for x, s in zip(lo, bounds, strict=True)]
+            b = [min(x, s.stop) for x, s in zip(hi, bounds, strict=True)]
+            if cell in boxes:
+                a = [min(x, y) for x, y in zip(a, boxes[cell][0], strict=True)]
+                b = [max(x, y) for x, y in zip(b, boxes[cell][1], strict=True)]
+            boxes[cell] = (a, b)
     out: dict[Index, Changed] = {}
-    for index in sorted(touched):
-        bounds = coarse.bounds(index)
-        lo = [s.start * f for s, f in zip(bounds, step, strict=True)]
-        hi = [min(s.stop * f, n) for s, f, n in zip(bounds, step, fine.shape, strict=True)]
-        values = pyramid.downsample_block(read_region(fine, changed, lo, hi, folder), step, method)
-        block = new_block(coarse, index, values, read_raw(folder, coarse, index))
+    for index in sorted(boxes):
+        a, b = boxes[index]
+        lo = [x * f for x, f in zip(a, step, strict=True)]
+        hi = [min(x * f, n) for x, f, n in zip(b, step, fine.shape, strict=True)]
+        part = pyramid.downsample_block(read_region(fine, changed, lo, hi, folder), step, method)
+        raw = read_raw(folder, coarse, index)
+        values = inside_values(coarse, index, decode(coarse, index, raw))
+        start = [s.start for s in coarse.bounds(index)]
+        values[tuple(slice(x - o, y - o) for x, y, o in zip(a, b, start, strict=True))] = part
+        block = new_block(coarse, index, values, raw)
         if block is not None:
             out[index] = block
     return out
