@@ -1,7 +1,10 @@
-"""Edits written back into a local N5 (or dual N5 + Zarr v3) integer dataset or pyramid,
-block by block: the proofreading save path (no napari here). The pyramid, its levels and
-their block structure are the read wing's (:mod:`napari_n5zarr.write.edit.label_pyramid`); the
-bytes read and written under the lock go through the dataset folder alone.
+"""Edits written back into a local N5, dual N5 + Zarr v3, or standard Zarr v3 / OME-Zarr
+integer dataset or pyramid, block by block: the proofreading save path (no napari here). The
+pyramid, its levels and their block structure are the read wing's
+(:mod:`napari_n5zarr.write.edit.label_pyramid`); the bytes read and written under the lock go
+through the dataset folder alone; how one stored object (an N5 block, a Zarr chunk, a whole
+shard) is decoded and encoded is the format's
+(:mod:`napari_n5zarr.write.edit.block_store`), the only part that differs between formats.
 
 * Level 0: read-modify-write of the touched blocks only, **under the lock, from the block
   as it is on disk at save time**: a layer's edit (:class:`Change`) writes only the voxels
@@ -9,9 +12,10 @@ bytes read and written under the lock go through the dataset folder alone.
   where such a voxel was changed on disk too, the layer's value wins and the result counts
   it (:attr:`SaveResult.overwritten`). Each block keeps its dataset's compression and its
   own edge convention (its header: truncated or padded; a new edge block follows the
-  dataset's corner block, else n5-java's truncation).
-* Coarser levels: the blocks covering the changed region recomputed from the level below
-  with export's downsampling (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for
+  dataset's corner block, else n5-java's truncation). In a sharded Zarr array the blocks are
+  the inner chunks and the stored object replaced atomically is the whole shard.
+* Coarser levels: in the blocks covering the changed region, the voxels computed from a
+  changed voxel recomputed from the level below with export's downsampling (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for
   labels), so the pyramid stays what ``export`` of the edited array would write. Writing a
   level path (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
 * Values that the dataset's dtype cannot hold are refused (never wrapped); a dataset whose
