@@ -215,9 +215,9 @@ def coarser_blocks(
         values = inside_values(coarse, index, decode(coarse, index, raw))
         start = [s.start for s in coarse.bounds(index)]
         values[tuple(slice(x - o, y - o) for x, y, o in zip(a, b, start, strict=True))] = part
-        block = new_block(coarse, index, values, raw)
-        if block is not None:
-            out[index] = block
+        new = new_block(coarse, index, values, raw)
+        if new is not None:
+            out[index] = new
     return out
 
 
