@@ -34,11 +34,11 @@ def _labels(shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(big[tuple(slice(0, n) for n in shape)])
 
 
-def _stroke(shape: tuple[int, ...], z: int, y: int, x: int, r: int = 12) -> tuple[slice, ...]:
+def _stroke(z: int, y: int, x: int, r: int) -> tuple[slice, ...]:
     return (slice(z, z + 1), slice(y - r, y + r + 1), slice(x - r, x + r + 1))
 
 
-def _disk(r: int = 12) -> np.ndarray:
+def _disk(r: int) -> np.ndarray:
     yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
     return (yy**2 + xx**2 <= r * r)[None]
 
@@ -80,11 +80,13 @@ def main() -> None:
     store = ts.open(
         {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(theirs / "s0")}}
     ).result()
-    disk = _disk()
+    centre = tuple(min(shard, s) // 2 for s in shape)  # inside shard (0, 0, 0)
+    radius = max(1, min(12, min(centre[1:]) - 1))
+    disk = _disk(radius)
     paint_t, save_t, alone_t, ts_t, written = [], [], [], [], []
     for n in range(args.repeat):
-        z, y, x = (min(shard, s) // 2 for s in shape)  # inside shard (0, 0, 0)
-        where = _stroke(shape, z + n, y, x)
+        z, y, x = centre
+        where = _stroke(z + n % max(1, z), y, x, radius)
         value = 1000 + n
         t = time.perf_counter()
         region = level[where]
@@ -114,7 +116,7 @@ def main() -> None:
         assert result.blocks[0] == 1, result
 
     got = np.asarray(ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(ours / "s0")}})
-                     .result()[_stroke(shape, *(min(shard, s) // 2 for s in shape))].read().result())  # fmt: skip
+                     .result()[_stroke(*centre, radius)].read().result())  # fmt: skip
     assert (got[disk] == 1000).all()
     med = statistics.median
     print(f"stroke into the layer (reads the shard once): median {1000 * med(paint_t):.0f} ms")
