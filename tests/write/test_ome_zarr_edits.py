@@ -248,3 +248,18 @@ def test_new_labels_created_as_ome_zarr_are_saved_chunk_by_chunk(tmp_path):
         np.testing.assert_array_equal(g, w, err_msg=f"level {n}")
     for g, t in zip(got, read_by_tensorstore(dest), strict=True):
         np.testing.assert_array_equal(g, t)
+
+
+@pytest.mark.parametrize("shards", [None, (8, 8)], ids=["chunks", "shards"])
+def test_missing_chunks_read_as_the_arrays_fill_value(tmp_path, shards):
+    """A Zarr v3 array whose fill value is not 0: a missing chunk or shard is that value, and a
+    save into it keeps it around the edit."""
+    dest = tmp_path / "fill.zarr"
+    zarr.create_array(dest, shape=(10, 12), chunks=(4, 4), shards=shards, dtype="uint8",
+                      fill_value=7)  # fmt: skip
+    result = write_region(dest, np.full((1, 2), 3, "uint8"), (5, 5))
+    assert result.blocks == [1]
+    want = np.full((10, 12), 7, "uint8")
+    want[5, 5:7] = 3
+    np.testing.assert_array_equal(zarr.open_array(dest, mode="r")[...], want)
+    assert write_region(dest, np.full((2, 2), 7, "uint8"), (0, 0)).total_blocks == 0

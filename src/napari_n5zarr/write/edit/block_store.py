@@ -47,6 +47,8 @@ class BlockStore:
     stored: tuple[int, ...]
     """Pixels per stored object, the unit a save replaces atomically (a shard, else ``block``)."""
     dtype: np.dtype
+    fill: Any = 0
+    """What a missing block reads as."""
     stored_cap: int
     """The most bytes a stored object may take (a bigger file was not written as one)."""
     shares_objects = False
@@ -190,6 +192,7 @@ class ZarrBlocks(BlockStore):
         self.stored = tuple(int(c) for c in (array.shards or array.chunks))
         self.shares_objects = self.stored != self.block
         self.dtype = np.dtype(array.dtype)
+        self.fill = array.fill_value if array.fill_value is not None else 0
         self._encode_key: Callable[[tuple[int, ...]], str] = meta.encode_chunk_key
         inner = math.prod(s // b for s, b in zip(self.stored, self.block, strict=True))
         self.stored_cap = 2 * math.prod(self.stored) * self.dtype.itemsize + 16 * inner + 2**20

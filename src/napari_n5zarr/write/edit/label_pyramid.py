@@ -288,9 +288,9 @@ def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:
 
 
 def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order."""
+    """The block's values inside the array (missing: the fill value, 0 for N5), napari order."""
     inside = level.inside(index)
-    out = np.zeros(inside, dtype=level.dtype)
+    out = np.full(inside, level.blocks.fill, dtype=level.dtype)
     if stored is not None:
         common = tuple(slice(0, min(a, b)) for a, b in zip(inside, stored.shape, strict=True))
         out[common] = stored[common]
@@ -298,7 +298,7 @@ def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.n
 
 
 def block_values(level: Level, index: Index, folder: DatasetFolder) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order, read through ``folder``."""
+    """The block's values inside the array (missing: the fill value), napari order, read through ``folder``."""
     return inside_values(level, index, decode(level, index, read_raw(folder, level, index)))
 
 
