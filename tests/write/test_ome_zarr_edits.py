@@ -263,3 +263,17 @@ def test_missing_chunks_read_as_the_arrays_fill_value(tmp_path, shards):
     want[5, 5:7] = 3
     np.testing.assert_array_equal(zarr.open_array(dest, mode="r")[...], want)
     assert write_region(dest, np.full((2, 2), 7, "uint8"), (0, 0)).total_blocks == 0
+
+
+def test_a_save_is_refused_while_another_saver_holds_the_lock(tmp_path):
+    from napari_n5zarr.errors import DestinationBusyError
+    from napari_n5zarr.write.safe_destination import DestinationLock
+
+    dest = make(tmp_path, labels(), shards=2)
+    before = snapshot(dest)
+    with (
+        DestinationLock(dest.resolve(), "someone"),
+        pytest.raises(DestinationBusyError, match=f"pid {os.getpid()}"),
+    ):
+        write_region(dest, np.ones((2, 2, 2), dtype="uint32"), (0, 0, 0))
+    assert snapshot(dest) == before
