@@ -200,6 +200,7 @@ class ZarrBlocks(BlockStore):
         self._meta = meta.to_buffer_dict(default_buffer_prototype())
         self._mem: dict[str, Any] = dict(self._meta)
         self._lock = threading.Lock()
+        self._current: tuple[str, bytes | None] | None = None
         # write_empty_chunks: a chunk the save writes is always stored, so a staged object is
         # never "deleted" (every journal entry has new bytes to put in place).
         self._array = zarr.open_array(
@@ -225,11 +226,15 @@ class ZarrBlocks(BlockStore):
         return block_grid.bounds(index, self.block, self.shape)
 
     def _holding(self, key: str, raw: bytes | None) -> None:
-        """The in-memory store: the metadata and ``raw`` at ``key``."""
+        """The in-memory store: the metadata and ``raw`` at ``key`` (kept while the next call
+        decodes the same stored object: a shard's inner chunks one after another)."""
+        if self._current is not None and self._current[0] == key and self._current[1] is raw:
+            return
         self._mem.clear()
         self._mem.update(self._meta)
         if raw is not None:
             self._mem[key] = self._buffer.from_bytes(raw)
+        self._current = (key, raw)
 
     def decode(self, index: Index, raw: bytes) -> np.ndarray:
         key = self.key(index)
@@ -248,6 +253,7 @@ class ZarrBlocks(BlockStore):
         (key,) = keys
         with self._lock:
             self._holding(key, raw)
+            self._current = None  # the store is about to hold the new object
             for index, (values, _) in sorted(changes.items()):
                 self._array[self._bounds(index)] = values
             out = self._mem.get(key)
