@@ -77,3 +77,23 @@ def test_save_widget_saves_ome_zarr_labels(make_napari_viewer, tmp_path):
     levels = levels_of(dest)
     assert (levels[0][6] == 42).any()
     assert (levels[1][3] == 42).any()
+
+
+def test_labels_inside_an_ome_zarr_image_open_editable_beside_it(make_napari_viewer, tmp_path):
+    """The usual OME-Zarr layout: an image with ``labels/seg`` inside it; opening the image
+    shows both, and the labels layer paints and saves into ``labels/seg`` only."""
+    image = tmp_path / "cells.ome.zarr"
+    export(np.arange(np.prod(SHAPE)).reshape(SHAPE).astype("uint8"), image, format="ome-zarr",
+           chunks=8)  # fmt: skip
+    export(labels(), image, path="labels/seg", format="ome-zarr", labels=True, chunks=8, shards=2)
+    image_files = {p: p.read_bytes() for p in image.glob("s*/**/*") if p.is_file()}
+    viewer = make_napari_viewer()
+    layers = viewer.open(str(image), plugin="napari-n5zarr")
+    (seg,) = [layer for layer in layers if isinstance(layer.data, EditableLevel)]
+    viewer.dims.set_point(0, 6)
+    seg.brush_size = 5
+    seg.paint((6, 30, 30), 9)
+    edited = np.asarray(seg.data[...])
+    save_edits(seg)
+    np.testing.assert_array_equal(levels_of(image / "labels" / "seg")[0], edited)
+    assert {p: p.read_bytes() for p in image.glob("s*/**/*") if p.is_file()} == image_files
