@@ -277,3 +277,40 @@ def test_a_save_is_refused_while_another_saver_holds_the_lock(tmp_path):
     ):
         write_region(dest, np.ones((2, 2, 2), dtype="uint32"), (0, 0, 0))
     assert snapshot(dest) == before
+
+
+def test_a_tensorstore_reader_looping_during_saves_sees_whole_old_or_new_shards(tmp_path):
+    import threading
+
+    ts = pytest.importorskip("tensorstore")
+    a = labels()
+    b = (a + 1) % 6
+    dest = make(tmp_path, a, shards=2, compression="zstd")
+    shard = 2 * CHUNK
+    cells = [np.s_[z : z + shard, y : y + shard, x : x + shard]
+             for z in range(0, SHAPE[0], shard) for y in range(0, SHAPE[1], shard)
+             for x in range(0, SHAPE[2], shard)]  # fmt: skip
+    stop, bad, reads = threading.Event(), [], [0]
+
+    def reader() -> None:
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(dest / "s0")},
+                "recheck_cached_data": False}  # fmt: skip
+        while not stop.is_set():
+            got = np.asarray(ts.open(spec).result().read().result())
+            reads[0] += 1
+            bad.extend(
+                c
+                for c in cells
+                if not (np.array_equal(got[c], a[c]) or np.array_equal(got[c], b[c]))
+            )
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for n in range(6):
+            write_region(dest, b if n % 2 == 0 else a, (0, 0, 0))
+    finally:
+        stop.set()
+        thread.join()
+    assert reads[0] > 0
+    assert bad == []
