@@ -15,8 +15,8 @@ shard) is decoded and encoded is the format's
   dataset's corner block, else n5-java's truncation). In a sharded Zarr array the blocks are
   the inner chunks and the stored object replaced atomically is the whole shard.
 * Coarser levels: in the blocks covering the changed region, the voxels computed from a
-  changed voxel recomputed from the level below with export's downsampling (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for
-  labels), so the pyramid stays what ``export`` of the edited array would write. Writing a
+  changed voxel recomputed from the level below with export's downsampling
+  (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for labels), so the pyramid stays what ``export`` of the edited array would write. Writing a
   level path (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
 * Values that the dataset's dtype cannot hold are refused (never wrapped); a dataset whose
   dtype, block size or shape changed since the layer opened is refused.
@@ -69,9 +69,9 @@ from napari_n5zarr.write.edit.label_pyramid import (
 
 @dataclass
 class SaveResult:
-    """What a save wrote: block files (shards, when sharded) per level (finest first), bytes written, what an
-    interrupted save's recovery did, and how many voxels changed on disk since the layer
-    read them were overwritten with the layer's values."""
+    """What a save wrote: block files (shards, when sharded) per level (finest first), bytes
+    written, what an interrupted save's recovery did, and how many voxels changed on disk
+    since the layer read them were overwritten with the layer's values."""
 
     blocks: list[int]
     bytes_written: int
@@ -158,7 +158,7 @@ def new_block(level: Level, index: Index, values: np.ndarray, raw: bytes | None)
     bytes ``raw``, or None if unchanged."""
     check_fits(values, level.dtype, f"{level.path(index)}")
     stored = decode(level, index, raw)
-    differs = values != inside_values(level, index, stored)  # missing reads as 0
+    differs = values != inside_values(level, index, stored)  # missing: the fill value
     if not differs.any():
         return None
     where = [np.flatnonzero(differs.any(axis=tuple(a for a in range(differs.ndim) if a != axis)))
