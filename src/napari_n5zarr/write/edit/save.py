@@ -16,8 +16,9 @@ shard) is decoded and encoded is the format's
   the inner chunks and the stored object replaced atomically is the whole shard.
 * Coarser levels: in the blocks covering the changed region, the voxels computed from a
   changed voxel recomputed from the level below with export's downsampling
-  (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for labels), so the pyramid stays what ``export`` of the edited array would write. Writing a
-  level path (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
+  (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for labels), so the pyramid
+  stays what ``export`` of the edited array would write. Writing a level path
+  (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
 * Values that the dataset's dtype cannot hold are refused (never wrapped); a dataset whose
   dtype, block size or shape changed since the layer opened is refused.
 * Only blocks whose values changed are written; every other file (metadata included) is
