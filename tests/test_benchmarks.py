@@ -162,3 +162,22 @@ def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> N
     assert rows == [
         f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")
     ] + ["multiset plane"]
+
+
+def test_sharded_labels_save_runs_and_checks_the_stroke(tmp_path: Path) -> None:
+    """benchmarks/sharded_labels_save.py on a tiny sharded pyramid: every row printed (the
+    script itself checks that the stroke reached the shard)."""
+    import os
+    import subprocess
+
+    pytest.importorskip("tensorstore")
+    script = SPEED.parent / "sharded_labels_save.py"
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = ["--shape", "16,32,32", "--chunks", "8", "--shards", "2", "--repeat", "1",
+            "--workdir", str(tmp_path / "work")]  # fmt: skip
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                         env=env, timeout=300, check=True).stdout  # fmt: skip
+    assert "ours: save" in out
+    assert "tensorstore: read + rewrite" in out
+    assert "ratio tensorstore / ours" in out

@@ -219,9 +219,9 @@ def _fragments_layer(image: Image, shown: dict[str, Any]) -> list[Any]:
 
 
 def _labels(levels: list[Any], kwargs: dict[str, Any], ms: Multiscale, source: str) -> LayerData:
-    """Labels: local N5 integer labels open editable (level 0 alone, single-scale: napari
-    cannot paint a multiscale Labels layer); anything else read-only as before (dask
-    levels), the reason kept in the metadata for the first paint attempt to tell."""
+    """Labels: local N5 and Zarr v3 / OME-Zarr integer labels open editable (level 0 alone,
+    single-scale: napari cannot paint a multiscale Labels layer); anything else read-only as
+    before (dask levels), the reason kept in the metadata for the first paint attempt to tell."""
     from napari_n5zarr.write.edit.editable import ReadOnlyLevel, open_editable, pyramid_root
 
     meta = kwargs["metadata"]["napari_n5zarr"]

@@ -1,5 +1,5 @@
-"""Level 0 of a local N5 labels dataset or pyramid as an editable lazy array-like (napari's
-``Labels`` paints through ``data[key]`` / ``data[key] = value``; no napari here).
+"""Level 0 of a local N5 or Zarr v3 / OME-Zarr labels dataset or pyramid as an editable lazy
+array-like (napari's ``Labels`` paints through ``data[key]`` / ``data[key] = value``; no napari here).
 
 Reads go through the read-only lazy level (its cache and prefetching) with the edited
 blocks laid over it; writes touch only the blocks they reach, held in memory (only
@@ -361,7 +361,7 @@ def pyramid_root(
 
 def save_edits(layer: Any) -> edits.SaveResult:
     """Write the edited blocks of ``layer`` (a napari Labels layer opened editable by
-    napari-n5zarr, or its data) back into its N5 dataset or pyramid: changed level-0
+    napari-n5zarr, or its data) back into its dataset or pyramid (N5, Zarr v3): changed level-0
     blocks, then the coarser levels' covering blocks (see :func:`~napari_n5zarr.write.edit.save.save_changes`).
 
     Raises :class:`~napari_n5zarr.write.NotEditableError` (saying why and how to get

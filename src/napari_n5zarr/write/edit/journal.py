@@ -51,8 +51,8 @@ def sha(raw: bytes | None) -> str | None:
 
 @dataclass
 class NewBlock:
-    values: np.ndarray
-    """Inside the array, napari order."""
+    values: np.ndarray | None
+    """Inside the array, napari order (None: a stored object of several blocks)."""
     encoded: bytes
     before: str | None = None
     """Checksum of the block's stored bytes when the save read them (None: missing)."""
@@ -91,11 +91,10 @@ def _valid_key(key: Any, levels: Sequence[Level]) -> bool:
     parts = key.split("/")
     for level in levels:
         prefix = level.key.split("/") if level.key else []
-        rest = parts[len(prefix) :]
-        if parts[: len(prefix)] != prefix or len(rest) != len(level.shape):
+        if parts[: len(prefix)] != prefix or len(parts) == len(prefix):
             continue
-        if all(p.isdigit() and p.isascii() and str(int(p)) == p for p in rest):
-            return all(int(p) < g for p, g in zip(rest, reversed(level.grid), strict=True))
+        if level.blocks.index_of("/".join(parts[len(prefix) :])) is not None:
+            return True
     return False
 
 

@@ -1,7 +1,9 @@
 """A local labels dataset or pyramid as the proofreading save path sees it, described by the
 read wing: its pyramid (:func:`~napari_n5zarr.read.multiscale.find_multiscales`, any
-convention the reader knows), and each level's shape, blocks, block keys and decoder
-(:class:`~napari_n5zarr.read.fetch.BlockSource`, with its shared cache for display).
+convention the reader knows), and each level's shape, blocks, block keys, decoder and
+encoder (:mod:`~napari_n5zarr.write.edit.block_store`: N5 blocks through
+:class:`~napari_n5zarr.read.fetch.BlockSource` and its shared cache; Zarr v3 chunks and
+shards through zarr-python's codecs).
 
 The bytes of the blocks a save reads and rewrites under its lock come from
 :class:`~napari_n5zarr.write.dataset_files.DatasetFolder` alone (never through a link,
@@ -13,6 +15,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +26,7 @@ import numpy as np
 
 from napari_n5zarr import block_grid
 from napari_n5zarr.access import open as open_node
-from napari_n5zarr.errors import N5BlockError, NotEditableError
+from napari_n5zarr.errors import NotEditableError
 from napari_n5zarr.n5.constants import max_stored_bytes
 from napari_n5zarr.n5.stores import stored_limit
 from napari_n5zarr.read.fetch import BlockSource
@@ -31,11 +35,11 @@ from napari_n5zarr.read.pyramid_walk import Where, place
 from napari_n5zarr.spatial.model import level_number
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
+from napari_n5zarr.write.edit.block_store import BlockStore, N5Blocks, ZarrBlocks
 
 if TYPE_CHECKING:
     import zarr
 
-    from napari_n5zarr.n5.codec import N5DefaultCodec
     from napari_n5zarr.spatial import Multiscale
 
 Index = tuple[int, ...]
@@ -45,35 +49,43 @@ Signature = tuple[tuple[int, ...], tuple[int, ...], str]
 
 @dataclass
 class Level:
-    """One dataset of the pyramid at ``root``, napari order (N5 order reversed); ``key`` is its
-    folder relative to ``root`` (``""``: the root is the dataset). Built by :meth:`of` from
-    the read wing's array."""
+    """One dataset of the pyramid at ``root``, napari order (N5 order reversed; Zarr v3 as
+    stored); ``key`` is its folder relative to ``root`` (``""``: the root is the dataset).
+    Built by :meth:`of` from the read wing's array; its stored blocks are reached through
+    ``blocks`` (:mod:`~napari_n5zarr.write.edit.block_store`: N5 blocks, Zarr v3 chunks or
+    shards)."""
 
     root: Path
     key: str
-    source: BlockSource
-    codec: N5DefaultCodec = field(repr=False)
+    blocks: BlockStore = field(repr=False)
     attrs: Mapping[str, Any] = field(repr=False)
-    stored_cap: int = field(repr=False)
-    """The most bytes a stored block of this level may take (its own bound)."""
 
     @classmethod
     def of(cls, root: Path, key: str, array: zarr.Array) -> Level:
         """The level ``key`` of ``root`` over ``array`` (opened by the read wing)."""
         source = BlockSource.for_array(array)
-        if source is None:
+        blocks: BlockStore | None
+        if source is not None:
+            codec: Any = array.metadata.codecs[0]  # type: ignore[union-attr]  # n5_default, v3 (BlockSource.for_array checked it)
+            cap = max_stored_bytes(False, stored_limit(array.metadata.to_dict()))
+            blocks = N5Blocks(source, codec, cap)
+        else:
+            blocks = ZarrBlocks.for_array(array)
+        if blocks is None:
             raise NotEditableError(
-                f"{root / key} does not hold N5 blocks; make an editable copy with `n5zarr convert`"
+                f"{root / key} holds neither N5 blocks nor a Zarr v3 array; make an editable copy with `n5zarr convert`"
             )
-        codec: Any = array.metadata.codecs[0]  # type: ignore[union-attr]  # n5_default, v3 (BlockSource.for_array checked it)
-        return cls(
-            root,
-            key,
-            source,
-            codec,
-            dict(array.attrs),
-            max_stored_bytes(False, stored_limit(array.metadata.to_dict())),
-        )
+        return cls(root, key, blocks, dict(array.attrs))
+
+    @property
+    def source(self) -> BlockSource | None:
+        """The read wing's cached block path (N5 levels), else None."""
+        return self.blocks.source
+
+    @property
+    def stored_cap(self) -> int:
+        """The most bytes a stored block of this level may take (its own bound)."""
+        return self.blocks.stored_cap
 
     @property
     def folder(self) -> Path:
@@ -81,15 +93,15 @@ class Level:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.source.shape
+        return self.blocks.shape
 
     @property
     def block(self) -> tuple[int, ...]:
-        return self.source.blocks
+        return self.blocks.block
 
     @property
     def dtype(self) -> np.dtype:
-        return self.source.dtype
+        return self.blocks.dtype
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -101,7 +113,7 @@ class Level:
 
     def block_key(self, index: Index) -> str:
         """The block's key relative to the pyramid root (``s0/3/2/1``)."""
-        name = self.source.layout.encode_key(tuple(int(i) for i in reversed(index)))
+        name = self.blocks.key(index)
         return f"{self.key}/{name}" if self.key else name
 
     def path(self, index: Index) -> Path:
@@ -163,7 +175,7 @@ def pyramid_levels(root: str | os.PathLike[str]) -> tuple[Path, list[Level]]:
     folder = local_folder(root)
     found = _pyramid_at(folder)
     if found is None:
-        raise NotEditableError(f"{folder} holds no N5 dataset nor one pyramid of N5 datasets")
+        raise NotEditableError(f"{folder} holds no labels dataset nor one pyramid of datasets")
     node, ms = found
     parent = _enclosing_pyramid(folder) if ms.paths == ("",) else None
     if parent is not None:
@@ -241,29 +253,44 @@ def steps(levels: Sequence[Level]) -> list[tuple[int, ...]]:
 def shown_region(level: Level, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
     """Pixels ``[lo, hi)`` of ``level`` for display, through the read wing (its shared cache,
     concurrent decoding); an unreadable block raises (N5BlockError), naming it."""
-    errors: list[str] = []
-    out = level.source.read(tuple(slice(a, b) for a, b in zip(lo, hi, strict=True)), errors.append)
-    if errors:
-        raise N5BlockError(errors[0])
-    return out
+    return level.blocks.read(lo, hi)
+
+
+SHARDS_HELD = 16
+"""Stored objects holding several blocks (shards) kept per save while it reads them."""
+_held: weakref.WeakKeyDictionary[DatasetFolder, OrderedDict[str, bytes | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def read_raw(folder: DatasetFolder, level: Level, index: Index) -> bytes | None:
-    """The stored bytes of the block at ``index`` (None: missing), through ``folder``."""
-    return folder.read(level.block_key(index), level.stored_cap, own=False)
+    """The stored bytes of the object holding the block at ``index`` (None: missing), through
+    ``folder``. A shard read for one of its inner chunks is kept for the next ones (the last
+    :data:`SHARDS_HELD`, for as long as ``folder`` is open: one save under its lock)."""
+    key = level.block_key(index)
+    if not level.blocks.shares_objects:
+        return folder.read(key, level.stored_cap, own=False)
+    held = _held.setdefault(folder, OrderedDict())
+    if key in held:
+        held.move_to_end(key)
+        return held[key]
+    raw = held[key] = folder.read(key, level.stored_cap, own=False)
+    if len(held) > SHARDS_HELD:
+        held.popitem(last=False)
+    return raw
 
 
 def decode(level: Level, index: Index, raw: bytes | None) -> np.ndarray | None:
     """A stored block at its header shape, napari order (a writable copy), or None."""
     if raw is None:
         return None
-    return np.array(level.source.decode(raw, level.source.key(index)), dtype=level.dtype)
+    return level.blocks.decode(index, raw)
 
 
 def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order."""
+    """The block's values inside the array (missing: the fill value, 0 for N5), napari order."""
     inside = level.inside(index)
-    out = np.zeros(inside, dtype=level.dtype)
+    out = np.full(inside, level.blocks.fill, dtype=level.dtype)
     if stored is not None:
         common = tuple(slice(0, min(a, b)) for a, b in zip(inside, stored.shape, strict=True))
         out[common] = stored[common]
@@ -271,7 +298,7 @@ def inside_values(level: Level, index: Index, stored: np.ndarray | None) -> np.n
 
 
 def block_values(level: Level, index: Index, folder: DatasetFolder) -> np.ndarray:
-    """The block's values inside the array (missing: zeros), napari order, read through ``folder``."""
+    """The block's values inside the array (missing: the fill value), napari order, read through ``folder``."""
     return inside_values(level, index, decode(level, index, read_raw(folder, level, index)))
 
 

@@ -1,7 +1,10 @@
-"""Edits written back into a local N5 (or dual N5 + Zarr v3) integer dataset or pyramid,
-block by block: the proofreading save path (no napari here). The pyramid, its levels and
-their block structure are the read wing's (:mod:`napari_n5zarr.write.edit.label_pyramid`); the
-bytes read and written under the lock go through the dataset folder alone.
+"""Edits written back into a local N5, dual N5 + Zarr v3, or standard Zarr v3 / OME-Zarr
+integer dataset or pyramid, block by block: the proofreading save path (no napari here). The
+pyramid, its levels and their block structure are the read wing's
+(:mod:`napari_n5zarr.write.edit.label_pyramid`); the bytes read and written under the lock go
+through the dataset folder alone; how one stored object (an N5 block, a Zarr chunk, a whole
+shard) is decoded and encoded is the format's
+(:mod:`napari_n5zarr.write.edit.block_store`), the only part that differs between formats.
 
 * Level 0: read-modify-write of the touched blocks only, **under the lock, from the block
   as it is on disk at save time**: a layer's edit (:class:`Change`) writes only the voxels
@@ -9,11 +12,13 @@ bytes read and written under the lock go through the dataset folder alone.
   where such a voxel was changed on disk too, the layer's value wins and the result counts
   it (:attr:`SaveResult.overwritten`). Each block keeps its dataset's compression and its
   own edge convention (its header: truncated or padded; a new edge block follows the
-  dataset's corner block, else n5-java's truncation).
-* Coarser levels: the blocks covering the changed region recomputed from the level below
-  with export's downsampling (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for
-  labels), so the pyramid stays what ``export`` of the edited array would write. Writing a
-  level path (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
+  dataset's corner block, else n5-java's truncation). In a sharded Zarr array the blocks are
+  the inner chunks and the stored object replaced atomically is the whole shard.
+* Coarser levels: in the blocks covering the changed region, the voxels computed from a
+  changed voxel recomputed from the level below with export's downsampling
+  (:func:`napari_n5zarr.write.pyramid.downsample_block`, mode for labels), so the pyramid
+  stays what ``export`` of the edited array would write. Writing a level path
+  (``C.n5/s0``) updates its pyramid; a coarser level alone is refused.
 * Values that the dataset's dtype cannot hold are refused (never wrapped); a dataset whose
   dtype, block size or shape changed since the layer opened is refused.
 * Only blocks whose values changed are written; every other file (metadata included) is
@@ -46,7 +51,6 @@ import numpy as np
 
 from napari_n5zarr.block_grid import block_ranges, overlap
 from napari_n5zarr.errors import NotEditableError, StaleLayerError, ValuesDoNotFitError  # noqa: F401 (NotEditableError: its old home)
-from napari_n5zarr.n5.block_format import parse_header
 from napari_n5zarr.write import pyramid
 from napari_n5zarr.write.dataset_files import DatasetFolder
 from napari_n5zarr.write.edit.journal import NewBlock, commit, lock, recover, sha
@@ -66,9 +70,9 @@ from napari_n5zarr.write.edit.label_pyramid import (
 
 @dataclass
 class SaveResult:
-    """What a save wrote: block files per level (finest first), bytes written, what an
-    interrupted save's recovery did, and how many voxels changed on disk since the layer
-    read them were overwritten with the layer's values."""
+    """What a save wrote: block files (shards, when sharded) per level (finest first), bytes
+    written, what an interrupted save's recovery did, and how many voxels changed on disk
+    since the layer read them were overwritten with the layer's values."""
 
     blocks: list[int]
     bytes_written: int
@@ -131,87 +135,90 @@ def as_values(array: Any, dtype: np.dtype, where: str) -> np.ndarray:
 # -- new blocks ----------------------------------------------------------------------------
 
 
-def edge_convention(level: Level, folder: DatasetFolder, looked_at: int = 64) -> str:
-    """``"pad"`` when the dataset's edge blocks are stored at the full block shape (the
-    corner block, else the first of up to ``looked_at`` edge blocks found), else
-    ``"truncate"`` (n5-java's way, and the answer when there is no edge block to look at)."""
-    grid = level.grid
-    edges = [a for a, (n, b) in enumerate(zip(level.shape, level.block, strict=True)) if n % b]
-    if not edges:
-        return "truncate"  # no edge blocks at all
-    corner = tuple(g - 1 for g in grid)
-    candidates = itertools.chain(
-        [corner],
-        *(
-            itertools.product(*(range(g) if i != a else [g - 1] for i, g in enumerate(grid)))
-            for a in edges
-        ),
-    )
-    for index in itertools.islice(candidates, looked_at):
-        raw = read_raw(folder, level, index)
-        if raw is None:
-            continue
-        try:
-            return (
-                "pad"
-                if tuple(parse_header(raw[: 4 + 4 * len(level.shape)]).shape)[::-1] == level.block
-                else "truncate"
-            )
-        except ValueError:
-            continue
-    return "truncate"
+def edge_convention(level: Level, folder: DatasetFolder) -> str:
+    """How new edge blocks of ``level`` are stored (``"pad"`` or ``"truncate"``), from the
+    blocks stored now (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.edge_convention`)."""
+    return level.blocks.edge_convention(lambda index: read_raw(folder, level, index))
 
 
-def new_block(
-    level: Level, index: Index, values: np.ndarray, convention: str, raw: bytes | None
-) -> NewBlock | None:
-    """The block at ``index`` holding ``values`` (inside the array) over its stored bytes
-    ``raw``, or None if unchanged. An existing block keeps its header shape and whatever
-    its padding holds."""
+@dataclass
+class Changed:
+    """A block whose values change: the new values (inside the array, napari order), the
+    block as stored (None: missing), its stored object's bytes when the save read them, and
+    the box (``[lo, hi)`` in the block) holding every voxel that changes."""
+
+    values: np.ndarray
+    stored: np.ndarray | None
+    raw: bytes | None
+    lo: tuple[int, ...] = ()
+    hi: tuple[int, ...] = ()
+
+
+def new_block(level: Level, index: Index, values: np.ndarray, raw: bytes | None) -> Changed | None:
+    """The block at ``index`` holding ``values`` (inside the array) over its stored object's
+    bytes ``raw``, or None if unchanged."""
     check_fits(values, level.dtype, f"{level.path(index)}")
     stored = decode(level, index, raw)
-    inside = level.inside(index)
-    region = tuple(slice(0, n) for n in inside)
-    if stored is None:
-        if not values.any():
-            return None  # missing reads as 0: nothing to write
-        shape = level.block if convention == "pad" else inside
-        full = np.zeros(shape, dtype=level.dtype)
-    else:
-        if np.array_equal(inside_values(level, index, stored), values):
-            return None
-        full = stored
-        if any(s < n for s, n in zip(stored.shape, inside, strict=True)):  # a short block: grow it
-            full = np.zeros(
-                [max(s, n) for s, n in zip(stored.shape, inside, strict=True)], dtype=level.dtype
-            )
-            full[tuple(slice(0, s) for s in stored.shape)] = stored
-    full[region] = values
-    values = np.ascontiguousarray(values, dtype=level.dtype)
-    return NewBlock(values, level.codec.encode_block(full.T), sha(raw))
+    differs = values != inside_values(level, index, stored)  # missing: the fill value
+    if not differs.any():
+        return None
+    where = [np.flatnonzero(differs.any(axis=tuple(a for a in range(differs.ndim) if a != axis)))
+             for axis in range(differs.ndim)]  # fmt: skip
+    return Changed(np.ascontiguousarray(values, dtype=level.dtype), stored, raw,
+                   tuple(int(w[0]) for w in where), tuple(int(w[-1]) + 1 for w in where))  # fmt: skip
+
+
+def stored_objects(
+    level: Level, changed: Mapping[Index, Changed], convention: str
+) -> dict[str, NewBlock]:
+    """The new stored objects (key relative to the pyramid root -> bytes) holding the
+    ``changed`` blocks of ``level``, each encoded once by the level's format
+    (:meth:`~napari_n5zarr.write.edit.block_store.BlockStore.encode`): an N5 block or Zarr
+    chunk per block, a whole shard for all its changed inner chunks."""
+    groups: dict[str, dict[Index, Changed]] = {}
+    for index, block in changed.items():
+        groups.setdefault(level.block_key(index), {})[index] = block
+    out: dict[str, NewBlock] = {}
+    for key, blocks in groups.items():
+        raw = next(iter(blocks.values())).raw
+        changes = {i: (b.values, b.stored) for i, b in blocks.items()}
+        out[key] = NewBlock(None, level.blocks.encode(changes, raw, convention), sha(raw))
+    return out
 
 
 def coarser_blocks(
-    folder: DatasetFolder, fine: Level, coarse: Level, step: Sequence[int], changed: Mapping[Index, NewBlock],
+    folder: DatasetFolder, fine: Level, coarse: Level, step: Sequence[int], changed: Mapping[Index, Changed],
     method: pyramid.Method,
-) -> dict[Index, NewBlock]:  # fmt: skip
-    """The blocks of ``coarse`` covering the ``changed`` blocks of ``fine``, recomputed."""
-    touched: set[Index] = set()
-    for index in changed:
-        bounds = fine.bounds(index)
-        lo = [s.start // f for s, f in zip(bounds, step, strict=True)]
-        hi = [-(-s.stop // f) for s, f in zip(bounds, step, strict=True)]
-        touched.update(itertools.product(*block_ranges(lo, hi, coarse.block)))
-    convention = edge_convention(coarse, folder)
-    out: dict[Index, NewBlock] = {}
-    for index in sorted(touched):
-        bounds = coarse.bounds(index)
-        lo = [s.start * f for s, f in zip(bounds, step, strict=True)]
-        hi = [min(s.stop * f, n) for s, f, n in zip(bounds, step, fine.shape, strict=True)]
-        values = pyramid.downsample_block(read_region(fine, changed, lo, hi, folder), step, method)
-        block = new_block(coarse, index, values, convention, read_raw(folder, coarse, index))
-        if block is not None:
-            out[index] = block
+) -> dict[Index, Changed]:  # fmt: skip
+    """The blocks of ``coarse`` over the ``changed`` blocks of ``fine``: in each, the voxels
+    computed from a changed voxel of ``fine`` are computed again (export's downsampling over
+    the fine region as it is now), the others kept as stored."""
+    boxes: dict[Index, tuple[list[int], list[int]]] = {}
+    for index, block in changed.items():
+        start = [s.start for s in fine.bounds(index)]
+        lo = [(o + a) // f for o, a, f in zip(start, block.lo, step, strict=True)]
+        hi = [-(-(o + b) // f) for o, b, f in zip(start, block.hi, step, strict=True)]
+        for cell in itertools.product(*block_ranges(lo, hi, coarse.block)):
+            bounds = coarse.bounds(cell)
+            a = [max(x, s.start) for x, s in zip(lo, bounds, strict=True)]
+            b = [min(x, s.stop) for x, s in zip(hi, bounds, strict=True)]
+            if cell in boxes:
+                a = [min(x, y) for x, y in zip(a, boxes[cell][0], strict=True)]
+                b = [max(x, y) for x, y in zip(b, boxes[cell][1], strict=True)]
+            boxes[cell] = (a, b)
+    out: dict[Index, Changed] = {}
+    for index in sorted(boxes):
+        a, b = boxes[index]
+        lo = [x * f for x, f in zip(a, step, strict=True)]
+        hi = [min(x * f, n) for x, f, n in zip(b, step, fine.shape, strict=True)]
+        part = pyramid.downsample_block(read_region(fine, changed, lo, hi, folder), step, method)
+        raw = read_raw(folder, coarse, index)
+        values = inside_values(coarse, index, decode(coarse, index, raw))
+        start = [s.start for s in coarse.bounds(index)]
+        values[tuple(slice(x - o, y - o) for x, y, o in zip(a, b, start, strict=True))] = part
+        new = new_block(coarse, index, values, raw)
+        if new is not None:
+            out[index] = new
     return out
 
 
@@ -219,7 +226,7 @@ def coarser_blocks(
 class Plan:
     """Every level's changed blocks (finest first) and the voxels overwritten on level 0."""
 
-    levels: list[dict[Index, NewBlock]]
+    levels: list[dict[Index, Changed]]
     overwritten: int = 0
     merged: dict[Index, np.ndarray] = field(default_factory=dict)
 
@@ -257,7 +264,6 @@ def plan_save(
     """Every level's changed blocks for level-0 ``edits`` (values inside the array, or a
     layer's :class:`Change`), each merged into its block as it is on disk now."""
     first_level = levels[0]
-    convention = edge_convention(first_level, folder)
     plan = Plan([{}])
     for index, edit in edits.items():
         raw = read_raw(folder, first_level, index)
@@ -265,7 +271,7 @@ def plan_save(
         merged, overwritten = _merge(first_level, index, disk, edit)
         plan.overwritten += overwritten
         plan.merged[index] = merged
-        block = new_block(first_level, index, merged, convention, raw)
+        block = new_block(first_level, index, merged, raw)
         if block is not None:
             plan.levels[0][index] = block
     for (fine, coarse), step in zip(itertools.pairwise(levels), steps(levels), strict=True):
@@ -304,14 +310,13 @@ def _save(
     with lock(root), DatasetFolder(root) as folder:
         recovered = recover(folder, levels)
         plan = plan_save(folder, levels, edits_of(folder), method)
-        blocks = {
-            level.block_key(i): b
-            for level, new in zip(levels, plan.levels, strict=True)
-            for i, b in new.items()
-        }
-        written = commit(folder, blocks)
+        per_level = [
+            stored_objects(level, changed, edge_convention(level, folder)) if changed else {}
+            for level, changed in zip(levels, plan.levels, strict=True)
+        ]
+        written = commit(folder, {k: b for new in per_level for k, b in new.items()})
     return SaveResult(
-        [len(p) for p in plan.levels], written, recovered, plan.overwritten, plan.merged
+        [len(new) for new in per_level], written, recovered, plan.overwritten, plan.merged
     )
 
 
