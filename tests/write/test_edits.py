@@ -227,7 +227,7 @@ def test_kill_9_during_a_save_leaves_old_or_new_blocks_and_the_next_save_finishe
     env = {
         **os.environ,
         save_journal.CRASH_ENV: point,
-        "PYTHONPATH": str(Path(edits.__file__).parents[2]),
+        "PYTHONPATH": str(Path(edits.__file__).parents[3]),  # src
     }
     proc = subprocess.run(
         [sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")],
@@ -269,7 +269,7 @@ def test_an_editable_open_finishes_an_interrupted_save(tmp_path):
     env = {
         **os.environ,
         save_journal.CRASH_ENV: "replaced:1",
-        "PYTHONPATH": str(Path(edits.__file__).parents[2]),
+        "PYTHONPATH": str(Path(edits.__file__).parents[3]),  # src
     }
     subprocess.run(
         [sys.executable, "-c", CRASH_SCRIPT, str(dest), str(tmp_path / "patch.npy")],
