@@ -34,6 +34,7 @@ get :data:`MAX_CONNECTIONS`, botocore's default of 10 would queue a plane's bloc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -41,7 +42,7 @@ import posixpath
 import random
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
@@ -88,6 +89,24 @@ HTTP_IN_FLIGHT = 32
 """Requests in flight per HTTP filesystem (browsers open 6 per host). Small servers drop
 connections under more: Python's ``http.server`` (a listen backlog of 5) served the 4,000
 metadata reads of a 2,000-child ``n5zarr tree`` in 13-20 s at 16-32, 91-122 s at 64-100."""
+
+
+_session_options: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def default_storage_options(options: dict[str, Any] | None) -> Iterator[None]:
+    """While the block runs, every URL opened without ``storage_options`` of its own gets
+    ``options`` (the CLI's ``--storage-options``: one command reads and writes through
+    several layers that each open the location); None changes nothing."""
+    global _session_options
+    saved = _session_options
+    if options is not None:
+        _session_options = dict(options)
+    try:
+        yield
+    finally:
+        _session_options = saved
 
 
 @dataclass(frozen=True)
@@ -481,6 +500,8 @@ class RemoteStore(FsspecStore):
     ) -> RemoteStore:
         """The store at ``url`` with this module's timeouts and retries."""
         settings = RemoteSettings.from_env()
+        if storage_options is None:
+            storage_options = _session_options
         if (
             settings.request_timeout is None
             and (user := user_deadline(url, storage_options)) is not None
