@@ -60,6 +60,7 @@ PLANE_MAX_BLOCKS = 1024
 
 OnError = Callable[[str], None]
 _MISS = object()
+_DROPPED = object()  # a prefetch given up before it started: its waiters fetch the block themselves
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _prefetcher: ThreadPoolExecutor | None = None
@@ -213,6 +214,7 @@ class BlockSource:
         self._last_z: dict[
             tuple[tuple[int, int], ...], int
         ] = {}  # region (but z) -> last z start read
+        self._asked_z: dict[tuple[tuple[int, int], ...], int] = {}  # ... -> last z asked for
 
     @classmethod
     def for_array(cls, array: zarr.Array, cache: BlockCache | None = None) -> BlockSource | None:
@@ -424,6 +426,11 @@ class BlockSource:
             if isinstance(results[cell], BaseException):
                 with _inflight_lock:  # claimed here: a later read tries the block again
                     _unclaimed.pop((token, self.prefix, cell), None)
+        dropped = [cell for cell, value in results.items() if value is _DROPPED]
+        if dropped:  # a prefetch given up (the user moved away) before it fetched them
+            results.update(
+                zip(dropped, self._load_and_release(dropped, len(dropped), token), strict=True)
+            )
         for cell in missing:
             value = results[cell]
             if isinstance(value, BaseException):
@@ -532,15 +539,56 @@ class BlockSource:
                 _inflight[key] = Future()
                 todo.append(cell)
         if todo:
-            _prefetch_pool().submit(self._prefetch, todo, token)
+            _prefetch_pool().submit(self._prefetch, todo, token, (where, target))
 
-    def _prefetch(self, cells: list[tuple[int, ...]], token: Any) -> None:
+    def _still_wanted(self, where: tuple[tuple[int, int], ...], target: int) -> bool:
+        """The last read of the region ``where`` is still within a block slab of ``target``
+        (a far jump since the prefetch was queued makes it useless: the person waits for
+        another frame, and the prefetch would take the cores and connections it needs)."""
+        z = self.ndim - 3
+        with self._lock:
+            last = self._asked_z.get(where)
+        return last is not None and abs(last // self.blocks[z] - target) <= 1
+
+    def _note_asked(self, selection: Sequence[slice]) -> None:
+        """Remember the z a region is read at, as the read starts (a queued prefetch that
+        the person has jumped away from is given up while the jump's own blocks load)."""
+        if self.ndim < 3:
+            return
+        z = self.ndim - 3
+        where = tuple((s.start, s.stop) for i, s in enumerate(selection) if i != z)
+        with self._lock:
+            if len(self._asked_z) > 1024:
+                self._asked_z.clear()
+            self._asked_z[where] = selection[z].start
+
+    def _drop(self, cells: list[tuple[int, ...]], token: Any) -> None:
+        """Release the waiters of a prefetch that will not run: they fetch the blocks."""
+        for cell in cells:
+            with _inflight_lock:
+                future = _inflight.pop((token, self.prefix, cell), None)
+            if future is not None:
+                future.set_result(_DROPPED)
+
+    def _prefetch(
+        self,
+        cells: list[tuple[int, ...]],
+        token: Any,
+        wanted: tuple[tuple[tuple[int, int], ...], int] | None = None,
+    ) -> None:
         """Decode ``cells`` into the cache (local stores one after another, remote ones
-        requested all at once), releasing their waiters."""
+        requested all at once), releasing their waiters. ``wanted`` (region, target slab):
+        given up before it starts when the person has jumped away meanwhile."""
+        if wanted is not None and not self._still_wanted(*wanted):
+            self._drop(cells, token)
+            return
         if not self.synchronous:
             self._load_and_release(cells, None, token)
             return
-        for cell in cells:
+        for i, cell in enumerate(cells):
+            if wanted is not None and i and not self._still_wanted(*wanted):
+                self._drop(cells[i:], token)  # jumped away meanwhile: the rest is not needed
+                return
             key = (token, self.prefix, cell)
             try:
                 value = self._load_sync(cell)
@@ -570,6 +618,7 @@ class BlockSource:
         beyond its header, read as the fill value (unreadable ones go to ``on_error``)."""
         out_shape = tuple(max(0, s.stop - s.start) for s in selection)
         cells = self.cells(selection)
+        self._note_asked(selection)
         blocks = self.blocks_for(cells, on_error) if cells else {}
         copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
