@@ -189,7 +189,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def s3_rows(workdir: Path, size: int, repeat: int) -> None:
+def s3_rows(workdir: Path, size: int, repeat: int, trace: bool = False) -> None:
     """Level 0 of a ``size``^3 pyramid in moto (own process): floor, ours, tensorstore."""
     import boto3
     import tensorstore as ts
@@ -234,6 +234,10 @@ def s3_rows(workdir: Path, size: int, repeat: int) -> None:
             list(pool.map(lambda k: s3.get_object(Bucket="pub", Key=k)["Body"].read(), keys))
 
         floor(0)  # connections opened
+        if trace:
+            print("where a cold S3 plane's time goes:")
+            with default_storage_options(opts):
+                trace_plane("s3://pub/p.n5", size, 3)
         t = interleaved(
             {
                 "S3 floor (boto3, 64 threads, no decode)": floor,
@@ -293,7 +297,7 @@ def main() -> None:
         server.kill()
         server.wait()
     if args.s3:
-        s3_rows(workdir, args.s3_size, args.repeat)
+        s3_rows(workdir, args.s3_size, args.repeat, args.trace)
 
 
 if __name__ == "__main__":
