@@ -419,9 +419,9 @@ def unsigned_object_url(fs: Any, path: str) -> str | None:
     return f"https://{bucket}.{host}/{key}"
 
 
-def _unsigned_http(fs: Any, settings: RemoteSettings) -> Any:
-    """An fsspec HTTP filesystem (on the running event loop) for ``fs``'s unsigned reads,
-    with the same timeouts; one per S3 filesystem."""
+async def _unsigned_http(fs: Any, settings: RemoteSettings) -> Any:
+    """An fsspec HTTP filesystem (its session on the running event loop, closed at exit)
+    for ``fs``'s unsigned reads, with the same timeouts; one per S3 filesystem."""
     known = _UNSIGNED.get(fs)
     if known is None:
         import aiohttp
@@ -430,9 +430,12 @@ def _unsigned_http(fs: Any, settings: RemoteSettings) -> Any:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=settings.connect_timeout, sock_read=settings.read_timeout
         )
-        known = _UNSIGNED[fs] = HTTPFileSystem(
+        known = HTTPFileSystem(
             asynchronous=True, skip_instance_cache=True, client_kwargs={"timeout": timeout}
         )
+        session = await known.set_session()
+        weakref.finalize(known, known.close_session, asyncio.get_running_loop(), session)
+        known = _UNSIGNED.setdefault(fs, known)
     return known
 
 
@@ -680,11 +683,8 @@ class RemoteStore(FsspecStore):
                 else unsigned_object_url(self.fs, path)
             )
             if unsigned is not None:  # a block of a public bucket: one plain GET
-                get_capped, target, path = (
-                    http_get_capped,
-                    _unsigned_http(self.fs, self.settings),
-                    unsigned,
-                )
+                get_capped, path = http_get_capped, unsigned
+                target = await _unsigned_http(self.fs, self.settings)
 
             async def fetch() -> Buffer | None:
                 try:
