@@ -335,15 +335,16 @@ async def http_get_capped(
             and limit is None
         ):
             check(int(declared))
-        body = bytearray()
+        pieces, size = [], 0  # joined once at the end: one copy of the body, not two
         async for piece in r.content.iter_any():
-            body += piece
-            if limit is not None and len(body) >= limit:
+            pieces.append(piece)
+            size += len(piece)
+            if limit is not None and size >= limit:
                 break
-            check(len(body))
-            if len(body) > cap:  # check raised for any real cap; never read on regardless
+            check(size)
+            if size > cap:  # check raised for any real cap; never read on regardless
                 break
-    data = bytes(body)
+    data = b"".join(pieces)
     return cut(data, byte_range) if whole else data
 
 
@@ -375,15 +376,16 @@ async def s3_get_capped(
         declared = response.get("ContentLength")
         if isinstance(declared, int):
             check(declared)
-        data = bytearray()
+        pieces, size = [], 0
         async for piece in body.iter_chunks(2**20):
-            data += piece
-            check(len(data))
-            if len(data) > cap:  # check raised for any real cap; never read on regardless
+            pieces.append(piece)
+            size += len(piece)
+            check(size)
+            if size > cap:  # check raised for any real cap; never read on regardless
                 break
     finally:
         body.close()
-    return bytes(data)
+    return b"".join(pieces)
 
 
 _DNS_BUCKET = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
