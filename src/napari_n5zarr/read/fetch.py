@@ -14,7 +14,8 @@ S3, zip) with one ``sync()`` per region that gathers every block request at once
 requests the missing blocks of the region's whole y/x plane with them: dask splits a plane
 into tasks and runs one per core, so the plane's other tasks find their blocks in flight
 (and wait for them) instead of waiting for a free core to request them. Each block is
-decoded on the pool as soon as its bytes arrive.
+decoded as soon as its bytes arrive, on the pool or by the reading thread itself (it would
+only wait otherwise, as a local read's does not).
 
 Blocks are kept as views of the decompressed bytes, in napari order (C order of the
 reversed N5 shape: the order of the bytes on disk, big endian), so a z-plane of a block is
@@ -26,11 +27,13 @@ lowest CPU priority: it must not slow the plane being drawn).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
 import math
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -115,6 +118,33 @@ def _map_here_and_on_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> lis
         return []
     futures = [decode_pool().submit(fn, x) for x in items[1:]]
     return [fn(items[0]), *(f.result() for f in futures)]
+
+
+def _decode_while_waiting(
+    work: queue.SimpleQueue[tuple[int, Any] | None],
+    decode: Callable[[tuple[int, Any]], None],
+    done: concurrent.futures.Future[Any],
+) -> None:
+    """On the calling thread, ``decode`` the bodies queued in ``work`` until its end mark
+    (``None``; or ``done`` ended without one: its event loop stopped), then those the pool
+    has not taken yet."""
+    while True:
+        try:
+            item = work.get(timeout=0.5)
+        except queue.Empty:
+            if done.done():
+                break
+            continue
+        if item is None:
+            break
+        decode(item)
+    while True:
+        try:
+            item = work.get_nowait()
+        except queue.Empty:
+            return
+        if item is not None:
+            decode(item)
 
 
 GENERATION_TRIES = 5
@@ -320,30 +350,58 @@ class BlockSource:
             return _map_here_and_on_pool(self._load_sync, cells)
         from zarr.buffer import default_buffer_prototype
 
-        from napari_n5zarr.zarr_internals import sync
+        from napari_n5zarr.zarr_internals import event_loop
 
         proto = default_buffer_prototype()
         pool = decode_pool()
+        work: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+        results: list[Future] = [Future() for _ in cells]
 
-        async def fetch_one(cell: tuple[int, ...]) -> Any:
+        def decode_one(item: tuple[int, Any]) -> None:
+            i, raw = item
+            results[i].set_result(self._decode_or_error((cells[i], raw)))
+
+        def decode_next() -> None:  # a pool thread takes the next body, if the caller has not
+            with contextlib.suppress(queue.Empty):
+                item = work.get_nowait()
+                if item is not None:
+                    decode_one(item)
+                else:
+                    work.put(None)  # the end mark is the caller's
+
+        async def fetch_one(i: int, cell: tuple[int, ...]) -> None:
             try:
                 raw = await self.store.get(self.key(cell), proto)
             except Exception as exc:
-                return exc
+                results[i].set_result(exc)
+                return
             if raw is None:
-                return None
-            # decoded on the pool as soon as it arrives; the loop does not wait for it (a
-            # wake-up of the loop per block would cost it time the other downloads need)
-            return pool.submit(self._decode_or_error, (cell, raw))
+                results[i].set_result(None)
+                return
+            # decoded as soon as it arrives, on the pool or by the waiting caller; the loop
+            # does not wait for it (a wake-up of the loop per block would cost it time the
+            # other downloads need)
+            work.put((i, raw))
+            pool.submit(decode_next)
 
-        async def fetch_all() -> list[Any]:  # one event-loop round trip, every request in flight
-            return await asyncio.gather(*(fetch_one(c) for c in cells), return_exceptions=True)
+        async def fetch_all() -> None:  # one event-loop round trip, every request in flight
+            try:
+                await asyncio.gather(*(fetch_one(i, c) for i, c in enumerate(cells)))
+            finally:
+                work.put(None)
 
         try:
-            fetched = sync(fetch_all())
+            done = asyncio.run_coroutine_threadsafe(fetch_all(), event_loop())
         except Exception as exc:
             return [exc] * len(cells)
-        return [value.result() if isinstance(value, Future) else value for value in fetched]
+        _decode_while_waiting(work, decode_one, done)  # the caller decodes too
+        try:
+            done.result()
+        except Exception as exc:
+            for future in results:
+                if not future.done():
+                    future.set_result(exc)
+        return [future.result() for future in results]
 
     def blocks_for(
         self, cells: Sequence[tuple[int, ...]], on_error: OnError
