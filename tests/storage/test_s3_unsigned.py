@@ -13,7 +13,7 @@ from faulty_http import FaultyHandler, FaultyServer, serve
 
 import napari_n5zarr
 from napari_n5zarr.errors import N5StoreError
-from napari_n5zarr.storage.remote import unsigned_object_url
+from napari_n5zarr.storage.remote import unsigned_object_url, unsigned_tls
 
 CORPUS = Path(__file__).parents[1] / "data/corpus"
 EXPECTED = np.load(CORPUS / "expected_derived/zarr_implementations_reference_image.npy").T
@@ -43,6 +43,23 @@ def test_which_reads_are_plain_gets() -> None:
     assert unsigned_object_url(_fs(key="k", secret="s"), "pub/c.n5/0") is None  # signed
     assert unsigned_object_url(_fs(anon=True, requester_pays=True), "pub/c.n5/0") is None
     assert unsigned_object_url(_fs(anon=True, version_aware=True), "pub/c.n5/0") is None
+    proxied = _fs(anon=True, config_kwargs={"proxies": {"https": "http://proxy:3128"}})
+    assert unsigned_object_url(proxied, "pub/c.n5/0") is None
+
+
+def test_unsigned_reads_verify_certificates_as_botocore_would(monkeypatch, tmp_path) -> None:
+    import ssl
+
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    assert unsigned_tls(_fs(anon=True)) is None  # the system's certificates
+    assert unsigned_tls(_fs(anon=True, client_kwargs={"verify": False})) is False
+    bundle = pytest.importorskip("certifi").where()
+    monkeypatch.setenv("AWS_CA_BUNDLE", bundle)
+    assert isinstance(unsigned_tls(_fs(anon=True)), ssl.SSLContext)
+    missing = tmp_path / "none.pem"
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(missing))
+    with pytest.raises(N5StoreError, match="cannot read the CA bundle"):  # not "absent"
+        unsigned_tls(_fs(anon=True))
 
 
 class _AgentHandler(FaultyHandler):

@@ -404,6 +404,7 @@ def unsigned_object_url(fs: Any, path: str) -> str | None:
         or getattr(fs, "version_aware", False)
         or getattr(fs, "req_kw", None)
         or getattr(fs, "s3_additional_kwargs", None)
+        or (getattr(fs, "config_kwargs", None) or {}).get("proxies")
         or any(c in path for c in "?#%\\")
     ):
         return None
@@ -418,7 +419,26 @@ def unsigned_object_url(fs: Any, path: str) -> str | None:
         return None  # dots or capitals: botocore knows the region rules
     region = client.get("region_name")
     host = f"s3.{region}.amazonaws.com" if region else "s3.amazonaws.com"
-    return f"https://{bucket}.{host}/{key}"
+    scheme = "http" if getattr(fs, "use_ssl", True) is False else "https"
+    return f"{scheme}://{bucket}.{host}/{key}"
+
+
+def unsigned_tls(fs: Any) -> Any:
+    """aiohttp's ``ssl`` for ``fs``'s unsigned reads, verifying as botocore would:
+    ``client_kwargs["verify"]`` (False, or a CA bundle) or ``AWS_CA_BUNDLE``; None: the
+    system's certificates."""
+    import ssl
+
+    verify = (getattr(fs, "client_kwargs", None) or {}).get("verify")
+    if verify is False:
+        return False
+    cafile = verify if isinstance(verify, str) else os.environ.get("AWS_CA_BUNDLE", "").strip()
+    if not cafile:
+        return None
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as e:  # never a FileNotFoundError: a block is not absent
+        raise N5StoreError(f"cannot read the CA bundle {cafile}: {e.strerror or e}") from None
 
 
 async def _unsigned_http(fs: Any, settings: RemoteSettings) -> Any:
@@ -432,9 +452,10 @@ async def _unsigned_http(fs: Any, settings: RemoteSettings) -> Any:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=settings.connect_timeout, sock_read=settings.read_timeout
         )
-        known = HTTPFileSystem(
-            asynchronous=True, skip_instance_cache=True, client_kwargs={"timeout": timeout}
-        )
+        client: dict[str, Any] = {"timeout": timeout, "trust_env": True}  # proxies as botocore
+        if (tls := unsigned_tls(fs)) is not None:
+            client["connector"] = aiohttp.TCPConnector(ssl=tls)
+        known = HTTPFileSystem(asynchronous=True, skip_instance_cache=True, client_kwargs=client)
         session = await known.set_session()
         weakref.finalize(known, known.close_session, asyncio.get_running_loop(), session)
         known = _UNSIGNED.setdefault(fs, known)
