@@ -1,6 +1,7 @@
 """One napari window, timed: open + first frame, a far z jump, scrolling 64 z-planes.
 
-``--impl numpy`` reads the pyramid into memory before the clock: the same window with no
+``--path`` may be a URL for ``--impl ours`` (a remote pyramid); ``--planes N`` scrolls N
+planes instead of one block slab's 64. ``--impl numpy`` reads the pyramid into memory before the clock: the same window with no
 reader at all, the floor napari's own slicing and drawing (llvmpipe here) put under each row.
 
 Run by ``speed.py`` in a fresh process under Xvfb (``QT_QPA_PLATFORM=xcb``); prints one JSON
@@ -45,6 +46,9 @@ def main() -> None:
     ap.add_argument("--path", required=True, help="the pyramid folder (s0, s1, ... inside)")
     ap.add_argument("--levels", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument(
+        "--planes", type=int, default=BLOCK, help="planes scrolled, from the second block slab"
+    )
     args = ap.parse_args()
 
     viewer = napari.Viewer(show=True)
@@ -119,7 +123,8 @@ def main() -> None:
     # Slabs of 64 planes never visited before (nor next to one, in case of prefetch):
     # open shows the middle slab; scroll through slab 1, then jump to the last slab.
     scroll_start = BLOCK * 1
-    t_scroll = sum(goto(z) for z in range(scroll_start, scroll_start + BLOCK))
+    planes = max(1, min(args.planes, nz - scroll_start - BLOCK))  # never into the jump's slab
+    t_scroll = sum(goto(z) for z in range(scroll_start, scroll_start + planes))
     jump_z = BLOCK * (nslab - 1) + BLOCK // 2
     t_jump = goto(jump_z)
     try:
@@ -134,7 +139,8 @@ def main() -> None:
                 "impl": args.impl,
                 "open_s": open_s,
                 "jump_s": t_jump,
-                "scroll_s_per_plane": t_scroll / BLOCK,
+                "scroll_s_per_plane": t_scroll / planes,
+                "planes": planes,
                 "data_level": layer.data_level,
                 "zoom": camera.zoom,
                 "tile": tile,

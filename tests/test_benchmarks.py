@@ -181,3 +181,21 @@ def test_sharded_labels_save_runs_and_checks_the_stroke(tmp_path: Path) -> None:
     assert "ours: save" in out
     assert "tensorstore: read + rewrite" in out
     assert "ratio tensorstore / ours" in out
+
+
+def test_remote_planes_prints_every_row_and_the_trace(tmp_path: Path) -> None:
+    """benchmarks/remote_planes.py on a 128^3 pyramid: local, HTTP and tensorstore rows, the
+    ratios and a trace of a cold HTTP plane (no napari, no S3 here)."""
+    import os
+    import subprocess
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(
+        [sys.executable, str(SPEED.parent / "remote_planes.py"), "--size", "128", "--repeat", "1",
+         "--trace", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    for row in ("ours local", "ours HTTP", "tensorstore HTTP", "ours HTTP / ours local"):
+        assert row in out, out
+    assert "4 requests issued" in out, out

@@ -473,6 +473,30 @@ def scheduler_arg(text: str) -> str:
     )
 
 
+def storage_options_arg(text: str) -> dict[str, Any]:
+    """``--storage-options``: a JSON object, passed to fsspec for every URL of the command."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"anon\": true}}', got {type(value).__name__} {text!r}"
+        )
+    return value
+
+
+def _add_storage_options(p: Any, what: str = "PATH") -> None:
+    p.add_argument(
+        "--storage-options",
+        type=storage_options_arg,
+        default=None,
+        metavar="JSON",
+        help=f"fsspec options for {what} (URLs only), a JSON object: "
+        '\'{"anon": true}\', \'{"endpoint_url": "http://host:9000"}\', \'{"headers": {...}}\'',
+    )
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Usage errors in the CLI's one-line form (exit status 2, no usage dump, no traceback)."""
 
@@ -531,6 +555,7 @@ def _add_inspect_commands(sub: Any) -> None:
     p.add_argument(
         "--json", action="store_true", help="one JSON object per node and line (JSON Lines)"
     )
+    _add_storage_options(p)
     p.set_defaults(func=cmd_tree)
 
     p = sub.add_parser(
@@ -539,6 +564,7 @@ def _add_inspect_commands(sub: Any) -> None:
     )
     p.add_argument("path", help=LOCATION_HELP)
     p.add_argument("--json", action="store_true", help="one JSON document")
+    _add_storage_options(p)
     p.set_defaults(func=cmd_info)
 
 
@@ -578,6 +604,7 @@ def _add_convert(sub: Any) -> None:
         lambda: __import__("napari_n5zarr.write.export.plan", fromlist=["MIN_BLOCK"]).MIN_BLOCK
     )
     _add_convert_options(p)
+    _add_storage_options(p, "SRC and DEST")
     p.set_defaults(func=cmd_convert)
 
 
@@ -630,6 +657,7 @@ def _add_other_commands(sub: Any) -> None:
         help="an N5 container, changed in place: a folder, a .zip, a BigDataViewer .xml (its N5 folder), or a URL the store can write (s3://)",
     )
     p.add_argument("--dry-run", action="store_true", help="report what would be written")
+    _add_storage_options(p)
     p.set_defaults(func=cmd_add_zarr_metadata)
 
     p = sub.add_parser("view", help="open PATH (default: the bundled sample) in napari")
@@ -647,6 +675,7 @@ def _add_other_commands(sub: Any) -> None:
         action="store_true",
         help="rebuild the bundled sample first (undoes every edit saved into it)",
     )
+    _add_storage_options(p)
     p.set_defaults(func=cmd_view)
 
 
@@ -716,6 +745,16 @@ def logging_to_stderr(verbose: int = 0, quiet: int = 0) -> Iterator[None]:
         root.setLevel(saved[2])
 
 
+def _storage_options(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """``--storage-options`` for every URL the command opens (none given: nothing changes)."""
+    options = getattr(args, "storage_options", None)
+    if options is None:
+        return contextlib.nullcontext()
+    from napari_n5zarr.storage.remote import default_storage_options
+
+    return default_storage_options(options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``n5zarr`` console script (exit status: see :data:`EXIT_CODES`).
 
@@ -729,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _document_exit_codes(parser)
     args = parser.parse_args(argv)
     try:
-        with logging_to_stderr(args.verbose, args.quiet):
+        with logging_to_stderr(args.verbose, args.quiet), _storage_options(args):
             check_environment()  # a bad N5ZARR_* value is a usage error naming it, before anything is read
             return int(args.func(args) or 0)
     except BrokenPipeError:

@@ -22,6 +22,7 @@ Checked versions: 3.3.0 (the floor in ``pyproject.toml``), 3.4.1 and 3.4.2.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 # zarr.core.array_spec: the per-chunk spec a codec gets, and an array's runtime config (3.3.0, 3.4.1, 3.4.2).
@@ -37,8 +38,9 @@ from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar
 # zarr.core.metadata.v3: Zarr v3 array metadata, its chunk grids and the codec-list parser (3.3.0, 3.4.1, 3.4.2).
 from zarr.core.metadata.v3 import ArrayV3Metadata, ChunkGridMetadata, parse_codecs
 
-# zarr.core.sync.sync: run a coroutine on zarr's event-loop thread and wait (3.3.0, 3.4.1, 3.4.2).
-from zarr.core.sync import sync
+# zarr.core.sync.sync: run a coroutine on zarr's event-loop thread and wait; _get_loop: that
+# loop, started if need be (3.3.0, 3.4.1, 3.4.2).
+from zarr.core.sync import _get_loop, sync
 
 if TYPE_CHECKING:
     import zipfile
@@ -56,6 +58,7 @@ __all__ = [
     "TBaseDType",
     "TBaseScalar",
     "codec_registry",
+    "event_loop",
     "fused_pipeline",
     "parse_codecs",
     "parse_data_type",
@@ -74,6 +77,13 @@ DEFAULT_PIPELINE = "zarr.core.codec_pipeline.BatchedCodecPipeline"
 FUSED_PIPELINE = "zarr.core.codec_pipeline.FusedCodecPipeline"
 """zarr's opt-in synchronous pipeline: decodes a read's blocks on a thread pool, reading them
 with ``get_sync`` (3.3.0, 3.4.1, 3.4.2; absent before 3.3.0)."""
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """zarr's event loop (its IO thread, started if need be), for a coroutine whose caller
+    works while it runs (``asyncio.run_coroutine_threadsafe``) instead of waiting in
+    :func:`sync`."""
+    return _get_loop()
 
 
 def fused_pipeline() -> str | None:

@@ -14,7 +14,8 @@ S3, zip) with one ``sync()`` per region that gathers every block request at once
 requests the missing blocks of the region's whole y/x plane with them: dask splits a plane
 into tasks and runs one per core, so the plane's other tasks find their blocks in flight
 (and wait for them) instead of waiting for a free core to request them. Each block is
-decoded on the pool as soon as its bytes arrive.
+decoded as soon as its bytes arrive, on the pool or by the reading thread itself (it would
+only wait otherwise, as a local read's does not).
 
 Blocks are kept as views of the decompressed bytes, in napari order (C order of the
 reversed N5 shape: the order of the bytes on disk, big endian), so a z-plane of a block is
@@ -26,11 +27,13 @@ lowest CPU priority: it must not slow the plane being drawn).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import itertools
 import math
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -60,6 +63,7 @@ PLANE_MAX_BLOCKS = 1024
 
 OnError = Callable[[str], None]
 _MISS = object()
+_DROPPED = object()  # a prefetch given up before it started: its waiters fetch the block themselves
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 _prefetcher: ThreadPoolExecutor | None = None
@@ -114,6 +118,33 @@ def _map_here_and_on_pool(fn: Callable[[Any], Any], items: Sequence[Any]) -> lis
         return []
     futures = [decode_pool().submit(fn, x) for x in items[1:]]
     return [fn(items[0]), *(f.result() for f in futures)]
+
+
+def _decode_while_waiting(
+    work: queue.SimpleQueue[tuple[int, Any] | None],
+    decode: Callable[[tuple[int, Any]], None],
+    done: concurrent.futures.Future[Any],
+) -> None:
+    """On the calling thread, ``decode`` the bodies queued in ``work`` until its end mark
+    (``None``; or ``done`` ended without one: its event loop stopped), then those the pool
+    has not taken yet."""
+    while True:
+        try:
+            item = work.get(timeout=0.5)
+        except queue.Empty:
+            if done.done():
+                break
+            continue
+        if item is None:
+            break
+        decode(item)
+    while True:
+        try:
+            item = work.get_nowait()
+        except queue.Empty:
+            return
+        if item is not None:
+            decode(item)
 
 
 GENERATION_TRIES = 5
@@ -213,6 +244,7 @@ class BlockSource:
         self._last_z: dict[
             tuple[tuple[int, int], ...], int
         ] = {}  # region (but z) -> last z start read
+        self._asked_z: dict[tuple[tuple[int, int], ...], int] = {}  # ... -> last z asked for
 
     @classmethod
     def for_array(cls, array: zarr.Array, cache: BlockCache | None = None) -> BlockSource | None:
@@ -318,30 +350,58 @@ class BlockSource:
             return _map_here_and_on_pool(self._load_sync, cells)
         from zarr.buffer import default_buffer_prototype
 
-        from napari_n5zarr.zarr_internals import sync
+        from napari_n5zarr.zarr_internals import event_loop
 
         proto = default_buffer_prototype()
         pool = decode_pool()
+        work: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
+        results: list[Future] = [Future() for _ in cells]
 
-        async def fetch_one(cell: tuple[int, ...]) -> Any:
+        def decode_one(item: tuple[int, Any]) -> None:
+            i, raw = item
+            results[i].set_result(self._decode_or_error((cells[i], raw)))
+
+        def decode_next() -> None:  # a pool thread takes the next body, if the caller has not
+            with contextlib.suppress(queue.Empty):
+                item = work.get_nowait()
+                if item is not None:
+                    decode_one(item)
+                else:
+                    work.put(None)  # the end mark is the caller's
+
+        async def fetch_one(i: int, cell: tuple[int, ...]) -> None:
             try:
                 raw = await self.store.get(self.key(cell), proto)
             except Exception as exc:
-                return exc
+                results[i].set_result(exc)
+                return
             if raw is None:
-                return None
-            # decoded on the pool as soon as it arrives; the loop does not wait for it (a
-            # wake-up of the loop per block would cost it time the other downloads need)
-            return pool.submit(self._decode_or_error, (cell, raw))
+                results[i].set_result(None)
+                return
+            # decoded as soon as it arrives, on the pool or by the waiting caller; the loop
+            # does not wait for it (a wake-up of the loop per block would cost it time the
+            # other downloads need)
+            work.put((i, raw))
+            pool.submit(decode_next)
 
-        async def fetch_all() -> list[Any]:  # one event-loop round trip, every request in flight
-            return await asyncio.gather(*(fetch_one(c) for c in cells), return_exceptions=True)
+        async def fetch_all() -> None:  # one event-loop round trip, every request in flight
+            try:
+                await asyncio.gather(*(fetch_one(i, c) for i, c in enumerate(cells)))
+            finally:
+                work.put(None)
 
         try:
-            fetched = sync(fetch_all())
+            done = asyncio.run_coroutine_threadsafe(fetch_all(), event_loop())
         except Exception as exc:
             return [exc] * len(cells)
-        return [value.result() if isinstance(value, Future) else value for value in fetched]
+        _decode_while_waiting(work, decode_one, done)  # the caller decodes too
+        try:
+            done.result()
+        except Exception as exc:
+            for future in results:
+                if not future.done():
+                    future.set_result(exc)
+        return [future.result() for future in results]
 
     def blocks_for(
         self, cells: Sequence[tuple[int, ...]], on_error: OnError
@@ -424,6 +484,11 @@ class BlockSource:
             if isinstance(results[cell], BaseException):
                 with _inflight_lock:  # claimed here: a later read tries the block again
                     _unclaimed.pop((token, self.prefix, cell), None)
+        dropped = [cell for cell, value in results.items() if value is _DROPPED]
+        if dropped:  # a prefetch given up (the user moved away) before it fetched them
+            results.update(
+                zip(dropped, self._load_and_release(dropped, len(dropped), token), strict=True)
+            )
         for cell in missing:
             value = results[cell]
             if isinstance(value, BaseException):
@@ -532,15 +597,56 @@ class BlockSource:
                 _inflight[key] = Future()
                 todo.append(cell)
         if todo:
-            _prefetch_pool().submit(self._prefetch, todo, token)
+            _prefetch_pool().submit(self._prefetch, todo, token, (where, target))
 
-    def _prefetch(self, cells: list[tuple[int, ...]], token: Any) -> None:
+    def _still_wanted(self, where: tuple[tuple[int, int], ...], target: int) -> bool:
+        """The last read of the region ``where`` is still within a block slab of ``target``
+        (a far jump since the prefetch was queued makes it useless: the person waits for
+        another frame, and the prefetch would take the cores and connections it needs)."""
+        z = self.ndim - 3
+        with self._lock:
+            last = self._asked_z.get(where)
+        return last is not None and abs(last // self.blocks[z] - target) <= 1
+
+    def _note_asked(self, selection: Sequence[slice]) -> None:
+        """Remember the z a region is read at, as the read starts (a queued prefetch that
+        the person has jumped away from is given up while the jump's own blocks load)."""
+        if self.ndim < 3:
+            return
+        z = self.ndim - 3
+        where = tuple((s.start, s.stop) for i, s in enumerate(selection) if i != z)
+        with self._lock:
+            if len(self._asked_z) > 1024:
+                self._asked_z.clear()
+            self._asked_z[where] = selection[z].start
+
+    def _drop(self, cells: list[tuple[int, ...]], token: Any) -> None:
+        """Release the waiters of a prefetch that will not run: they fetch the blocks."""
+        for cell in cells:
+            with _inflight_lock:
+                future = _inflight.pop((token, self.prefix, cell), None)
+            if future is not None:
+                future.set_result(_DROPPED)
+
+    def _prefetch(
+        self,
+        cells: list[tuple[int, ...]],
+        token: Any,
+        wanted: tuple[tuple[tuple[int, int], ...], int] | None = None,
+    ) -> None:
         """Decode ``cells`` into the cache (local stores one after another, remote ones
-        requested all at once), releasing their waiters."""
+        requested all at once), releasing their waiters. ``wanted`` (region, target slab):
+        given up before it starts when the person has jumped away meanwhile."""
+        if wanted is not None and not self._still_wanted(*wanted):
+            self._drop(cells, token)
+            return
         if not self.synchronous:
             self._load_and_release(cells, None, token)
             return
-        for cell in cells:
+        for i, cell in enumerate(cells):
+            if wanted is not None and i and not self._still_wanted(*wanted):
+                self._drop(cells[i:], token)  # jumped away meanwhile: the rest is not needed
+                return
             key = (token, self.prefix, cell)
             try:
                 value = self._load_sync(cell)
@@ -570,6 +676,7 @@ class BlockSource:
         beyond its header, read as the fill value (unreadable ones go to ``on_error``)."""
         out_shape = tuple(max(0, s.stop - s.start) for s in selection)
         cells = self.cells(selection)
+        self._note_asked(selection)
         blocks = self.blocks_for(cells, on_error) if cells else {}
         copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
