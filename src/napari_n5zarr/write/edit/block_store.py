@@ -182,7 +182,7 @@ class ZarrBlocks(BlockStore):
 
     def __init__(self, array: zarr.Array) -> None:
         import zarr
-        from zarr.core.buffer import default_buffer_prototype
+        from zarr.buffer import default_buffer_prototype
         from zarr.storage import MemoryStore
 
         meta: Any = array.metadata

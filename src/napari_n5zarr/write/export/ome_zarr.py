@@ -276,7 +276,7 @@ def link_label(store: Store, prefix: str) -> None:
     if parts[-1] in names:
         return
     doc["attributes"] = {**attributes, OME_KEY: {**ome, **labels_group([*names, parts[-1]])}}
-    from zarr.core.buffer import default_buffer_prototype
+    from zarr.buffer import default_buffer_prototype
 
     body = default_buffer_prototype().buffer.from_bytes(json.dumps(doc, indent=2).encode())
     sync(
