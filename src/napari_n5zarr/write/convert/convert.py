@@ -72,6 +72,7 @@ def convert(
     level: int = 0,
     to: str = "dual",
     shards: int | str | Sequence[int] | None = None,
+    resume: bool = False,
 ) -> ConvertReport:
     """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
 
@@ -122,6 +123,11 @@ def convert(
     level : int, optional
         With ``region``: crop this level of the source (the region's bounds divided by its
         downsampling, rounded outwards) instead of level 0.
+    resume : bool, optional
+        With ``to="ome-zarr"`` into a local folder: finish a convert that was killed or
+        interrupted, run again with the same arguments: the shards it wrote are kept, the
+        others written (nothing at ``dest``: a fresh convert). Refused, nothing deleted, when
+        ``dest`` is not an unfinished convert of the same source and arguments.
 
     Returns
     -------
@@ -149,7 +155,7 @@ def convert(
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     checkout = _checkout(src_text, region, level)
-    _check_target(to, compression, shards, n5_only)
+    _check_target(to, compression, shards, n5_only, resume)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
     if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
@@ -176,7 +182,9 @@ def convert(
                     node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
                     compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
                     scheduler=dask_scheduler, worker_timeout=worker_timeout, checkout=checkout,
-                    **({"format": to, "shards": shards} if to != "dual" else {}),
+                    **({"format": to, "shards": shards, "resume": resume,
+                          "source_id": _source_id(source.target, name, checkout)}
+                       if to != "dual" else {}),
                 )
             )  # fmt: skip
     finally:
@@ -272,19 +280,35 @@ def _checkout(src: str, region: str | Sequence[Any] | None, level: int) -> Check
     return Checkout(src, region if isinstance(region, Region) else Region.parse(region), level)
 
 
-def _check_target(to: str, compression: Any, shards: Any, n5_only: bool) -> None:
+def _check_target(
+    to: str, compression: Any, shards: Any, n5_only: bool, resume: bool = False
+) -> None:
     """``to`` and its options checked before anything is read."""
     from napari_n5zarr.write.export.ome_zarr import check_format, parse_shards, zarr_compressors
 
     if check_format(to) == "dual":
         if shards is not None:
             raise InvalidArgumentError("--shards goes with --to ome-zarr (N5 has no shards)")
+        if resume:
+            raise InvalidArgumentError(
+                "--resume goes with --to ome-zarr (a dual N5 convert cannot be resumed: run it again with --overwrite)"
+            )
         return
     if n5_only:
         raise InvalidArgumentError("--n5-only goes with --to dual (an OME-Zarr is Zarr only)")
     zarr_compressors(compression)
     if shards is not None:
         parse_shards(shards, None, ())  # its syntax; the axes are checked per image
+
+
+def _source_id(src: str, name: str, checkout: Checkout | None) -> str:
+    """What a resumed convert must read again: the source (resolved), the image, the region."""
+    import json
+
+    from napari_n5zarr.storage.location import real_path
+
+    region = None if checkout is None else [list(b) for b in checkout.region.bounds]
+    return json.dumps([real_path(src) or src, name, region, checkout and checkout.level])
 
 
 def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:
