@@ -418,5 +418,5 @@ def shard_run(scheduler: Any, gate: Any, cancel: Callable[[], bool] | None,
 
     local = is_local_scheduler(scheduler)
     client = None if local else cluster_client(scheduler)
-    threads = _threads(scheduler) if local and scheduler in (None, "threads", "threading") else 0
+    threads = _threads(scheduler) if local else 0  # 0: dask.compute (a process pool, ...)
     return ShardRun(scheduler, client, threads, gate, cancel, worker_timeout)
