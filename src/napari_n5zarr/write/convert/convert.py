@@ -208,10 +208,19 @@ def _convert_image(
     """One pyramid of the source exported to ``dest`` (to its own group when ``name``): its
     calibration, the source's blocks as chunks unless ``chunks`` is given, and its levels
     unless ``levels`` is given; ``options`` go to :func:`~napari_n5zarr.write.export.exporter.export`."""
-    from napari_n5zarr.read.multiscale import levels_for
+    from napari_n5zarr.read.multiscale import level_arrays, levels_for, strict_reader
     from napari_n5zarr.write.export.exporter import export
 
-    data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
+    if (
+        options.get("format") == "ome-zarr"
+        and checkout is None
+        and not ms.time_paths
+        and not ms.label_multiset
+    ):
+        # read region by region: one call per shard reads its blocks concurrently
+        data = [strict_reader(a) for a in level_arrays(node, ms)]
+    else:
+        data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
     keep = levels is None and len(data) > 1 and checkout is None
     order = slice(None, None, -1)  # N5 order -> napari order
     scale, translate = list(ms.scale[order]), list(ms.translate[order])
@@ -223,7 +232,8 @@ def _convert_image(
     _logger.debug(
         "converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest
     )
-    blocks = tuple(min(int(c), int(s)) for c, s in zip(data[0].chunksize, source.shape if checkout else data[0].shape,
+    chunksize = getattr(data[0], "chunksize", None) or data[0].storage_blocks  # dask, or a reader
+    blocks = tuple(min(int(c), int(s)) for c, s in zip(chunksize, source.shape if checkout else data[0].shape,
                                                       strict=True))  # fmt: skip
     export(
         source,

@@ -145,37 +145,46 @@ def ome_attributes(plan: ExportPlan, *, scale: list[float], translate: list[floa
 
 def _level_array(store: Store, path: str, level: Any, plan: ExportPlan, options: OmeZarrOptions,
                  resume: bool) -> Any:  # fmt: skip
-    """The empty level array (its ``zarr.json``); when resuming, the one already written."""
+    """The empty level array (its ``zarr.json``); when resuming, the one already written.
+    Built with zarr's fused pipeline where the user kept the default (a shard's inner
+    chunks are encoded without a trip through the event loop each)."""
+    import contextlib
+
     import zarr
 
+    from napari_n5zarr.access import _PIPELINE_CHOICE
     from napari_n5zarr.n5.constants import ZARR_JSON
     from napari_n5zarr.write.export.blocks import store_get
+    from napari_n5zarr.zarr_internals import fused_pipeline
 
     config: Any = {"write_empty_chunks": plan.write_empty_blocks}
-    if (
-        resume and store_get(store, f"{path}/{ZARR_JSON}") is not None
-    ):  # the plan's, as its fingerprint says
-        return zarr.open_array(store, path=path, mode="r+", config=config)
     shards = None
     if options.shards is not None:
         shards = tuple(b * n for b, n in zip(level.block, options.shards, strict=True))
-    return zarr.create_array(
-        store, name=path, shape=level.shape, dtype=plan.dtype, chunks=level.block, shards=shards,
-        compressors=options.compressors, fill_value=0, dimension_names=list(plan.axes), zarr_format=3,
-        config=config,
-    )  # fmt: skip
+    with _PIPELINE_CHOICE:
+        fused = fused_pipeline()
+        with zarr.config.set({"codec_pipeline.path": fused}) if fused else contextlib.nullcontext():
+            if (
+                resume and store_get(store, f"{path}/{ZARR_JSON}") is not None
+            ):  # the plan's (its fingerprint)
+                return zarr.open_array(store, path=path, mode="r+", config=config)
+            return zarr.create_array(
+                store, name=path, shape=level.shape, dtype=plan.dtype, chunks=level.block, shards=shards,
+                compressors=options.compressors, fill_value=0, dimension_names=list(plan.axes), zarr_format=3,
+                config=config,
+            )  # fmt: skip
 
 
 def _level_sources(plan: ExportPlan, sources: Sequence[Any], k: int, written: list[Any]) -> Any:
-    """Level ``k``'s data (dask): as given, level 0 itself, or downsampled from level ``k - 1``
+    """Level ``k``'s data: as given, level 0 itself, or downsampled (dask) from level ``k - 1``
     as written."""
     import dask.array as da
 
     from napari_n5zarr.write import pyramid
-    from napari_n5zarr.write.export.levels import as_dask
 
     if plan.given_levels or k == 0:
-        return as_dask(sources[k], plan.levels[k].block)
+        src = sources[k]  # numpy and array-likes are read region by region, as they are
+        return src.astype(plan.dtype) if isinstance(src, da.Array) else src
     previous = da.from_zarr(written[k - 1])
     return pyramid.downsample(previous, plan.steps[k - 1], plan.method)
 
@@ -233,7 +242,7 @@ def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, pre
             store, f"{prefix}{level.name}", level, plan, options, journal is not None
         )
         if blocks:
-            source = _level_sources(plan, sources, k, written).astype(plan.dtype)
+            source = _level_sources(plan, sources, k, written)
             run.write(source, array, log.skip(level.name), log.finished(level.name))
         written.append(array)
 

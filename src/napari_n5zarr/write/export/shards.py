@@ -44,12 +44,37 @@ def write_shard(array: Any, region: tuple[slice, ...], values: Any, gate: WriteG
     """One shard (a task): ``values`` into ``array`` at ``region``, unless the export stopped."""
     import numpy as np
 
-    values = np.asarray(values)
+    values = np.asarray(values, dtype=array.dtype)
     if gate is None:
         array[region] = values
         return
     with gate:  # raises ExportCancelled once the export stopped: nothing written after that
         array[region] = values
+
+
+def read_region(source: Any, region: tuple[slice, ...]) -> Any:
+    """The values of ``source`` (dask, numpy or an array-like such as a level reader, which
+    reads a region's blocks in one call) at ``region``, in this thread."""
+    import dask.array as da
+    import numpy as np
+
+    if isinstance(source, da.Array):
+        return source[region].compute(scheduler="sync")
+    return np.asarray(source[region])
+
+
+def _lazy_region(source: Any, region: tuple[slice, ...], unit: Sequence[int]) -> Any:
+    """``source`` at ``region`` for a task elsewhere: a dask slice, or the region read by the
+    task itself from an array-like (it pickles small: a level reader as its store and path)."""
+    import dask
+    import dask.array as da
+    import numpy as np
+
+    if isinstance(source, da.Array):
+        return source[region]
+    if isinstance(source, np.ndarray):  # sent in pieces, not whole with every task
+        return da.from_array(source, chunks=tuple(unit))[region]
+    return dask.delayed(read_region, pure=True)(source, region)
 
 
 @dataclass
@@ -82,7 +107,9 @@ class ShardRun:
             import dask
 
             tasks = [
-                dask.delayed(write_shard, pure=False)(array, r, source[r], self.gate)
+                dask.delayed(write_shard, pure=False)(
+                    array, r, _lazy_region(source, r, unit), self.gate
+                )
                 for r in regions
             ]
             dask.compute(*tasks, scheduler=self.scheduler)
@@ -96,8 +123,7 @@ class ShardRun:
         def job(n: int) -> None:
             if self.cancel is not None and self.cancel():
                 raise ExportCancelled("export cancelled")
-            values = source[regions[n]].compute(scheduler="sync")
-            write_shard(array, regions[n], values, self.gate)
+            write_shard(array, regions[n], read_region(source, regions[n]), self.gate)
             done(todo[n])
 
         with Workers(self.threads, self.cancel) as workers:
@@ -109,8 +135,12 @@ class ShardRun:
 
         from napari_n5zarr.write.export.cluster import run_on_cluster
 
+        unit = tuple(array.shards or array.chunks)
         tasks = [
-            dask.delayed(write_shard, pure=False)(array, r, source[r], self.gate) for r in regions
+            dask.delayed(write_shard, pure=False)(
+                array, r, _lazy_region(source, r, unit), self.gate
+            )
+            for r in regions
         ]
         run_on_cluster(tasks, self.client, self.gate, worker_timeout=self.worker_timeout,
                        cancel=self.cancel, done=lambda n: done(todo[n]))  # fmt: skip
