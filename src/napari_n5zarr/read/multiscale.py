@@ -217,10 +217,9 @@ def strict_reader(array: zarr.Array) -> Any:
     """``array`` in napari order as a :class:`~napari_n5zarr.read.levels.LevelReader` that
     raises on a block it cannot read (a copy never writes the fill value for unread data):
     one call reads a region's blocks concurrently (the block path of ``n5_default`` arrays)."""
-    from napari_n5zarr.read.levels import LevelReader
-
     from napari_n5zarr.read.block_cache import BlockCache
     from napari_n5zarr.read.fetch import BlockSource
+    from napari_n5zarr.read.levels import LevelReader
 
     check_addressable(array)
     reader = LevelReader(array, n5_order=n5_ordered(array))
