@@ -162,3 +162,30 @@ def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> N
     assert rows == [
         f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")
     ] + ["multiset plane"]
+
+
+def test_ome_zarr_convert_compares_with_tensorstore(tmp_path: Path) -> None:
+    """benchmarks/ome_zarr_convert.py on a tiny pyramid: both copies made, checked equal, the ratio printed."""
+    import os
+    import subprocess
+
+    script = SPEED.parent / "ome_zarr_convert.py"
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = [
+        "--size",
+        "48",
+        "--block",
+        "16",
+        "--shards",
+        "2",
+        "--repeat",
+        "1",
+        "--workdir",
+        str(tmp_path),
+    ]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                         timeout=300, check=True).stdout  # fmt: skip
+    assert "napari-n5zarr" in out
+    assert "tensorstore" in out
+    assert "ratio tensorstore / ours" in out
