@@ -59,6 +59,16 @@ class _Writes:
             return original_setitem(array, region, values)
 
         monkeypatch.setattr(zarr.storage.LocalStore, "set", counting_set)
+        if hasattr(zarr.storage.LocalStore, "set_sync"):  # zarr's fused pipeline writes through it
+            original_set_sync = zarr.storage.LocalStore.set_sync
+
+            def counting_set_sync(store, key, value, *args, **kwargs):
+                if "/c/" in key:
+                    with self.lock:
+                        self.keys.append(key)
+                return original_set_sync(store, key, value, *args, **kwargs)
+
+            monkeypatch.setattr(zarr.storage.LocalStore, "set_sync", counting_set_sync)
         monkeypatch.setattr(zarr.Array, "__setitem__", counting_setitem)
 
 

@@ -182,9 +182,7 @@ def convert(
                     node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
                     compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
                     scheduler=dask_scheduler, worker_timeout=worker_timeout, checkout=checkout,
-                    **({"format": to, "shards": shards, "resume": resume,
-                          "source_id": _source_id(source.target, name, checkout)}
-                       if to != "dual" else {}),
+                    **_target_options(to, shards, resume, _source_id(source.target, name, checkout)),
                 )
             )  # fmt: skip
     finally:
@@ -309,6 +307,13 @@ def _check_target(
     zarr_compressors(compression)
     if shards is not None:
         parse_shards(shards, None, ())  # its syntax; the axes are checked per image
+
+
+def _target_options(to: str, shards: Any, resume: bool, source_id: str) -> dict[str, Any]:
+    """export's options for ``to`` (the dual dataset: its defaults)."""
+    if to == "dual":
+        return {}
+    return {"format": to, "shards": shards, "resume": resume, "source_id": source_id}
 
 
 def _source_id(src: str, name: str, checkout: Checkout | None) -> str:

@@ -189,13 +189,7 @@ def export(
             attributes=attributes, write_empty_blocks=write_empty_blocks, worker_timeout=worker_timeout,
             resume=resume, source_id=source_id,
         )  # fmt: skip
-    if shards is not None:
-        raise InvalidArgumentError("shards: only with format='ome-zarr' (N5 has no shards)")
-    if resume:
-        raise InvalidArgumentError(
-            "resume: only with format='ome-zarr' (the dual N5 export writes several levels per task and "
-            "cannot be resumed; run it again with overwrite=True)"
-        )
+    _refuse_ome_only(shards, resume)
     compression = "gzip" if compression == "default" else compression
     ensure_codecs_registered()
     cancel_fn = as_cancel(cancel)
@@ -213,6 +207,17 @@ def export(
                      gate=destination.gate, worker_timeout=worker_timeout)  # fmt: skip
         destination.publish(plan)
     return os.fspath(dest)
+
+
+def _refuse_ome_only(shards: Any, resume: bool) -> None:
+    """The standard OME-Zarr's options, refused for the dual dataset."""
+    if shards is not None:
+        raise InvalidArgumentError("shards: only with format='ome-zarr' (N5 has no shards)")
+    if resume:
+        raise InvalidArgumentError(
+            "resume: only with format='ome-zarr' (the dual N5 export writes several levels per task and "
+            "cannot be resumed; run it again with overwrite=True)"
+        )
 
 
 def export_metadata(
