@@ -115,7 +115,7 @@ def check(src: Path, dest: Path, samples: int = 6) -> None:
         assert out.shape == tuple(source.shape), (name, out.shape, source.shape)
         for _ in range(samples):
             start = [int(rng.integers(0, max(1, n - 16))) for n in out.shape]
-            region = tuple(slice(s, s + 16) for s in start)
+            region = tuple(slice(s, min(s + 16, n)) for s, n in zip(start, out.shape, strict=True))
             np.testing.assert_array_equal(out[region], source[region].read().result())
 
 
@@ -133,7 +133,9 @@ def child(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - cpu0
-    print(json.dumps({"seconds": seconds, "rss_mib": usage.ru_maxrss / 1024, "cpu_s": cpu}))  # KiB -> MiB
+    print(
+        json.dumps({"seconds": seconds, "rss_mib": usage.ru_maxrss / 1024, "cpu_s": cpu})
+    )  # KiB -> MiB
 
 
 def timed(who: str, src: Path, dest: Path, shards: int) -> dict[str, float]:
@@ -191,7 +193,9 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict[str, float]]]:
         if best["ours"] > 0 and math.isfinite(best["ours"])
         else float("nan")
     )
-    print(f"ratio tensorstore / ours: {ratio:.2f}x (goal >= 1.2); CPU time ratio {cpu['ts'] / cpu['ours']:.2f}x")
+    print(
+        f"ratio tensorstore / ours: {ratio:.2f}x (goal >= 1.2); CPU time ratio {cpu['ts'] / cpu['ours']:.2f}x"
+    )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return runs
