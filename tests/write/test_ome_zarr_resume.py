@@ -139,6 +139,9 @@ def test_a_killed_convert_is_finished_exactly_by_resume(tmp_path):
     done = _cli("convert", str(src), str(dest), *ARGS, "--resume")
     assert done.returncode == 0, done.stderr
     assert not (dest / INCOMPLETE_MARKER).exists()
+    assert not [
+        p for p in dest.rglob("*") if p.name.endswith(".partial")
+    ]  # zarr's cut-short writes
     for key, (ino, mtime, size, data) in before.items():  # complete shards were not written again
         st = _shard_file(dest, key).stat()
         assert (st.st_ino, st.st_mtime_ns, st.st_size) == (ino, mtime, size), key
@@ -250,6 +253,20 @@ def test_resume_refuses_what_is_not_an_unfinished_export_and_starts_afresh_on_no
     assert dual.returncode == 2, dual.stderr
     assert "--resume goes with --to ome-zarr" in dual.stderr
     assert not (tmp_path / "d.n5").exists()
+
+
+def test_resume_removes_only_zarr_s_cut_short_chunk_writes(tmp_path):
+    src, _ = _source(tmp_path)
+    dest = tmp_path / "out.ome.zarr"
+    _interrupted(src, dest)
+    leftover = (
+        dest / "s0" / "c" / "1" / "1" / f"1.{'ab' * 16}.partial"
+    )  # as zarr names its temporary
+    leftover.parent.mkdir(parents=True, exist_ok=True)
+    leftover.write_bytes(b"cut short")
+    convert(src, dest, to="ome-zarr", shards=2, resume=True)
+    assert not leftover.exists()
+    np.testing.assert_array_equal(zarr.open_array(dest / "s0", mode="r")[...], _levels(src)[0])
 
 
 def test_an_unfinished_dual_export_is_not_resumed_as_ome_zarr(tmp_path):

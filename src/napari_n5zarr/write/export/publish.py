@@ -27,7 +27,12 @@ from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.storage.foreign import describe_foreign, foreign_entries
 from napari_n5zarr.write import safe_destination
 from napari_n5zarr.write.export.blocks import WriteGate, store_get, store_set
-from napari_n5zarr.write.export.resume import Journal, marker_document, resumable
+from napari_n5zarr.write.export.resume import (
+    Journal,
+    marker_document,
+    remove_partial_writes,
+    resumable,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -292,6 +297,8 @@ class Destination:
         if not node_state(self.store, self.prefix)[0]:
             return False
         done = resumable(self.target, self.where, self.plan)
+        for key in remove_partial_writes(self.target):
+            _logger.debug("resume: removed %s (a chunk write cut short)", key)
         self._out, self._marker = self.store, f"{self.prefix}{INCOMPLETE_MARKER}"
         self.journal = Journal(self.target, done)
         return True

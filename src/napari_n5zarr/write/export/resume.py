@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -28,7 +29,14 @@ from napari_n5zarr.errors import InvalidArgumentError, NodeExistsError
 from napari_n5zarr.n5.constants import INCOMPLETE_MARKER
 from napari_n5zarr.write.dataset_files import DatasetFolder
 
-__all__ = ["Journal", "fingerprint", "marker_document", "resumable", "shard_key"]
+__all__ = [
+    "Journal",
+    "fingerprint",
+    "marker_document",
+    "remove_partial_writes",
+    "resumable",
+    "shard_key",
+]
 
 PLAN_KEY = "plan"
 """The marker's key holding the plan's fingerprint."""
@@ -88,6 +96,29 @@ def resumable(folder: Path, where: str, plan: str) -> set[str]:
             "the same arguments, or pass overwrite=True to start afresh"
         )
     return done
+
+
+_PARTIAL = re.compile(r"\d+\.[0-9a-f]{32}\.partial")
+"""zarr's LocalStore writes a chunk to ``<name>.<uuid4 hex>.partial`` and renames it: a kill
+in between leaves that file beside the chunk."""
+
+
+def remove_partial_writes(folder: Path) -> list[str]:
+    """Remove the temporary chunk files a killed write left in the chunk trees (``sN/c/...``)
+    of the unfinished export in ``folder``; regular files named as zarr names them only."""
+    removed = []
+    with DatasetFolder(folder) as node:
+        for level in sorted(os.scandir(folder), key=lambda e: e.name):
+            if not level.is_dir(follow_symlinks=False) or not os.path.isdir(Path(level.path) / "c"):
+                continue
+            for parent, dirs, names in os.walk(Path(level.path) / "c"):
+                dirs[:] = [d for d in dirs if not os.path.islink(Path(parent) / d)]
+                for name in names:
+                    if _PARTIAL.fullmatch(name):
+                        key = (Path(parent) / name).relative_to(folder).as_posix()
+                        if node.remove(key):
+                            removed.append(key)
+    return removed
 
 
 class Journal:
