@@ -354,7 +354,8 @@ class Destination:
             if self.journal is not None and isinstance(exc, KeyboardInterrupt):
                 self.gate.close()
                 _logger.warning(
-                    "interrupted: kept the unfinished export at %s; resume=True finishes it",
+                    "interrupted: kept the unfinished export at %s; the same convert with --resume "
+                    "(resume=True) finishes it",
                     self.where,
                 )
                 return
