@@ -52,7 +52,7 @@ def check_format(value: Any) -> str:
 def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     """The zarr v3 ``compressors`` for ``compression`` (``"zstd"``, ``"gzip:9"``, ``"blosc"``,
     ``"raw"`` or None); an N5 dict (as convert's dual options give) is refused."""
-    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+    from zarr.codecs import BloscCodec, GzipCodec
 
     if compression is None or compression == "default":
         compression = "zstd" if compression == "default" else "raw"
@@ -77,7 +77,9 @@ def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     if name == "raw":
         return ()
     if name == "zstd":
-        return (ZstdCodec(level=3 if level is None else level),)
+        from napari_n5zarr.write.export.fast_zstd import FastZstdCodec
+
+        return (FastZstdCodec(level=3 if level is None else level),)
     if name == "gzip":
         return (GzipCodec(level=6 if level is None else level),)
     return (BloscCodec(cname="zstd", clevel=5 if level is None else level),)
