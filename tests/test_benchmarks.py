@@ -199,3 +199,30 @@ def test_remote_planes_prints_every_row_and_the_trace(tmp_path: Path) -> None:
     for row in ("ours local", "ours HTTP", "tensorstore HTTP", "ours HTTP / ours local"):
         assert row in out, out
     assert "4 requests issued" in out, out
+
+
+def test_ome_zarr_convert_compares_with_tensorstore(tmp_path: Path) -> None:
+    """benchmarks/ome_zarr_convert.py on a tiny pyramid: both copies made, checked equal, the ratio printed."""
+    import os
+    import subprocess
+
+    script = SPEED.parent / "ome_zarr_convert.py"
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = [
+        "--size",
+        "48",
+        "--block",
+        "16",
+        "--shards",
+        "2",
+        "--repeat",
+        "1",
+        "--workdir",
+        str(tmp_path),
+    ]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                         timeout=300, check=True).stdout  # fmt: skip
+    assert "napari-n5zarr" in out
+    assert "tensorstore" in out
+    assert "ratio tensorstore / ours" in out

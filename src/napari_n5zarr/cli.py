@@ -267,10 +267,10 @@ def _show_progress() -> bool:
     return flag(PROGRESS_ENV, sys.stderr.isatty())
 
 
-def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
-    """``progress(label, blocks done, blocks total)`` drawing one bar per image on stderr
-    (the export's own block counter, as the export widget's bar), or None when stderr is
-    not a terminal (piped, logged: quiet) unless ``N5ZARR_PROGRESS=1``."""
+def progress_bar(width: int = 30, unit: str = "blocks") -> Callable[[str, int, int], None] | None:
+    """``progress(label, done, total)`` drawing one bar per image on stderr (the export's
+    own counter of ``unit``, as the export widget's bar), or None when stderr is not a
+    terminal (piped, logged: quiet) unless ``N5ZARR_PROGRESS=1``."""
     if not _show_progress():
         return None
 
@@ -278,7 +278,7 @@ def progress_bar(width: int = 30) -> Callable[[str, int, int], None] | None:
         filled = width * done // max(total, 1)
         bar = "#" * filled + "." * (width - filled)
         end = "\n" if done >= total else ""
-        print(f"\r{label} [{bar}] {done:,}/{total:,} blocks", end=end, file=sys.stderr, flush=True)  # noqa: T201
+        print(f"\r{label} [{bar}] {done:,}/{total:,} {unit}", end=end, file=sys.stderr, flush=True)  # noqa: T201
 
     return report
 
@@ -313,12 +313,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             n5_only=args.n5_only,
             scheduler=args.scheduler,
-            progress=progress_bar(),
+            progress=progress_bar(unit="shards" if args.shards else "blocks"),
             worker_timeout=args.worker_timeout or None,
             region=args.region,
             level=args.level,
             to=args.to,
             shards=args.shards,
+            resume=args.resume,
         )
     except NothingToConvertError as e:
         for problem in e.skipped:
@@ -630,6 +631,12 @@ def _add_convert_options(p: Any) -> None:
         help="with a cluster --scheduler: fail after this long without any worker (default 60; 0 waits forever)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing N5/Zarr DEST")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --to ome-zarr into a local folder: finish a killed or interrupted convert "
+        "(the same command again); shards already written are kept",
+    )
     p.add_argument("--n5-only", action="store_true", help="write attributes.json only (for z5py 3)")
     p.add_argument(
         "--region",
@@ -805,6 +812,9 @@ def _cli_wording(text: str) -> str:
     )
     text = text.replace("src and dest overlap", "SRC and DEST overlap")
     text = text.replace("(worker_timeout)", "(--worker-timeout)")
+    text = text.replace("resume=True", "--resume").replace(
+        "resume and --overwrite", "--resume and --overwrite"
+    )
     text = text.replace(", or auto)", ", or leave --chunks out: the source's blocks)")
     return text.replace("the scheduler address ", "--scheduler ")
 

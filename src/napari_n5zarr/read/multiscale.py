@@ -206,11 +206,27 @@ def _dask(array: zarr.Array, report: Report | None, strict: bool) -> da.Array:
     if not strict:
         return dask_level(array, n5_order=n5_order, report=report)
     import dask.array as da
+    import numpy as np
+
+    reader = strict_reader(array)
+    return da.from_array(reader, chunks=reader.storage_blocks, asarray=True, fancy=False,
+                         meta=np.empty((0,) * reader.ndim, reader.dtype))  # fmt: skip
+
+
+def strict_reader(array: zarr.Array) -> Any:
+    """``array`` in napari order as a :class:`~napari_n5zarr.read.levels.LevelReader` that
+    raises on a block it cannot read (a copy never writes the fill value for unread data):
+    one call reads a region's blocks concurrently (the block path of ``n5_default`` arrays)."""
+    from napari_n5zarr.read.block_cache import BlockCache
+    from napari_n5zarr.read.fetch import BlockSource
+    from napari_n5zarr.read.levels import LevelReader
 
     check_addressable(array)
-
-    data = da.from_zarr(array)
-    return data.T if n5_order else data
+    reader = LevelReader(array, n5_order=n5_ordered(array))
+    reader.strict = True
+    if reader.source is not None:  # a copy reads each block once: no cache to fill
+        reader.source = BlockSource.for_array(array, cache=BlockCache(0))
+    return reader
 
 
 def storage_blocks(where: Where | zarr.Array | zarr.Group, ms: Multiscale) -> tuple[int, ...]:

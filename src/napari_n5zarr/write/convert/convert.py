@@ -72,6 +72,7 @@ def convert(
     level: int = 0,
     to: str = "dual",
     shards: int | str | Sequence[int] | None = None,
+    resume: bool = False,
 ) -> ConvertReport:
     """Convert every image/labels pyramid in ``src`` into a dual N5 + Zarr v3 pyramid at ``dest``.
 
@@ -122,6 +123,11 @@ def convert(
     level : int, optional
         With ``region``: crop this level of the source (the region's bounds divided by its
         downsampling, rounded outwards) instead of level 0.
+    resume : bool, optional
+        With ``to="ome-zarr"`` into a local folder: finish a convert that was killed or
+        interrupted, run again with the same arguments: the shards it wrote are kept, the
+        others written (nothing at ``dest``: a fresh convert). Refused, nothing deleted, when
+        ``dest`` is not an unfinished convert of the same source and arguments.
 
     Returns
     -------
@@ -149,7 +155,7 @@ def convert(
 
     src_text, dest_text = os.fspath(src), os.fspath(dest)
     checkout = _checkout(src_text, region, level)
-    _check_target(to, compression, shards, n5_only)
+    _check_target(to, compression, shards, n5_only, resume)
     source = require(src_text)  # a BigDataViewer XML: its N5 folder, with the XML's voxel sizes
     if _overlap(source.target, dest_text):
         raise InvalidArgumentError("src and dest overlap; convert into a separate folder")
@@ -176,7 +182,7 @@ def convert(
                     node, ms, name, dest_text, levels=levels, chunks=chunks, progress=progress,
                     compression=compression, boundary=boundary, overwrite=overwrite, zarr_json=not n5_only,
                     scheduler=dask_scheduler, worker_timeout=worker_timeout, checkout=checkout,
-                    **({"format": to, "shards": shards} if to != "dual" else {}),
+                    **_target_options(to, shards, resume, _source_id(source.target, name, checkout)),
                 )
             )  # fmt: skip
     finally:
@@ -200,10 +206,19 @@ def _convert_image(
     """One pyramid of the source exported to ``dest`` (to its own group when ``name``): its
     calibration, the source's blocks as chunks unless ``chunks`` is given, and its levels
     unless ``levels`` is given; ``options`` go to :func:`~napari_n5zarr.write.export.exporter.export`."""
-    from napari_n5zarr.read.multiscale import levels_for
+    from napari_n5zarr.read.multiscale import level_arrays, levels_for, strict_reader
     from napari_n5zarr.write.export.exporter import export
 
-    data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
+    if (
+        options.get("format") == "ome-zarr"
+        and checkout is None
+        and not ms.time_paths
+        and not ms.label_multiset
+    ):
+        # read region by region: one call per shard reads its blocks concurrently
+        data = [strict_reader(a) for a in level_arrays(node, ms)]
+    else:
+        data = levels_for(node, ms, strict=True)  # source blocks as dask chunks; read errors raised
     keep = levels is None and len(data) > 1 and checkout is None
     order = slice(None, None, -1)  # N5 order -> napari order
     scale, translate = list(ms.scale[order]), list(ms.translate[order])
@@ -215,7 +230,8 @@ def _convert_image(
     _logger.debug(
         "converting %s (%s, %d level(s)) -> %s", name or "/", ms.convention, len(data), dest
     )
-    blocks = tuple(min(int(c), int(s)) for c, s in zip(data[0].chunksize, source.shape if checkout else data[0].shape,
+    chunksize = getattr(data[0], "chunksize", None) or data[0].storage_blocks  # dask, or a reader
+    blocks = tuple(min(int(c), int(s)) for c, s in zip(chunksize, source.shape if checkout else data[0].shape,
                                                       strict=True))  # fmt: skip
     export(
         source,
@@ -272,19 +288,42 @@ def _checkout(src: str, region: str | Sequence[Any] | None, level: int) -> Check
     return Checkout(src, region if isinstance(region, Region) else Region.parse(region), level)
 
 
-def _check_target(to: str, compression: Any, shards: Any, n5_only: bool) -> None:
+def _check_target(
+    to: str, compression: Any, shards: Any, n5_only: bool, resume: bool = False
+) -> None:
     """``to`` and its options checked before anything is read."""
     from napari_n5zarr.write.export.ome_zarr import check_format, parse_shards, zarr_compressors
 
     if check_format(to) == "dual":
         if shards is not None:
             raise InvalidArgumentError("--shards goes with --to ome-zarr (N5 has no shards)")
+        if resume:
+            raise InvalidArgumentError(
+                "--resume goes with --to ome-zarr (a dual N5 convert cannot be resumed: run it again with --overwrite)"
+            )
         return
     if n5_only:
         raise InvalidArgumentError("--n5-only goes with --to dual (an OME-Zarr is Zarr only)")
     zarr_compressors(compression)
     if shards is not None:
         parse_shards(shards, None, ())  # its syntax; the axes are checked per image
+
+
+def _target_options(to: str, shards: Any, resume: bool, source_id: str) -> dict[str, Any]:
+    """export's options for ``to`` (the dual dataset: its defaults)."""
+    if to == "dual":
+        return {}
+    return {"format": to, "shards": shards, "resume": resume, "source_id": source_id}
+
+
+def _source_id(src: str, name: str, checkout: Checkout | None) -> str:
+    """What a resumed convert must read again: the source (resolved), the image, the region."""
+    import json
+
+    from napari_n5zarr.storage.location import real_path
+
+    region = None if checkout is None else [list(b) for b in checkout.region.bounds]
+    return json.dumps([real_path(src) or src, name, region, checkout and checkout.level])
 
 
 def _per_image(progress: Callable[[str, int, int], Any], label: str) -> Callable[[int, int], Any]:

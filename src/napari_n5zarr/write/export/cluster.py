@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr.errors import ClusterError, ExportCancelled
@@ -25,7 +25,7 @@ from napari_n5zarr.write.export.blocks import WriteGate, shut_gate
 if TYPE_CHECKING:
     import dask.array as da
 
-__all__ = ["STOP_WAIT", "cluster_client", "store_on_cluster"]
+__all__ = ["STOP_WAIT", "cluster_client", "run_on_cluster", "store_on_cluster"]
 
 POLL = 0.2
 """Seconds between two looks at the computation (cancel, workers present)."""
@@ -61,12 +61,34 @@ def store_on_cluster(
     (a lost worker as a one-line :class:`ClusterError`)."""
     import dask.array as da
 
-    future = client.compute(da.store(level, target, lock=False, compute=False))
+    run_on_cluster(
+        [da.store(level, target, lock=False, compute=False)],
+        client,
+        gate,
+        worker_timeout=worker_timeout,
+        cancel=cancel,
+    )
+
+
+def run_on_cluster(
+    tasks: Sequence[Any],
+    client: Any,
+    gate: WriteGate | None,
+    *,
+    worker_timeout: float | None = None,
+    cancel: Callable[[], bool] | None = None,
+    done: Callable[[int], Any] | None = None,
+) -> None:
+    """Compute the dask collections ``tasks`` on ``client``; ``done(i)`` runs in this process
+    as task ``i`` finishes. On any failure (or ``cancel``) every task is cancelled and the
+    workers' writes finished before the error is raised (a lost worker as a one-line
+    :class:`ClusterError`)."""
+    futures = client.compute(list(tasks))
     try:
-        _wait(client, future, worker_timeout, cancel)
-        future.result()
+        _wait(client, futures, worker_timeout, cancel, done)
+        client.gather(futures)
     except BaseException as exc:
-        stop(client, future, gate)
+        stop(client, futures, gate)
         cause = _cause(exc)
         if cause is exc:
             raise
@@ -74,15 +96,27 @@ def store_on_cluster(
 
 
 def _wait(
-    client: Any, future: Any, worker_timeout: float | None, cancel: Callable[[], bool] | None
+    client: Any,
+    futures: list[Any],
+    worker_timeout: float | None,
+    cancel: Callable[[], bool] | None,
+    done: Callable[[int], Any] | None,
 ) -> None:
+    """Until every future finished, one failed, ``cancel``, or no worker for ``worker_timeout``."""
     from distributed import wait
 
+    pending = dict(enumerate(futures))
     alone_since: float | None = None
-    while True:
+    while pending:
         with contextlib.suppress(TimeoutError):
-            wait(future, timeout=POLL)
-            return
+            wait(list(pending.values()), timeout=POLL, return_when="FIRST_COMPLETED")
+        for i, future in list(pending.items()):
+            if future.status == "finished":
+                del pending[i]
+                if done is not None:
+                    done(i)
+            elif future.status in ("error", "cancelled"):
+                return  # gather raises its error
         if cancel is not None and cancel():
             raise ExportCancelled("export cancelled")
         if worker_timeout is None:
@@ -98,11 +132,11 @@ def _wait(
             )
 
 
-def stop(client: Any, future: Any, gate: WriteGate | None) -> None:
-    """Cancel ``future`` and its tasks, shut ``gate`` on every worker, and wait (at most
+def stop(client: Any, futures: list[Any], gate: WriteGate | None) -> None:
+    """Cancel ``futures`` and their tasks, shut ``gate`` on every worker, and wait (at most
     :data:`STOP_WAIT` s) until no worker is writing a block of this export."""
     with contextlib.suppress(Exception):  # a scheduler gone: nothing left to cancel
-        client.cancel([future], force=True)
+        client.cancel(futures, force=True)
     if gate is None:
         return
     deadline = time.monotonic() + STOP_WAIT

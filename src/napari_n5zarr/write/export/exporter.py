@@ -72,6 +72,8 @@ def export(
     worker_timeout: float | None = None,
     format: str = "dual",
     shards: int | str | Sequence[int] | None = None,
+    resume: bool = False,
+    source_id: str | None = None,
 ) -> str:
     """Write ``data`` as an N5 Viewer pyramid that is N5 and Zarr v3 at once (or a standard OME-Zarr).
 
@@ -143,6 +145,14 @@ def export(
     shards : int, str or sequence of int, optional
         OME-Zarr only: blocks per shard (one int for every spatial axis, or ``"z,y,x"``);
         None writes no shards.
+    resume : bool
+        OME-Zarr into a local folder only: go on with an unfinished export of the same data
+        and arguments at ``dest`` (killed, or interrupted by Ctrl-C), writing only the shards
+        it had not finished; nothing there: start afresh. Another unfinished export, or
+        anything else at ``dest``, is refused and nothing deleted.
+    source_id : str, optional
+        OME-Zarr: names the data for ``resume`` (default: dask's token of ``data``;
+        convert passes its source's path, image and region).
 
     Returns
     -------
@@ -176,10 +186,10 @@ def export(
             cancel=as_cancel(cancel), zarr_json=zarr_json,
             storage_options=storage_options, scheduler=scheduler, scale=scale, translate=translate, units=units,
             axis_labels=axis_labels, chunks=chunks, levels=levels, labels=labels, downsample=downsample, path=path,
-            attributes=attributes, write_empty_blocks=write_empty_blocks,
+            attributes=attributes, write_empty_blocks=write_empty_blocks, worker_timeout=worker_timeout,
+            resume=resume, source_id=source_id,
         )  # fmt: skip
-    if shards is not None:
-        raise InvalidArgumentError("shards: only with format='ome-zarr' (N5 has no shards)")
+    _refuse_ome_only(shards, resume)
     compression = "gzip" if compression == "default" else compression
     ensure_codecs_registered()
     cancel_fn = as_cancel(cancel)
@@ -197,6 +207,17 @@ def export(
                      gate=destination.gate, worker_timeout=worker_timeout)  # fmt: skip
         destination.publish(plan)
     return os.fspath(dest)
+
+
+def _refuse_ome_only(shards: Any, resume: bool) -> None:
+    """The standard OME-Zarr's options, refused for the dual dataset."""
+    if shards is not None:
+        raise InvalidArgumentError("shards: only with format='ome-zarr' (N5 has no shards)")
+    if resume:
+        raise InvalidArgumentError(
+            "resume: only with format='ome-zarr' (the dual N5 export writes several levels per task and "
+            "cannot be resumed; run it again with overwrite=True)"
+        )
 
 
 def export_metadata(

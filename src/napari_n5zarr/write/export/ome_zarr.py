@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from napari_n5zarr.errors import InvalidArgumentError
+from napari_n5zarr.write.export.resume import Journal, shard_key
+from napari_n5zarr.write.export.shards import ShardRun
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -50,7 +52,7 @@ def check_format(value: Any) -> str:
 def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     """The zarr v3 ``compressors`` for ``compression`` (``"zstd"``, ``"gzip:9"``, ``"blosc"``,
     ``"raw"`` or None); an N5 dict (as convert's dual options give) is refused."""
-    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+    from zarr.codecs import BloscCodec, GzipCodec
 
     if compression is None or compression == "default":
         compression = "zstd" if compression == "default" else "raw"
@@ -75,7 +77,9 @@ def zarr_compressors(compression: Any) -> tuple[Any, ...]:
     if name == "raw":
         return ()
     if name == "zstd":
-        return (ZstdCodec(level=3 if level is None else level),)
+        from napari_n5zarr.write.export.fast_zstd import FastZstdCodec
+
+        return (FastZstdCodec(level=3 if level is None else level),)
     if name == "gzip":
         return (GzipCodec(level=6 if level is None else level),)
     return (BloscCodec(cname="zstd", clevel=5 if level is None else level),)
@@ -141,66 +145,108 @@ def ome_attributes(plan: ExportPlan, *, scale: list[float], translate: list[floa
     return {**(attributes or {}), OME_KEY: ome}
 
 
-def _create_level(
-    store: Store, path: str, level: Any, plan: ExportPlan, options: OmeZarrOptions
-) -> Any:
-    """The empty level array (its ``zarr.json``)."""
+def _level_array(store: Store, path: str, level: Any, plan: ExportPlan, options: OmeZarrOptions,
+                 resume: bool) -> Any:  # fmt: skip
+    """The empty level array (its ``zarr.json``); when resuming, the one already written.
+    Built with zarr's fused pipeline where the user kept the default (a shard's inner
+    chunks are encoded without a trip through the event loop each)."""
+    import contextlib
+
     import zarr
 
+    from napari_n5zarr.access import _PIPELINE_CHOICE
+    from napari_n5zarr.n5.constants import ZARR_JSON
+    from napari_n5zarr.write.export.blocks import store_get
+    from napari_n5zarr.zarr_internals import fused_pipeline
+
+    config: Any = {"write_empty_chunks": plan.write_empty_blocks}
     shards = None
     if options.shards is not None:
         shards = tuple(b * n for b, n in zip(level.block, options.shards, strict=True))
-    return zarr.create_array(
-        store, name=path, shape=level.shape, dtype=plan.dtype, chunks=level.block, shards=shards,
-        compressors=options.compressors, fill_value=0, dimension_names=list(plan.axes), zarr_format=3,
-        config={"write_empty_chunks": plan.write_empty_blocks},
-    )  # fmt: skip
-
-
-def _write_level(source: Any, array: Any, scheduler: Any) -> None:
-    """``source`` (dask) into ``array``, one task per shard (or block): no two tasks share one."""
-    import dask.array as da
-
-    write_chunks = array.shards or array.chunks
-    da.store(da.asarray(source).rechunk(write_chunks), array, lock=False, scheduler=scheduler)
+    with _PIPELINE_CHOICE:
+        fused = fused_pipeline()
+        with zarr.config.set({"codec_pipeline.path": fused}) if fused else contextlib.nullcontext():
+            if (
+                resume and store_get(store, f"{path}/{ZARR_JSON}") is not None
+            ):  # the plan's (its fingerprint)
+                return zarr.open_array(store, path=path, mode="r+", config=config)
+            return zarr.create_array(
+                store, name=path, shape=level.shape, dtype=plan.dtype, chunks=level.block, shards=shards,
+                compressors=options.compressors, fill_value=0, dimension_names=list(plan.axes), zarr_format=3,
+                config=config,
+            )  # fmt: skip
 
 
 def _level_sources(plan: ExportPlan, sources: Sequence[Any], k: int, written: list[Any]) -> Any:
-    """Level ``k``'s data: as given, level 0 itself, or downsampled from level ``k - 1`` as written."""
+    """Level ``k``'s data: as given, level 0 itself, or downsampled (dask) from level ``k - 1``
+    as written."""
     import dask.array as da
 
     from napari_n5zarr.write import pyramid
 
-    if plan.given_levels:
-        return da.asarray(sources[k])
-    if k == 0:
-        src = sources[0]
-        return src if isinstance(src, da.Array) else da.from_array(src, chunks=plan.levels[0].block)
+    if plan.given_levels or k == 0:
+        src = sources[k]  # numpy and array-likes are read region by region, as they are
+        return src.astype(plan.dtype) if isinstance(src, da.Array) else src
     previous = da.from_zarr(written[k - 1])
     return pyramid.downsample(previous, plan.steps[k - 1], plan.method)
 
 
+@dataclass
+class ShardLog:
+    """Progress by shard over every level, and the resume journal (None: not resumable)."""
+
+    total: int
+    progress: Callable[[int, int], Any] | None
+    journal: Journal | None
+
+    def __post_init__(self) -> None:
+        import threading
+
+        self.done = len(self.journal.done) if self.journal is not None else 0
+        self._lock = threading.Lock()
+        if self.done and self.progress is not None:  # resumed: the shards written before count
+            self.progress(self.done, self.total)
+
+    def skip(self, level: str) -> Callable[[tuple[int, ...]], bool]:
+        done = self.journal.done if self.journal is not None else set()
+        return lambda index: shard_key(level, index) in done
+
+    def finished(self, level: str) -> Callable[[tuple[int, ...]], None]:
+        def add(index: tuple[int, ...]) -> None:
+            if self.journal is not None:
+                self.journal.record(shard_key(level, index))
+            with self._lock:
+                self.done += 1
+                done = self.done
+            if self.progress is not None:
+                self.progress(done, self.total)
+
+        return add
+
+
 def write_ome_levels(plan: ExportPlan, sources: Sequence[Any], store: Store, prefix: str, options: OmeZarrOptions,
-                     *, scheduler: Any = None, progress: Callable[[int, int], Any] | None = None,
-                     cancel: Callable[[], bool] | None = None, blocks: bool = True) -> None:  # fmt: skip
-    """Every level's array and blocks (each level's ``zarr.json`` first; the group's is written
-    last, by :func:`group_writer`); ``cancel`` is checked before each level. Without
-    ``blocks``, the arrays only: every chunk absent, read as the fill value 0."""
+                     *, run: ShardRun | None = None, progress: Callable[[int, int], Any] | None = None,
+                     blocks: bool = True, journal: Journal | None = None) -> None:  # fmt: skip
+    """Every level's array and shards (each level's ``zarr.json`` first; the group's is written
+    last, by :func:`group_writer`); ``run.cancel`` is checked before each level and shard.
+    Without ``blocks``, the arrays only: every chunk absent, read as the fill value 0.
+    ``progress(done, total)`` counts shards (blocks without shards); with a ``journal`` the
+    shards it records are not written again, each one written is recorded."""
     from napari_n5zarr.errors import ExportCancelled
 
+    run = run or ShardRun()
+    log = ShardLog(sum(_tasks(lv, options) for lv in plan.levels), progress, journal)
     written: list[Any] = []
-    total = sum(_tasks(lv, options) for lv in plan.levels)
-    done = 0
     for k, level in enumerate(plan.levels):
-        if cancel is not None and cancel():
+        if run.cancel is not None and run.cancel():
             raise ExportCancelled("export cancelled")
-        array = _create_level(store, f"{prefix}{level.name}", level, plan, options)
+        array = _level_array(
+            store, f"{prefix}{level.name}", level, plan, options, journal is not None
+        )
         if blocks:
-            _write_level(_level_sources(plan, sources, k, written), array, scheduler)
+            source = _level_sources(plan, sources, k, written)
+            run.write(source, array, log.skip(level.name), log.finished(level.name))
         written.append(array)
-        done += _tasks(level, options)
-        if progress is not None:
-            progress(done, total)
 
 
 def _tasks(level: Any, options: OmeZarrOptions) -> int:
@@ -369,17 +415,38 @@ def export_ome_zarr(
     cancel: Callable[[], bool] | None = None,
     zarr_json: bool = True,
     blocks: bool = True,
+    worker_timeout: float | None = None,
+    resume: bool = False,
+    source_id: str | None = None,
     **plan_options: Any,
 ) -> str:
     """:func:`napari_n5zarr.export` with ``format="ome-zarr"`` (see there); without ``blocks``
-    the metadata only (:func:`~napari_n5zarr.write.export.exporter.export_metadata`)."""
+    the metadata only (:func:`~napari_n5zarr.write.export.exporter.export_metadata`).
+    ``resume`` goes on with an unfinished export of the same plan at ``dest`` (``source_id``
+    names the data, else dask's token; see :mod:`~napari_n5zarr.write.export.resume`)."""
     if not zarr_json:
         raise InvalidArgumentError("zarr_json=False: an OME-Zarr is Zarr only (use format='dual')")
-    from napari_n5zarr.write.export.plan import _per_axis, make_plan
     from napari_n5zarr.write.export.publish import Destination
 
     given_levels = isinstance(data, list | tuple)
-    sources = list(data) if given_levels else [data]
+    plan, sources, options, attrs = _ome_plan(list(data) if given_levels else [data], given_levels,
+                                              compression, shards, plan_options)  # fmt: skip
+    identity = _plan_identity(plan, options, attrs, sources, source_id) if blocks else None
+    with Destination(dest, plan.prefix, overwrite, storage_options, plan=identity,
+                     resume=bool(resume)) as destination:  # fmt: skip
+        store, prefix = destination.open()
+        run = shard_run(scheduler, destination.gate, cancel, worker_timeout)
+        write_ome_levels(plan, sources, store, prefix, options, run=run, progress=progress,
+                         blocks=blocks, journal=destination.journal)  # fmt: skip
+        destination.publish(plan, metadata=group_writer(attrs), parents=parents_writer)
+    return os.fspath(dest)
+
+
+def _ome_plan(sources: list[Any], given_levels: bool, compression: Any, shards: Any,
+              plan_options: dict[str, Any]) -> tuple[ExportPlan, list[Any], OmeZarrOptions, dict[str, Any]]:  # fmt: skip
+    """(the plan, the sources in OME-NGFF axis order, codecs and shards, the group's attributes)."""
+    from napari_n5zarr.write.export.plan import _per_axis, make_plan
+
     compressors = zarr_compressors(compression)
     plan = make_plan(sources, given_levels=given_levels, compression=None, **plan_options)
     order = ome_axis_order(plan.axes)
@@ -394,9 +461,34 @@ def export_ome_zarr(
         units=[None if u is None else str(u) for u in _per_axis(plan_options.get("units"), ndim, None, "units")],
         labels=bool(plan_options.get("labels")), attributes=plan_options.get("attributes"),
     )  # fmt: skip
-    with Destination(dest, plan.prefix, overwrite, storage_options) as destination:
-        store, prefix = destination.open()
-        write_ome_levels(plan, sources, store, prefix, options, scheduler=scheduler, progress=progress,
-                         cancel=cancel, blocks=blocks)  # fmt: skip
-        destination.publish(plan, metadata=group_writer(attrs), parents=parents_writer)
-    return os.fspath(dest)
+    return plan, sources, options, attrs
+
+
+def _plan_identity(plan: ExportPlan, options: OmeZarrOptions, attrs: dict[str, Any], sources: list[Any],
+                   source_id: str | None) -> str:  # fmt: skip
+    """The fingerprint an unfinished export records and ``resume`` checks: the source
+    (``source_id``, else dask's token of the data), format, levels, blocks, shards, codecs and
+    the group's metadata."""
+    from dask.base import tokenize
+
+    from napari_n5zarr.write.export.resume import fingerprint
+
+    return fingerprint({
+        "format": "ome-zarr", "source": source_id if source_id is not None else tokenize(*sources),
+        "dtype": str(plan.dtype), "levels": [(lv.name, lv.shape, lv.block) for lv in plan.levels],
+        "shards": options.shards, "codecs": [c.to_dict() for c in options.compressors],
+        "given_levels": plan.given_levels, "method": plan.method, "empty": plan.write_empty_blocks,
+        "axes": plan.axes, "attributes": attrs,
+    })  # fmt: skip
+
+
+def shard_run(scheduler: Any, gate: Any, cancel: Callable[[], bool] | None,
+              worker_timeout: float | None) -> ShardRun:  # fmt: skip
+    """How the shard tasks run with ``scheduler``: threads here, a dask.distributed client, or dask."""
+    from napari_n5zarr.write.export.cluster import cluster_client
+    from napari_n5zarr.write.export.levels import _threads, is_local_scheduler
+
+    local = is_local_scheduler(scheduler)
+    client = None if local else cluster_client(scheduler)
+    threads = _threads(scheduler) if local else 0  # 0: dask.compute (a process pool, ...)
+    return ShardRun(scheduler, client, threads, gate, cancel, worker_timeout)

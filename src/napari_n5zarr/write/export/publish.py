@@ -27,6 +27,12 @@ from napari_n5zarr.n5.stores import N5DefaultStore
 from napari_n5zarr.storage.foreign import describe_foreign, foreign_entries
 from napari_n5zarr.write import safe_destination
 from napari_n5zarr.write.export.blocks import WriteGate, store_get, store_set
+from napari_n5zarr.write.export.resume import (
+    Journal,
+    marker_document,
+    remove_partial_writes,
+    resumable,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -199,6 +205,9 @@ class Destination:
         prefix: str,
         overwrite: bool,
         storage_options: dict[str, Any] | None,
+        *,
+        plan: str | None = None,
+        resume: bool = False,
     ) -> None:
         self.dest, self.prefix, self.overwrite, self.storage_options = (
             dest,
@@ -206,6 +215,10 @@ class Destination:
             overwrite,
             storage_options,
         )
+        self.plan, self.resume = plan, resume
+        self.journal: Journal | None = None
+        """Set by :meth:`open` when ``plan`` is given and the blocks go into a local folder in
+        place: the shards recorded as written (resumable); None otherwise."""
         self.where = f"{os.fspath(dest)}{'/' + prefix.rstrip('/') if prefix else ''}"
         self.folder = safe_destination.local_folder(dest)
         self._zip = safe_destination.local_zip(dest)
@@ -249,6 +262,8 @@ class Destination:
         from napari_n5zarr.access import base_store
 
         assert self.store is not None, "use Destination in a with block"
+        if self.resume and self._resume():
+            return self.store, self.prefix
         self._staging = prepare(self.store, self.prefix, self.overwrite, self.where, self.target)
         if self._staging is not None:
             out, out_prefix = base_store(self._staging, "a"), ""
@@ -259,10 +274,34 @@ class Destination:
             out.supports_deletes and self._staging is None
         ):  # a staging folder is marked from its start
             self._marker = f"{out_prefix}{INCOMPLETE_MARKER}"
-            store_set(
-                out, self._marker, json.dumps({"pid": os.getpid(), "started": time.time()}).encode()
-            )
+            store_set(out, self._marker, marker_document(self.plan))
+            if self.plan is not None and self.target is not None:
+                self.journal = Journal(self.target, set())
         return out, out_prefix
+
+    def _resume(self) -> bool:
+        """Go on with the unfinished export of the same plan found here (True), or start
+        afresh when nothing is here (False); refuse anything else (nothing deleted)."""
+        from napari_n5zarr.errors import InvalidArgumentError
+
+        assert self.store is not None
+        if self.plan is None or self.target is None:
+            raise InvalidArgumentError(
+                f"resume: {self.where} is not a local folder (or the format is not a standard OME-Zarr): "
+                "only an OME-Zarr export into a local folder can be resumed"
+            )
+        if self.overwrite:
+            raise InvalidArgumentError(
+                "resume and overwrite=True: choose one (resume goes on with an unfinished export)"
+            )
+        if not node_state(self.store, self.prefix)[0]:
+            return False
+        done = resumable(self.target, self.where, self.plan)
+        for key in remove_partial_writes(self.target):
+            _logger.debug("resume: removed %s (a chunk write cut short)", key)
+        self._out, self._marker = self.store, f"{self.prefix}{INCOMPLETE_MARKER}"
+        self.journal = Journal(self.target, done)
+        return True
 
     def publish(
         self,
@@ -294,6 +333,8 @@ class Destination:
             parents(self.store, self.prefix)
         elif self.prefix:
             publish_parents(self.store, self.prefix, plan.zarr_json)
+        if self.journal is not None:
+            self.journal.close()
         if self._marker and out is self.store:
             sync(self.store.delete(self._marker))
 
@@ -303,11 +344,21 @@ class Destination:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.journal is not None:
+            self.journal.close()
         try:
             if exc is None or self._swapped or self.store is None:
                 return  # done, or the new node is complete and in place: keep it
             if self._out is None:
                 return  # refused before anything was written
+            if self.journal is not None and isinstance(exc, KeyboardInterrupt):
+                self.gate.close()
+                _logger.warning(
+                    "interrupted: kept the unfinished export at %s; the same convert with --resume "
+                    "(resume=True) finishes it",
+                    self.where,
+                )
+                return
             self.gate.close()  # no block write after this (threads still running finish first)
             cleaned = _clean_up_keeping_cause(
                 self.store, self.prefix, self._staging, self.where, self._created
