@@ -169,7 +169,9 @@ def _level_array(store: Store, path: str, level: Any, plan: ExportPlan, options:
             if (
                 resume and store_get(store, f"{path}/{ZARR_JSON}") is not None
             ):  # the plan's (its fingerprint)
-                return zarr.open_array(store, path=path, mode="r+", config=config)
+                # zarr 3.3 ignores open_array's config: the global default is set instead
+                with zarr.config.set({"array.write_empty_chunks": plan.write_empty_blocks}):
+                    return zarr.open_array(store, path=path, mode="r+", config=config)
             return zarr.create_array(
                 store, name=path, shape=level.shape, dtype=plan.dtype, chunks=level.block, shards=shards,
                 compressors=options.compressors, fill_value=0, dimension_names=list(plan.axes), zarr_format=3,
