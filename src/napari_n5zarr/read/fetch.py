@@ -681,12 +681,24 @@ class BlockSource:
         copies: list[tuple[np.ndarray, tuple[slice, ...], tuple[slice, ...]]] = []
         complete = True
         lo, hi = [s.start for s in selection], [s.stop for s in selection]
-        for cell in cells:
+        # where each full-size block meets the region, per axis once (cells are their product)
+        per_axis = [
+            [overlap((i,), (b,), (a,), (e,)) for i in r]
+            for r, b, a, e in zip(
+                block_ranges(lo, hi, self.blocks), self.blocks, lo, hi, strict=True
+            )
+        ]
+        inners = itertools.product(*([p[0][0] for p in axis] for axis in per_axis))
+        outers = itertools.product(*([p[1][0] for p in axis] for axis in per_axis))
+        for cell, inner, outer in zip(cells, inners, outers, strict=True):
             block = blocks[cell]
             if block is None:
                 complete = False
                 continue
-            if block.shape != self.blocks and _short(cell, self.blocks, block.shape, hi):
+            if block.shape == self.blocks:
+                copies.append((block, inner, outer))
+                continue
+            if _short(cell, self.blocks, block.shape, hi):
                 complete = False  # a truncated edge block: the data ends at its header's extent
             copies.append((block, *overlap(cell, self.blocks, lo, hi, block.shape)))
         out = (
