@@ -42,6 +42,9 @@ NEVER = (
     "PySide6",
     "magicgui",
     "tensorstore",
+    "yaozarrs",  # OME-NGFF models: only an OME export needs them (write/ome.py)
+    "ome_zarr_models",
+    "pydantic",
 )
 
 CHILD = r"""
