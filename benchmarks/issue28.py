@@ -15,6 +15,9 @@ turn, so drift on a shared machine hits both alike):
 * ``scroll``: scrolling 64 consecutive z-planes in a real napari window under Xvfb
   (``napari_window.py``, a fresh process per run): our reader against the same pyramid read
   into memory before the clock (napari alone). Goal: <= napari alone + 2 ms per plane.
+* ``open``: in the same windows (and tensorstore's layers), open + first frame drawn, from
+  ``viewer.open`` (or ``add_image``) until the frame showing the data. Goal: <= napari alone
+  + 0.2 s, and ahead of tensorstore.
 
 ``--workdir`` keeps the written data for the next run (written only when missing), so a
 whole-process timer can compare two versions of the package on the same files.
@@ -41,7 +44,7 @@ import paintera  # noqa: E402
 import read_throughput  # noqa: E402
 
 TS_COMPRESSIONS = ["raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz"]
-ROWS = ("read", "multiset", "scroll")
+ROWS = ("read", "multiset", "scroll", "open")
 
 
 def medians(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
@@ -148,7 +151,8 @@ def window(impl: str, pyramid: Path, levels: int, workdir: Path) -> dict[str, An
     return json.loads(lines[-1])
 
 
-def row_scroll(workdir: Path, repeat: int) -> tuple[str, float, float, str]:
+def window_runs(workdir: Path, repeat: int, impls: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """``repeat`` napari windows of each of ``impls``, in turn (fresh processes)."""
     import speed
 
     pyramid = workdir / "pyramid-512.n5"
@@ -157,13 +161,33 @@ def row_scroll(workdir: Path, repeat: int) -> tuple[str, float, float, str]:
         marker.write_text(str(speed.write_pyramid(pyramid, 512)))
     levels = int(marker.read_text())
     window("ours", pyramid, levels, workdir)  # fills the bytecode cache
-    times: dict[str, list[float]] = {"ours": [], "numpy": []}
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     for _ in range(repeat):
-        for impl in times:
-            times[impl].append(window(impl, pyramid, levels, workdir)["scroll_s_per_plane"])
-    ours, alone = statistics.median(times["ours"]), statistics.median(times["numpy"])
+        for impl in impls:
+            runs[impl].append(window(impl, pyramid, levels, workdir))
+    return runs
+
+
+def row_scroll(runs: dict[str, list[dict[str, Any]]]) -> tuple[str, float, float, str]:
+    ours, alone = (
+        statistics.median(r["scroll_s_per_plane"] for r in runs[k]) for k in ("ours", "numpy")
+    )
     note = f"{(ours - alone) * 1000:+.1f} ms/plane over napari alone (goal <= +2 ms)"
     return ("scroll per plane | napari alone", ours, alone, note)
+
+
+def rows_open(runs: dict[str, list[dict[str, Any]]]) -> list[tuple[str, float, float, str]]:
+    """Open + first frame (``viewer.open`` until the frame showing the data is drawn):
+    against napari alone (goal: at most 0.2 s more) and tensorstore's layers (goal: ahead)."""
+    ours = statistics.median(r["open_s"] for r in runs["ours"])
+    alone = statistics.median(r["open_s"] for r in runs["numpy"])
+    rows = [("open + first frame | napari alone", ours, alone,
+             f"{ours - alone:+.2f} s over napari alone (goal <= +0.2 s)")]  # fmt: skip
+    if "tensorstore" in runs:
+        ts = statistics.median(r["open_s"] for r in runs["tensorstore"])
+        rows.append(("open + first frame | tensorstore", ours, ts,
+                     f"{ts / ours:.2f}x tensorstore's layers (goal > 1)"))  # fmt: skip
+    return rows
 
 
 def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
@@ -190,8 +214,13 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             rows += rows_read(workdir, args.size, args.depth, args.repeat)
         if "multiset" in chosen:
             rows.append(row_multiset(workdir, args.plane, args.repeat))
-        if "scroll" in chosen:
-            rows.append(row_scroll(workdir, args.repeat))
+        if "scroll" in chosen or "open" in chosen:
+            impls = ["ours", "numpy"] + (["tensorstore"] if "open" in chosen else [])
+            runs = window_runs(workdir, args.repeat, impls)
+            if "scroll" in chosen:
+                rows.append(row_scroll(runs))
+            if "open" in chosen:
+                rows += rows_open(runs)
     print(
         f"napari_n5zarr from {Path(napari_n5zarr.__file__).parent}; medians of {args.repeat} interleaved runs"
     )
