@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from zarr.codecs import ZstdCodec
 
 if TYPE_CHECKING:
-    from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import Buffer
+    from zarr.abc.buffer import Buffer
+
+    from napari_n5zarr.zarr_internals import ArraySpec
 
 __all__ = ["FastZstdCodec"]
 
