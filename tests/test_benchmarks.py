@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -92,37 +94,19 @@ def test_plain_decoder_matches_ours(speed, tmp_path: Path) -> None:
         np.testing.assert_array_equal(speed.block_decoder(path)(raw)[:, :40, :], data)
 
 
+def run_script(name: str, *args: str, **env: str) -> str:
+    """``benchmarks/NAME`` run with ``args`` in a child (this checkout's ``src`` first on its
+    path, ``env`` added); its standard output."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    path = f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    return subprocess.run([sys.executable, str(SPEED.parent / name), *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": path, **env}, timeout=300, check=True).stdout  # fmt: skip
+
+
 def test_read_throughput_runs_every_compression(tmp_path: Path) -> None:
     """benchmarks/read_throughput.py on a tiny array: a row per compression, every reader checked equal."""
-    import os
-    import subprocess
-
-    script = SPEED.parent / "read_throughput.py"
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        "TMPDIR": str(tmp_path),
-    }
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--size",
-            "24",
-            "--depth",
-            "10",
-            "--block",
-            "8",
-            "--repeat",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = run_script("read_throughput.py", "--size", "24", "--depth", "10", "--block", "8", "--repeat", "1",
+                     TMPDIR=str(tmp_path))  # fmt: skip
     rows = [line.split()[0] for line in out.splitlines()[2:]]
     assert rows == ["raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz", "lz4"]
 
@@ -130,34 +114,8 @@ def test_read_throughput_runs_every_compression(tmp_path: Path) -> None:
 def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> None:
     """benchmarks/issue28.py on tiny data: a row per tensorstore compression and the multiset
     row (each row checks ours against tensorstore / the uint64 labels before printing)."""
-    import os
-    import subprocess
-
-    script = SPEED.parent / "issue28.py"
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    args = [
-        "--rows",
-        "read,multiset",
-        "--size",
-        "24",
-        "--depth",
-        "10",
-        "--plane",
-        "80",
-        "--repeat",
-        "1",
-        "--workdir",
-        str(tmp_path),
-    ]
-    out = subprocess.run(
-        [sys.executable, str(script), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=True,
-    ).stdout
+    out = run_script("issue28.py", "--rows", "read,multiset", "--size", "24", "--depth", "10", "--plane", "80",
+                     "--repeat", "1", "--workdir", str(tmp_path))  # fmt: skip
     rows = [line.split("|")[0].strip() for line in out.splitlines()[2:]]
     assert rows == [
         f"read {name}" for name in ("raw", "gzip", "zstd", "blosc", "zlib", "bzip2", "xz")
@@ -167,17 +125,8 @@ def test_issue28_prints_every_read_row_and_the_multiset_row(tmp_path: Path) -> N
 def test_sharded_labels_save_runs_and_checks_the_stroke(tmp_path: Path) -> None:
     """benchmarks/sharded_labels_save.py on a tiny sharded pyramid: every row printed (the
     script itself checks that the stroke reached the shard)."""
-    import os
-    import subprocess
-
-    pytest.importorskip("tensorstore")
-    script = SPEED.parent / "sharded_labels_save.py"
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    args = ["--shape", "16,32,32", "--chunks", "8", "--shards", "2", "--repeat", "1",
-            "--workdir", str(tmp_path / "work")]  # fmt: skip
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
-                         env=env, timeout=300, check=True).stdout  # fmt: skip
+    out = run_script("sharded_labels_save.py", "--shape", "16,32,32", "--chunks", "8", "--shards", "2",
+                     "--repeat", "1", "--workdir", str(tmp_path / "work"))  # fmt: skip
     assert "ours: save" in out
     assert "tensorstore: read + rewrite" in out
     assert "ratio tensorstore / ours" in out
@@ -186,16 +135,9 @@ def test_sharded_labels_save_runs_and_checks_the_stroke(tmp_path: Path) -> None:
 def test_remote_planes_prints_every_row_and_the_trace(tmp_path: Path) -> None:
     """benchmarks/remote_planes.py on a 128^3 pyramid: local, HTTP and tensorstore rows, the
     ratios and a trace of a cold HTTP plane (no napari, no S3 here)."""
-    import os
-    import subprocess
-
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = subprocess.run(
-        [sys.executable, str(SPEED.parent / "remote_planes.py"), "--size", "128", "--repeat", "1",
-         "--trace", "--workdir", str(tmp_path)],
-        capture_output=True, text=True, env=env, timeout=300, check=True,
-    ).stdout  # fmt: skip
+    out = run_script(
+        "remote_planes.py", "--size", "128", "--repeat", "1", "--trace", "--workdir", str(tmp_path)
+    )
     for row in ("ours local", "ours HTTP", "tensorstore HTTP", "ours HTTP / ours local"):
         assert row in out, out
     assert "4 requests issued" in out, out
@@ -203,26 +145,8 @@ def test_remote_planes_prints_every_row_and_the_trace(tmp_path: Path) -> None:
 
 def test_ome_zarr_convert_compares_with_tensorstore(tmp_path: Path) -> None:
     """benchmarks/ome_zarr_convert.py on a tiny pyramid: both copies made, checked equal, the ratio printed."""
-    import os
-    import subprocess
-
-    script = SPEED.parent / "ome_zarr_convert.py"
-    src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    args = [
-        "--size",
-        "48",
-        "--block",
-        "16",
-        "--shards",
-        "2",
-        "--repeat",
-        "1",
-        "--workdir",
-        str(tmp_path),
-    ]
-    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
-                         timeout=300, check=True).stdout  # fmt: skip
+    out = run_script("ome_zarr_convert.py", "--size", "48", "--block", "16", "--shards", "2", "--repeat", "1",
+                     "--workdir", str(tmp_path))  # fmt: skip
     assert "napari-n5zarr" in out
     assert "tensorstore" in out
     assert "ratio tensorstore / ours" in out
