@@ -276,3 +276,32 @@ print(len(found.images), "zarr" in sys.modules, gc.isenabled())
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == expected.split()
+
+
+def test_the_store_chain_import_does_not_set_off_a_full_collection(tmp_path):
+    """zarr's import (~25,000 objects) is filed with the old objects: the collections after
+    the first open promote nothing of it, so no full collection of the application's heap
+    follows (CPython starts one when the objects promoted since the last exceed a quarter of
+    the old ones). The old code left them young: the tenth middle collection after the open
+    promoted them all and a full collection followed."""
+    import subprocess
+    import sys
+
+    write_pyramid(
+        tmp_path / "p.n5", sample((8, 8, 8), "uint8"), (4, 4, 4), COMPRESSIONS["raw"], levels=1
+    )
+    code = f"""
+import gc, sys
+from napari_n5zarr.read.images import open_images
+assert "zarr" not in sys.modules
+gc.collect()  # every object so far is old: the baseline a full collection is measured against
+full = gc.get_stats()[2]["collections"]
+found = open_images({str(tmp_path / "p.n5")!r})
+for _ in range(11):  # the promotions the next middle collections make
+    gc.collect(1)
+kept = [[] for _ in range(2000)]  # enough new objects for the collector to run by itself
+print(len(found.images), "zarr" in sys.modules, gc.get_stats()[2]["collections"] - full)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "True", "0"]
