@@ -13,6 +13,12 @@ shard and axis, inner chunks = the blocks, ``bytes`` + ``zstd`` level 3) by
 * tensorstore: its ``n5`` driver read into its ``zarr3`` driver, level by level, the same
   shard and chunk shapes and codecs, in napari (C) order as ours.
 
+``--floor`` adds a third contender that is no converter: every block of every level decoded
+(libdeflate), byte-swapped, encoded (``zstandard``, level 3) and its bytes written to a file
+of its own, on as many threads as cores, nothing else (no zarr, no shard index, no checks).
+It is the codec work and the writes both converters must do: tensorstore's time / the
+floor's is the most any converter could reach against tensorstore on this machine.
+
 Each run is a fresh process (its peak RSS is its own), ours and tensorstore interleaved;
 the destination is removed before each run, outside the timing. Prints seconds, MiB/s of
 level-0 data, peak RSS and the ratio tensorstore time / ours (goal >= 1.2). Each run's
@@ -99,6 +105,38 @@ def run_tensorstore(src: Path, dest: Path, shards: int) -> None:
         target.write(source.T).result()
 
 
+def run_floor(src: Path, dest: Path, shards: int) -> None:
+    """The codec work and the writes alone (see the module): each block's bytes to a file."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import deflate
+    import zstandard
+
+    dest.mkdir(parents=True)
+    local = __import__("threading").local()
+    blocks = [
+        (lv, p)
+        for lv in levels_of(src)
+        for p in (src / lv).rglob("*")
+        if p.is_file() and not p.name.endswith(".json")
+    ]
+
+    def one(item: tuple[str, Path]) -> None:
+        level, path = item
+        raw = path.read_bytes()
+        ndim = int.from_bytes(raw[2:4], "big")
+        data = deflate.gzip_decompress(raw[4 + 4 * ndim :])
+        native = np.frombuffer(data, ">u2").astype("<u2")
+        if not hasattr(local, "zstd"):
+            local.zstd = zstandard.ZstdCompressor(level=3)
+        name = level + "-" + "-".join(path.relative_to(src / level).parts)
+        (dest / name).write_bytes(local.zstd.compress(native))
+
+    with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(one, blocks))
+
+
 def check(src: Path, dest: Path, samples: int = 6) -> None:
     """Some blocks of each level of ``dest`` (read by zarr-python) equal the source's."""
     import tensorstore as ts
@@ -130,12 +168,14 @@ def child(args: argparse.Namespace) -> None:
         import napari_n5zarr.write.export.exporter
         import napari_n5zarr.write.export.ome_zarr
         import napari_n5zarr.write.ome  # noqa: F401
-    else:
+    elif args.child == "ts":
         import tensorstore  # noqa: F401
     start = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = start.ru_utime + start.ru_stime
     t0 = time.perf_counter()
-    (run_ours if args.child == "ours" else run_tensorstore)(src, dest, args.shards)
+    {"ours": run_ours, "ts": run_tensorstore, "floor": run_floor}[args.child](
+        src, dest, args.shards
+    )
     seconds = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - cpu0
@@ -151,7 +191,8 @@ def timed(who: str, src: Path, dest: Path, shards: int) -> dict[str, float]:
     if done.returncode:
         raise SystemExit(f"{who} failed:\n{done.stderr}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    check(src, dest)
+    if who != "floor":  # the floor writes bare chunks, no array
+        check(src, dest)
     return result
 
 
@@ -164,7 +205,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict[str, float]]]:
     ap.add_argument("--shards", type=int, default=4, help="blocks per shard and axis")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--workdir", default=None, help="keep the source here (built once, reused)")
-    ap.add_argument("--child", choices=("ours", "ts"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--floor", action="store_true", help="also time the codec work and writes alone"
+    )
+    ap.add_argument("--child", choices=("ours", "ts", "floor"), help=argparse.SUPPRESS)
     ap.add_argument("--src", help=argparse.SUPPRESS)
     ap.add_argument("--dest", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -181,14 +225,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict[str, float]]]:
     on_disk = sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 2**20
     print(f"source: {args.size}^3 uint16 = {mib:,.0f} MiB at level 0, {len(levels_of(src))} levels, "
           f"{args.block}^3 gzip blocks, {on_disk:,.0f} MiB on disk; shards {args.shards}^3 blocks, zstd 3")  # fmt: skip
-    runs: dict[str, list[dict[str, float]]] = {"ours": [], "ts": []}
+    who_runs = ("ours", "ts", "floor") if args.floor else ("ours", "ts")
+    runs: dict[str, list[dict[str, float]]] = {who: [] for who in who_runs}
     for _ in range(args.repeat):
-        for who in ("ours", "ts"):  # interleaved
+        for who in who_runs:  # interleaved
             runs[who].append(timed(who, src, work / f"{who}.ome.zarr", args.shards))
     best = {who: min(r["seconds"] for r in rs) for who, rs in runs.items()}
     rss = {who: max(r["rss_mib"] for r in rs) for who, rs in runs.items()}
     cpu = {who: min(r["cpu_s"] for r in rs) for who, rs in runs.items()}
-    for who, label in (("ours", "napari-n5zarr"), ("ts", "tensorstore")):
+    labels = {"ours": "napari-n5zarr", "ts": "tensorstore", "floor": "codecs+writes"}
+    for who, label in ((w, labels[w]) for w in who_runs):
         times = ", ".join(f"{r['seconds']:.1f}" for r in runs[who])
         print(
             f"{label:14s} best {best[who]:7.1f} s  {mib / best[who]:7.0f} MiB/s  CPU {cpu[who]:6.1f} s  "
@@ -202,6 +248,11 @@ def main(argv: list[str] | None = None) -> dict[str, list[dict[str, float]]]:
     print(
         f"ratio tensorstore / ours: {ratio:.2f}x (goal >= 1.2); CPU time ratio {cpu['ts'] / cpu['ours']:.2f}x"
     )
+    if args.floor:
+        print(
+            f"ratio tensorstore / codecs+writes alone: {best['ts'] / best['floor']:.2f}x "
+            f"(the most any converter reaches here); ours / floor {best['ours'] / best['floor']:.2f}x"
+        )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return runs

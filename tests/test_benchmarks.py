@@ -144,9 +144,17 @@ def test_remote_planes_prints_every_row_and_the_trace(tmp_path: Path) -> None:
 
 
 def test_ome_zarr_convert_compares_with_tensorstore(tmp_path: Path) -> None:
-    """benchmarks/ome_zarr_convert.py on a tiny pyramid: both copies made, checked equal, the ratio printed."""
+    """benchmarks/ome_zarr_convert.py on a tiny pyramid: both copies made, checked equal, the
+    ratio printed; ``--floor`` writes every block of every level once."""
     out = run_script("ome_zarr_convert.py", "--size", "48", "--block", "16", "--shards", "2", "--repeat", "1",
-                     "--workdir", str(tmp_path))  # fmt: skip
+                     "--workdir", str(tmp_path), "--floor")  # fmt: skip
     assert "napari-n5zarr" in out
     assert "tensorstore" in out
     assert "ratio tensorstore / ours" in out
+    assert "ratio tensorstore / codecs+writes alone" in out, out
+    blocks = [
+        p
+        for p in (tmp_path / "src-48-16.n5").rglob("*")
+        if p.is_file() and not p.name.endswith(".json")
+    ]
+    assert len(list((tmp_path / "floor.ome.zarr").iterdir())) == len(blocks) > 27
