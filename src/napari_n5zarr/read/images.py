@@ -20,11 +20,10 @@ BigDataViewer XML, shown by the N5 browser). napari's reader maps an :class:`Ima
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,38 +113,39 @@ def open_images(
 
 
 def _tree_of(source: Any) -> Tree:
-    """The location's tree (zarr, the N5 stores, the codec), imported the first time with the
-    cyclic garbage collector paused: inside napari (a large heap) the collections that zarr's
-    many new objects set off cost more than the imports themselves (measured: 0.1-0.35 s of a
-    0.3-0.55 s import). Nothing else is changed; a collector that was off stays off."""
-    if "napari_n5zarr.access" not in sys.modules:
-        with _imports_as_old_objects():
-            import napari_n5zarr.access
-            import napari_n5zarr.n5.codec  # noqa: F401 (the codec every N5 array opens with)
+    """The location's tree (zarr, the N5 stores and the codec imported on first use)."""
+    import_store_chain()
     return tree_of(source)
 
 
-@contextlib.contextmanager
-def _imports_as_old_objects() -> Iterator[None]:
-    """Imports with the cyclic garbage collector paused, their objects then filed with the
-    oldest ones (``gc.freeze()`` + ``gc.unfreeze()``: every object tracked now moves to the
-    oldest generation, as a module's classes and functions would after a few collections).
+def import_store_chain(*, as_old_objects: bool = False) -> None:
+    """Import zarr, the N5 stores and the codec (once) with the cyclic garbage collector
+    paused: inside napari (a large heap) the collections that zarr's many new objects set
+    off cost more than the imports themselves (measured: 0.1-0.35 s of a 0.3-0.55 s import).
+    A collector that was off stays off.
 
-    Why: CPython starts a full collection once the objects promoted to the oldest generation
-    since the last one exceed a quarter of those already there. zarr's import adds ~25,000
-    objects (to napari's ~190,000); promoted one collection at a time, they set off a full
-    collection of napari's whole heap (0.14 s measured) while napari builds the first layer. Filed as old directly,
-    they count as old ones and set off nothing; they are still examined by every later full
-    collection (nothing is frozen, no garbage kept), which happens when napari's own objects
-    call for it. A collector that was off stays off, untouched."""
+    ``as_old_objects`` (the napari reader, a GUI process): the objects tracked after the
+    import are then filed with the oldest ones (``gc.freeze()`` + ``gc.unfreeze()``, as a
+    module's classes and functions would be after a few collections). CPython starts a full
+    collection once the objects promoted to the oldest generation since the last one exceed
+    a quarter of those already there; zarr's ~25,000 objects, promoted young, set off one of
+    napari's whole heap (~235,000 objects, 83-121 ms) in the first minute after the open.
+    Filed as old they set off nothing, and every later full collection still examines them
+    (nothing stays frozen, no garbage is kept). ``unfreeze`` also thaws what was frozen before
+    (CPython 3.12 freezes a few hundred tuples at start; a pre-fork server its whole heap):
+    so only the napari reader asks for it, not the library."""
+    if "napari_n5zarr.access" in sys.modules:
+        return
     enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        import napari_n5zarr.access
+        import napari_n5zarr.n5.codec  # noqa: F401 (the codec every N5 array opens with)
     finally:
         if enabled:
-            gc.freeze()
-            gc.unfreeze()
+            if as_old_objects:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
