@@ -294,6 +294,7 @@ print(len(opened) > 0, len(gc.get_objects(2)) - before, gc.get_freeze_count() ==
 """
 
 
+@pytest.mark.napari  # napari's heap and its reader (not in the headless zarr-floor run)
 @pytest.mark.parametrize("how", ["read_path", "lambda p: open_images(p).images"])
 def test_the_napari_readers_first_open_leaves_nothing_to_promote(tmp_path, how):
     """The napari reader files zarr's import (~25,000 objects) with the old objects, so the
