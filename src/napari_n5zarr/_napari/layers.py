@@ -28,6 +28,7 @@ from napari_n5zarr.read.images import (
     Images,
     build_image,
     images_of,
+    import_store_chain,
     open_images,
 )
 from napari_n5zarr.spatial import Multiscale
@@ -87,8 +88,15 @@ def location_layers(
 ) -> list[LayerData]:
     """Layers for one path or URL (see :func:`napari_n5zarr._napari.reader.read_path`);
     problems go to ``notify``, never raised."""
-    found = open_images(path, limit=max_layers, report=block_reporter(notify))
-    return images_layers(found, notify, too_many=too_many)
+    return images_layers(open_in_napari(path, max_layers, notify), notify, too_many=too_many)
+
+
+def open_in_napari(path: str | os.PathLike[str], max_layers: int | None, notify: Notify) -> Images:
+    """:func:`~napari_n5zarr.read.images.open_images` in napari's process: the first open
+    files its imports with the old objects (no full collection of napari's heap after it;
+    see :func:`~napari_n5zarr.read.images.import_store_chain`)."""
+    import_store_chain(as_old_objects=True)
+    return open_images(path, limit=max_layers, report=block_reporter(notify))
 
 
 def layers_from_node(

@@ -14,14 +14,12 @@ from typing import TYPE_CHECKING, Any
 from napari_n5zarr._napari.layers import (
     MAX_LAYERS,
     Notify,
-    block_reporter,
-    images_layers,
+    location_layers,
     too_many_message,
 )
 from napari_n5zarr._napari.layers import notify_napari as _notify
 from napari_n5zarr._napari.preferences import remember_n5_folders as _remember_n5_folders
 from napari_n5zarr.n5.constants import N5_JSON, ZARR_JSON
-from napari_n5zarr.read.images import import_store_chain, open_images
 from napari_n5zarr.read.locate import is_n5
 from napari_n5zarr.storage.location import display_name, local_path
 
@@ -139,9 +137,7 @@ def read_path(
     layers: the N5 browser is opened on it instead (when a viewer is open) and ``notify`` says so.
     """
     notify = _notify if notify is None else notify
-    import_store_chain(as_old_objects=True)  # no full collection of napari's heap after it
-    found = open_images(path, limit=max_layers, report=block_reporter(notify))
-    return images_layers(found, notify, too_many=_too_many)
+    return location_layers(path, notify, max_layers=max_layers, too_many=_too_many)
 
 
 def _too_many(source: str, what: str, notify: Notify) -> list[LayerData]:

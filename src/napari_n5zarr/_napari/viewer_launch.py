@@ -113,11 +113,10 @@ def read_first(location: str) -> Any:
     """The images at ``location`` (:func:`~napari_n5zarr.read.images.open_images`), read
     before any window opens. Raises :class:`~napari_n5zarr.errors.NodeNotFoundError` (exit 3:
     not found) when it holds no N5 or Zarr v3 data at all: no empty viewer."""
-    from napari_n5zarr._napari.layers import MAX_LAYERS, block_reporter, notify_napari
+    from napari_n5zarr._napari.layers import MAX_LAYERS, notify_napari, open_in_napari
     from napari_n5zarr.errors import NodeNotFoundError
-    from napari_n5zarr.read.images import open_images
 
-    found = open_images(location, limit=MAX_LAYERS, report=block_reporter(notify_napari))
+    found = open_in_napari(location, MAX_LAYERS, notify_napari)
     if (
         found.error is None
         and found.too_many is None

@@ -124,7 +124,7 @@ def import_store_chain(*, as_old_objects: bool = False) -> None:
     off cost more than the imports themselves (measured: 0.1-0.35 s of a 0.3-0.55 s import).
     A collector that was off stays off.
 
-    ``as_old_objects`` (the napari reader, a GUI process): the objects tracked after the
+    ``as_old_objects`` (napari's process: :func:`napari_n5zarr._napari.layers.open_in_napari`): the objects tracked after the
     import are then filed with the oldest ones (``gc.freeze()`` + ``gc.unfreeze()``, as a
     module's classes and functions would be after a few collections). CPython starts a full
     collection once the objects promoted to the oldest generation since the last one exceed
@@ -133,7 +133,7 @@ def import_store_chain(*, as_old_objects: bool = False) -> None:
     Filed as old they set off nothing, and every later full collection still examines them
     (nothing stays frozen, no garbage is kept). ``unfreeze`` also thaws what was frozen before
     (CPython 3.12 freezes a few hundred tuples at start; a pre-fork server its whole heap):
-    so only the napari reader asks for it, not the library."""
+    so only napari's opens ask for it, not the library."""
     if "napari_n5zarr.access" in sys.modules:
         return
     enabled = gc.isenabled()
